@@ -1,0 +1,1 @@
+"""AI chat rooms: unified and individual rooms, messages, turns, proposals UI."""

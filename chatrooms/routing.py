@@ -1,0 +1,3 @@
+"""WebSocket routes of the chat rooms (/ws/ai/)."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,1 @@
+"""HAL: the operations console core (settings, models, actions, views)."""

@@ -1,0 +1,116 @@
+"""Operator authentication actions: log in, log out, re-authenticate (rate-limited, audited)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib import auth
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from hal.actions.base import SESSION_REAUTH_KEY, Actor, record_audit, record_refusal
+from hal.errors import HalError, InvalidInput, NotAuthenticated, RateLimited
+from hal.models import AuditEntry
+
+
+def _recent_failures(action_code: str, *, username: str, ip: str | None) -> int:
+    since = timezone.now() - timedelta(seconds=settings.HAL_LOGIN_FAILURE_WINDOW_SECONDS)
+    who = Q(target_label=username)
+    if ip:
+        who |= Q(ip=ip)
+    return AuditEntry.objects.filter(
+        who,
+        action=action_code,
+        result=AuditEntry.RESULT_REFUSED,
+        error_code="invalid_credentials",
+        created_at__gte=since,
+    ).count()
+
+
+def _refuse(actor: Actor, code: str, exc: HalError, username: str) -> HalError:
+    record_refusal(actor, code, exc, target_type="user", target_label=username)
+    return exc
+
+
+def check_login(request: Any, *, username: str, password: str) -> Any:
+    """Log `username` in on this request's session, or refuse (rate-limited, audited)."""
+    actor = Actor.from_request(request)
+    username = (username or "").strip()[:150]
+    if not username or not password:
+        raise _refuse(
+            actor, "auth.login", InvalidInput("Enter a username and a password."), username
+        )
+    if _recent_failures("auth.login", username=username, ip=actor.ip) >= (
+        settings.HAL_LOGIN_MAX_FAILURES
+    ):
+        raise _refuse(
+            actor,
+            "auth.login",
+            RateLimited("Too many failed attempts; wait a few minutes and try again."),
+            username,
+        )
+    user = auth.authenticate(request, username=username, password=password)
+    if user is None:
+        raise _refuse(
+            actor,
+            "auth.login",
+            NotAuthenticated("Wrong username or password.", code="invalid_credentials"),
+            username,
+        )
+    return do_login(request, user)
+
+
+def do_login(request: Any, user: Any) -> Any:
+    """Start the session; a fresh login counts as a fresh re-authentication."""
+    with transaction.atomic():
+        auth.login(request, user)
+        request.session[SESSION_REAUTH_KEY] = time.time()
+        record_audit(
+            Actor.from_request(request), "auth.login", target=user, target_label=user.username
+        )
+    return user
+
+
+def do_logout(request: Any) -> None:
+    """End the session."""
+    if request.user.is_authenticated:
+        record_audit(Actor.from_request(request), "auth.logout", target=request.user)
+    auth.logout(request)
+
+
+def check_reauth(request: Any, *, password: str) -> float:
+    """Re-enter the password; on success the session may do sensitive things for 600 s."""
+    actor = Actor.from_request(request, via="api" if request.path.startswith("/api/") else "web")
+    user = request.user
+    if not user.is_authenticated:
+        raise NotAuthenticated("Log in first.")
+    if _recent_failures("auth.reauth", username=user.username, ip=None) >= (
+        settings.HAL_LOGIN_MAX_FAILURES
+    ):
+        raise _refuse(
+            actor,
+            "auth.reauth",
+            RateLimited("Too many failed attempts; wait a few minutes and try again."),
+            user.username,
+        )
+    if not password or not user.check_password(password):
+        raise _refuse(
+            actor,
+            "auth.reauth",
+            HalError("Wrong password.", code="invalid_credentials", http_status=403),
+            user.username,
+        )
+    return do_reauth(request, actor)
+
+
+def do_reauth(request: Any, actor: Actor) -> float:
+    """Record the re-authentication in the server-side session; return its expiry."""
+    now = time.time()
+    with transaction.atomic():
+        request.session[SESSION_REAUTH_KEY] = now
+        record_audit(actor, "auth.reauth", target=request.user, target_label=request.user.username)
+    return now + settings.HAL_REAUTH_SECONDS

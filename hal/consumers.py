@@ -1,0 +1,31 @@
+"""The console's live-update WebSocket (/ws/ops/): jobs, servers, incidents, proposals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from hal.events import OPS_GROUP
+
+
+class OpsConsumer(AsyncJsonWebsocketConsumer):
+    """Pushes console events to logged-in operators; refuses anonymous sockets."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        await self.channel_layer.group_add(OPS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(OPS_GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong"})
+
+    async def hal_event(self, message: dict) -> None:
+        await self.send_json({"type": message["event"], "data": message["data"]})

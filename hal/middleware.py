@@ -1,0 +1,59 @@
+"""Request ids, per-operator language, and HalError → JSON rendering."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import translation
+
+from hal.errors import HalError
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestIdMiddleware:
+    """Give every request an id (or keep a sane X-Request-ID) and echo it back."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        incoming = request.headers.get("X-Request-ID", "")
+        request.request_id = incoming if _REQUEST_ID.match(incoming) else secrets.token_hex(8)
+        response = self.get_response(request)
+        response["X-Request-ID"] = request.request_id
+        return response
+
+
+class OperatorLanguageMiddleware:
+    """Activate the language the operator chose (profile), else the session's, else English."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        language = request.session.get("hal_language") or "en"
+        translation.activate(language)
+        request.LANGUAGE_CODE = translation.get_language()
+        response = self.get_response(request)
+        response.headers.setdefault("Content-Language", request.LANGUAGE_CODE)
+        translation.deactivate()
+        return response
+
+
+class HalErrorMiddleware:
+    """Render an uncaught HalError as {"error": {...}} with its HTTP status."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if isinstance(exc, HalError):
+            return JsonResponse(exc.as_dict(), status=exc.http_status)
+        return None

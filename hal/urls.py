@@ -1,0 +1,32 @@
+"""URL routes of the console: pages, the JSON API, admin, and each app's routes."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+from hal.views import auth as auth_views
+from hal.views import confirmations, health, pages
+
+app_name = "hal"
+
+hal_patterns = [
+    path("", pages.overview, name="overview"),
+    path("login/", auth_views.login_page, name="login"),
+    path("logout/", auth_views.logout_page, name="logout"),
+    path("reauth/", auth_views.reauth_page, name="reauth"),
+    path("language/", auth_views.set_language, name="language"),
+    path("audit/", pages.audit_list, name="audit"),
+    path("api/health", health.health, name="api_health"),
+    path("api/auth/reauth", auth_views.api_reauth, name="api_reauth"),
+    path("api/audit", pages.api_audit, name="api_audit"),
+    path("api/confirmations", confirmations.start, name="api_confirmations"),
+    path("api/confirmations/<str:token>/target", confirmations.target, name="api_confirm_target"),
+    path(
+        "api/confirmations/<str:token>/execute", confirmations.execute, name="api_confirm_execute"
+    ),
+]
+
+urlpatterns = [
+    path("", include((hal_patterns, "hal"))),
+    path("", include("chatrooms.urls")),
+    path("admin/", admin.site.urls),
+]

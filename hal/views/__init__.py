@@ -1,0 +1,1 @@
+"""Console views: pages and JSON API endpoints."""

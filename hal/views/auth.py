@@ -1,0 +1,107 @@
+"""Login, logout, re-authentication (page and API) and the language switch."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from hal.actions import auth as auth_actions
+from hal.actions.base import Actor
+from hal.actions.operators import check_set_language
+from hal.api import api, json_body
+from hal.errors import HalError
+from hal.models import OperatorProfile
+
+
+def _safe_next(request: HttpRequest, fallback: str = "/") -> str:
+    target = request.POST.get("next") or request.GET.get("next") or fallback
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return fallback
+
+
+@require_http_methods(["GET", "POST"])
+def login_page(request: HttpRequest) -> HttpResponse:
+    """The login form."""
+    error = None
+    if request.method == "POST":
+        try:
+            user = auth_actions.check_login(
+                request,
+                username=request.POST.get("username", ""),
+                password=request.POST.get("password", ""),
+            )
+        except HalError as exc:
+            error = exc
+        else:
+            profile = OperatorProfile.objects.filter(user=user).first()
+            if profile and profile.language:
+                request.session["hal_language"] = profile.language
+            return redirect(_safe_next(request))
+    status = error.http_status if error else 200
+    return render(
+        request,
+        "hal/login.html",
+        {"error": error, "next": _safe_next(request)},
+        status=status if status != 401 else 400,
+    )
+
+
+@require_POST
+def logout_page(request: HttpRequest) -> HttpResponse:
+    """Log out (POST only, CSRF-protected)."""
+    auth_actions.do_logout(request)
+    return redirect(settings.LOGOUT_REDIRECT_URL)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reauth_page(request: HttpRequest) -> HttpResponse:
+    """Re-enter the password before a sensitive action."""
+    error = None
+    if request.method == "POST":
+        try:
+            auth_actions.check_reauth(request, password=request.POST.get("password", ""))
+        except HalError as exc:
+            error = exc
+        else:
+            return redirect(_safe_next(request))
+    return render(
+        request,
+        "hal/reauth.html",
+        {"error": error, "next": _safe_next(request)},
+        status=error.http_status if error else 200,
+    )
+
+
+@require_POST
+@api()
+def api_reauth(request: HttpRequest) -> dict:
+    """POST /api/auth/reauth {password} → {"reauth_until": epoch seconds, "reauth_until_iso"}."""
+    body = json_body(request)
+    until = auth_actions.check_reauth(request, password=str(body.get("password", "")))
+    from datetime import UTC, datetime
+
+    return {
+        "reauth_until": until,
+        "reauth_until_iso": datetime.fromtimestamp(until, tz=UTC).isoformat(),
+    }
+
+
+@login_required
+@require_POST
+def set_language(request: HttpRequest) -> HttpResponse:
+    """Switch the operator's language (saved on the profile, so every browser follows)."""
+    try:
+        check_set_language(
+            actor=Actor.from_request(request), language=request.POST.get("language", "")
+        )
+    except HalError:
+        pass
+    else:
+        request.session["hal_language"] = request.POST["language"]
+    return redirect(_safe_next(request, "/"))

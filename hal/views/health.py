@@ -1,0 +1,78 @@
+"""GET /api/health — no login; checks the database, channel layer and task worker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from hal.models import WorkerHeartbeat
+from hal.version import get_version
+
+
+def check_database() -> dict:
+    """A round trip to the database."""
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+async def _layer_round_trip() -> None:
+    layer = get_channel_layer()
+    channel = await layer.new_channel("health.")
+    await layer.send(channel, {"type": "health.ping"})
+    async with asyncio.timeout(2):
+        await layer.receive(channel)
+
+
+def check_channel_layer() -> dict:
+    """Send a message through the channel layer and read it back."""
+    started = time.perf_counter()
+    async_to_sync(_layer_round_trip)()
+    backend = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+    return {"ok": True, "backend": backend, "ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+def check_worker() -> dict:
+    """The newest task-worker heartbeat must be younger than HAL_WORKER_STALE_SECONDS."""
+    latest = WorkerHeartbeat.objects.order_by("-last_seen_at").first()
+    if latest is None:
+        return {"ok": not settings.HAL_HEALTH_REQUIRE_WORKER, "last_seen_at": None,
+                "reason": "no worker has reported"}
+    age = (timezone.now() - latest.last_seen_at).total_seconds()
+    fresh = age <= settings.HAL_WORKER_STALE_SECONDS
+    result = {"ok": fresh or not settings.HAL_HEALTH_REQUIRE_WORKER,
+              "last_seen_at": latest.last_seen_at.isoformat(), "age_seconds": round(age, 1)}
+    if not fresh:
+        result["reason"] = "worker heartbeat is stale"
+    return result
+
+
+CHECKS = {"database": check_database, "channel_layer": check_channel_layer,
+          "worker": check_worker}
+
+
+@require_GET
+def health(request: HttpRequest) -> JsonResponse:
+    """Report status, version and each check; 503 when any check fails."""
+    checks = {}
+    for name, fn in CHECKS.items():
+        try:
+            checks[name] = fn()
+        except Exception as exc:  # a failing dependency is reported, not raised
+            checks[name] = {"ok": False, "reason": type(exc).__name__}
+    ok = all(c["ok"] for c in checks.values())
+    body = {"status": "ok" if ok else "degraded", "version": get_version(), "checks": checks,
+            "time": timezone.now().isoformat()}
+    return JsonResponse(body, status=200 if ok else 503)
+
+

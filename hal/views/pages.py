@@ -1,0 +1,47 @@
+"""Console pages that belong to the core: the overview placeholder and the audit log."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from hal import queries
+from hal.actions.base import Actor
+from hal.api import api
+from hal.errors import HalError
+
+
+@login_required
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    """The landing page (the ops dashboard replaces its body)."""
+    return render(request, "hal/overview.html", {"page": "overview"})
+
+
+@login_required
+@require_GET
+def audit_list(request: HttpRequest) -> HttpResponse:
+    """The audit log with filters (actor, action, target, time)."""
+    filters = {k: v for k, v in request.GET.items() if v}
+    error = None
+    try:
+        entries = list(queries.list_audit(Actor.from_request(request), filters, limit=200))
+    except HalError as exc:
+        entries, error = [], exc
+    return render(
+        request,
+        "hal/audit.html",
+        {"entries": entries, "filters": filters, "error": error, "page": "audit"},
+        status=error.http_status if error else 200,
+    )
+
+
+@require_GET
+@api()
+def api_audit(request: HttpRequest) -> dict:
+    """GET /api/audit?actor=&action=&target_type=&target_id=&since=&until=&before_id="""
+    filters = {k: v for k, v in request.GET.items() if v}
+    entries = queries.list_audit(Actor.from_request(request, via="api"), filters)
+    return {"entries": [e.as_dict() for e in entries]}

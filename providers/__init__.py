@@ -1,0 +1,1 @@
+"""AI model providers: Anthropic, OpenAI-compatible, local CLI, OAuth."""

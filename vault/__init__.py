@@ -1,0 +1,1 @@
+"""Encrypted secret storage: ciphertext rows, keyring, rotation."""

@@ -1,0 +1,1 @@
+"""Guarded web fetching, extraction, caching and search for model context."""
