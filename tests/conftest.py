@@ -1,0 +1,67 @@
+"""Shared fixtures: operators with per-run generated passwords, logged-in clients."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import pytest
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path, settings):
+    """Each test gets its own data directory (vault key file, snapshots, scratch)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    settings.DATA_DIR = data
+    settings.HAL_VAULT_KEY_FILE = str(data / "vault.keys")
+    settings.HAL_HEALTH_REQUIRE_WORKER = False
+    return data
+
+
+def make_user(django_user_model, username: str, *, superuser: bool = False, perms=()):
+    password = secrets.token_urlsafe(16)
+    if superuser:
+        user = django_user_model.objects.create_superuser(username, f"{username}@example.test",
+                                                          password)
+    else:
+        user = django_user_model.objects.create_user(username, f"{username}@example.test",
+                                                     password)
+    if perms:
+        from django.contrib.auth.models import Permission
+
+        for codename in perms:
+            user.user_permissions.add(Permission.objects.get(codename=codename))
+    user.raw_password = password
+    return user
+
+
+@pytest.fixture
+def operator(db, django_user_model):
+    """A superuser operator; its generated password is on `.raw_password`."""
+    return make_user(django_user_model, "ops", superuser=True)
+
+
+@pytest.fixture
+def viewer(db, django_user_model):
+    """An operator without any console permission (read-only)."""
+    return make_user(django_user_model, "viewer")
+
+
+@pytest.fixture
+def client_op(client, operator):
+    """A Django test client logged in as `operator` (no recent re-auth)."""
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def reauthed(client_op, operator):
+    """`client_op` after a successful re-authentication."""
+    response = client_op.post(
+        "/api/auth/reauth", {"password": operator.raw_password}, content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    return client_op
