@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from hal.urls_fleet import urlpatterns as fleet_patterns
+from hal.urls_ops import urlpatterns as ops_patterns
 from hal.views import auth as auth_views
 from hal.views import confirmations, health, pages
 
@@ -24,6 +26,8 @@ hal_patterns = [
         "api/confirmations/<str:token>/execute", confirmations.execute, name="api_confirm_execute"
     ),
 ]
+
+hal_patterns += fleet_patterns + ops_patterns
 
 urlpatterns = [
     path("", include((hal_patterns, "hal"))),

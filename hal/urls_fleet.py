@@ -1,0 +1,3 @@
+"""Routes of the ops domain (fleet): pages and JSON API; included by hal/urls.py."""
+
+urlpatterns: list = []
