@@ -6,3 +6,47 @@ from hal.models.operators import OperatorProfile
 from hal.models.worker import WorkerHeartbeat
 
 __all__ = ["AuditEntry", "Confirmation", "OperatorProfile", "WorkerHeartbeat"]
+
+from hal.models.fleet import (  # noqa: E402
+    AgentToken,
+    EnrolmentToken,
+    Job,
+    JobLogLine,
+    Module,
+    ModuleDeployment,
+    Release,
+    Server,
+    ServerMetric,
+)
+
+__all__ += [
+    "AgentToken",
+    "EnrolmentToken",
+    "Job",
+    "JobLogLine",
+    "Module",
+    "ModuleDeployment",
+    "Release",
+    "Server",
+    "ServerMetric",
+]
+
+from hal.models.ops import (  # noqa: E402
+    EmergencyState,
+    Incident,
+    IncidentEvent,
+    MailCheck,
+    Setting,
+    SettingChange,
+    Snapshot,
+)
+
+__all__ += [
+    "EmergencyState",
+    "Incident",
+    "IncidentEvent",
+    "MailCheck",
+    "Setting",
+    "SettingChange",
+    "Snapshot",
+]
