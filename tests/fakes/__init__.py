@@ -1,0 +1,1 @@
+"""Wire-true fakes: loopback HTTP servers and a fake `claude` executable for provider tests."""

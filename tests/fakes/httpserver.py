@@ -1,0 +1,183 @@
+"""A threaded loopback HTTP server base that records requests and scripts failures."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the fake received it (header names lower-cased)."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    raw_body: bytes
+    json: Any = None
+    form: dict[str, str] = field(default_factory=dict)
+
+    def bearer(self) -> str | None:
+        """The token of an `Authorization: Bearer` header, if any."""
+        value = self.headers.get("authorization", "")
+        if value.lower().startswith("bearer "):
+            return value[7:]
+        return None
+
+
+@dataclass
+class Failure:
+    """A scripted failure: kind is 401, 403, 429, 500, 529, slow, malformed, stall."""
+
+    kind: str
+    times: int = 1
+    delay: float = 5.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def _dispatch(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        parsed: Any = None
+        form: dict[str, str] = {}
+        ctype = headers.get("content-type", "")
+        if raw and "json" in ctype:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+        elif raw and "x-www-form-urlencoded" in ctype:
+            form = {k: v[0] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()}
+        request = RecordedRequest(
+            method=self.command,
+            path=parts.path,
+            query=parse_qs(parts.query),
+            headers=headers,
+            raw_body=raw,
+            json=parsed,
+            form=form,
+        )
+        with self.server.fake.lock:
+            self.server.fake.requests.append(request)
+        try:
+            self.server.fake.handle(self, request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    do_GET = _dispatch
+    do_POST = _dispatch
+    do_DELETE = _dispatch
+
+    # Response helpers used by the concrete fakes.
+    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self.send_raw(status, body, "application/json", headers)
+
+    def send_raw(
+        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def start_sse(self) -> None:
+        # No length: the body ends when the connection closes, as many real gateways do.
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def write_sse(self, data: str, event: str | None = None) -> None:
+        chunk = (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
+        self.wfile.write(chunk.encode())
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    fake: FakeHTTPServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (timeout tests) is expected, not an error
+
+
+class FakeHTTPServer:
+    """Base: a real socket on 127.0.0.1, port chosen by the OS, served from a thread."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._failures: list[Failure] = []
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeHTTPServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # wakes handlers sleeping in slow/stall scripts
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeHTTPServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def fail_next(self, kind: str | int, *, times: int = 1, delay: float = 5.0) -> None:
+        """Make the next `times` scripted requests fail in the given way."""
+        with self.lock:
+            self._failures.append(Failure(str(kind), times, float(delay)))
+
+    def take_failure(self) -> Failure | None:
+        with self.lock:
+            if not self._failures:
+                return None
+            failure = self._failures[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                self._failures.pop(0)
+            return failure
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but return at once when the fake is stopping."""
+        if seconds > 0:
+            self.stopping.wait(seconds)
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path == path]
+
+    def handle(self, handler: _Handler, request: RecordedRequest) -> None:
+        raise NotImplementedError
