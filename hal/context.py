@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext_noop as _noop
 
 from hal.version import get_version
 
@@ -21,14 +22,14 @@ def console(request: HttpRequest) -> dict:
 
 # (url name, label) — the left menu; labels are translated in the template.
 MENU = [
-    ("hal:overview", "Overview"),
-    ("hal:servers", "Servers"),
-    ("hal:modules", "Modules"),
-    ("hal:jobs", "Jobs"),
-    ("hal:incidents", "Incidents"),
-    ("hal:proposals", "Approvals"),
-    ("hal:audit", "Audit log"),
-    ("hal:settings", "Settings"),
-    ("hal:dr", "DR"),
-    ("chatrooms:ops_ai", "AI connections"),
+    ("hal:overview", _noop("Overview")),
+    ("hal:servers", _noop("Servers")),
+    ("hal:modules", _noop("Modules")),
+    ("hal:jobs", _noop("Jobs")),
+    ("hal:incidents", _noop("Incidents")),
+    ("hal:proposals", _noop("Approvals")),
+    ("hal:audit", _noop("Audit log")),
+    ("hal:settings", _noop("Settings")),
+    ("hal:dr", _noop("DR")),
+    ("chatrooms:ops_ai", _noop("AI connections")),
 ]

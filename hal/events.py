@@ -20,8 +20,9 @@ def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(group, {"type": "hal.event", "event": event_type,
-                                                "data": payload})
+        async_to_sync(layer.group_send)(
+            group, {"type": "hal.event", "event": event_type, "data": payload}
+        )
     except Exception:  # a dead layer must not undo committed work
         log.exception("could not publish %s to %s", event_type, group)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -115,7 +116,10 @@ else:
             },
         }
     }
-DATABASES["default"]["TEST"] = {"NAME": env("HAL_TEST_DB_NAME") or None}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not :memory:, so a daphne subprocess (browser tests) sees the same data.
+    _test_db = str(Path(tempfile.gettempdir()) / f"hal-test-{os.getpid()}.sqlite3")
+    DATABASES["default"]["TEST"] = {"NAME": env("HAL_TEST_DB_NAME") or _test_db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")
@@ -188,6 +192,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # HAL's own knobs (documented in .env.example).
+HAL_SERVE_STATIC = env_bool("HAL_SERVE_STATIC", not PRODUCTION)
 HAL_REAUTH_SECONDS = int(env("HAL_REAUTH_SECONDS", "600"))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))

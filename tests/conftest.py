@@ -24,11 +24,11 @@ def _isolated_data_dir(tmp_path, settings):
 def make_user(django_user_model, username: str, *, superuser: bool = False, perms=()):
     password = secrets.token_urlsafe(16)
     if superuser:
-        user = django_user_model.objects.create_superuser(username, f"{username}@example.test",
-                                                          password)
+        user = django_user_model.objects.create_superuser(
+            username, f"{username}@example.test", password
+        )
     else:
-        user = django_user_model.objects.create_user(username, f"{username}@example.test",
-                                                     password)
+        user = django_user_model.objects.create_user(username, f"{username}@example.test", password)
     if perms:
         from django.contrib.auth.models import Permission
 

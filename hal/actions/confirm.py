@@ -223,9 +223,9 @@ def consume_confirmation(
             "This confirmation was made for another action, target or arguments.",
             code="confirmation_wrong_target",
         )
-    updated = Confirmation.objects.filter(
-        pk=conf.pk, state=Confirmation.TARGET_CONFIRMED
-    ).update(state=Confirmation.CONSUMED, consumed_at=timezone.now())
+    updated = Confirmation.objects.filter(pk=conf.pk, state=Confirmation.TARGET_CONFIRMED).update(
+        state=Confirmation.CONSUMED, consumed_at=timezone.now()
+    )
     if updated != 1:
         raise ConfirmationError("This confirmation was already used.", code="confirmation_used")
     return conf

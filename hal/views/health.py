@@ -46,19 +46,24 @@ def check_worker() -> dict:
     """The newest task-worker heartbeat must be younger than HAL_WORKER_STALE_SECONDS."""
     latest = WorkerHeartbeat.objects.order_by("-last_seen_at").first()
     if latest is None:
-        return {"ok": not settings.HAL_HEALTH_REQUIRE_WORKER, "last_seen_at": None,
-                "reason": "no worker has reported"}
+        return {
+            "ok": not settings.HAL_HEALTH_REQUIRE_WORKER,
+            "last_seen_at": None,
+            "reason": "no worker has reported",
+        }
     age = (timezone.now() - latest.last_seen_at).total_seconds()
     fresh = age <= settings.HAL_WORKER_STALE_SECONDS
-    result = {"ok": fresh or not settings.HAL_HEALTH_REQUIRE_WORKER,
-              "last_seen_at": latest.last_seen_at.isoformat(), "age_seconds": round(age, 1)}
+    result = {
+        "ok": fresh or not settings.HAL_HEALTH_REQUIRE_WORKER,
+        "last_seen_at": latest.last_seen_at.isoformat(),
+        "age_seconds": round(age, 1),
+    }
     if not fresh:
         result["reason"] = "worker heartbeat is stale"
     return result
 
 
-CHECKS = {"database": check_database, "channel_layer": check_channel_layer,
-          "worker": check_worker}
+CHECKS = {"database": check_database, "channel_layer": check_channel_layer, "worker": check_worker}
 
 
 @require_GET
@@ -71,8 +76,10 @@ def health(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # a failing dependency is reported, not raised
             checks[name] = {"ok": False, "reason": type(exc).__name__}
     ok = all(c["ok"] for c in checks.values())
-    body = {"status": "ok" if ok else "degraded", "version": get_version(), "checks": checks,
-            "time": timezone.now().isoformat()}
+    body = {
+        "status": "ok" if ok else "degraded",
+        "version": get_version(),
+        "checks": checks,
+        "time": timezone.now().isoformat(),
+    }
     return JsonResponse(body, status=200 if ok else 503)
-
-

@@ -1,0 +1,61 @@
+"""Login and logout pages: sessions, audit, rate limits, safe redirects."""
+
+import pytest
+from django.test import Client
+
+from hal.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+
+
+def test_login_page_logs_in_and_counts_as_reauth(client, operator):
+    assert client.get("/login/").status_code == 200
+    response = client.post(
+        "/login/", {"username": "ops", "password": operator.raw_password, "next": "/audit/"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/audit/"
+    assert client.get("/audit/").status_code == 200
+    assert AuditEntry.objects.filter(action="auth.login", result="ok", actor=operator).exists()
+
+
+def test_wrong_password_shows_an_error_and_is_audited(client, operator):
+    response = client.post("/login/", {"username": "ops", "password": "wrong"})
+    assert response.status_code == 400
+    assert b"invalid_credentials" in response.content
+    entry = AuditEntry.objects.get(action="auth.login")
+    assert (entry.result, entry.error_code, entry.target_label) == (
+        "refused",
+        "invalid_credentials",
+        "ops",
+    )
+
+
+def test_login_is_rate_limited_per_username(client, operator, settings):
+    settings.HAL_LOGIN_MAX_FAILURES = 3
+    for _ in range(3):
+        Client(REMOTE_ADDR="10.0.0.9").post("/login/", {"username": "ops", "password": "bad"})
+    response = client.post("/login/", {"username": "ops", "password": operator.raw_password})
+    assert response.status_code == 429
+    assert b"rate_limited" in response.content
+    assert client.get("/audit/").status_code == 302  # still logged out
+
+
+def test_login_refuses_an_offsite_next(client, operator):
+    response = client.post(
+        "/login/",
+        {"username": "ops", "password": operator.raw_password, "next": "https://evil.example/"},
+    )
+    assert response["Location"] == "/"
+
+
+def test_pages_need_login(client):
+    response = client.get("/audit/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_logout_is_post_only(client_op):
+    assert client_op.get("/logout/").status_code == 405
+    assert client_op.post("/logout/").status_code == 302
+    assert client_op.get("/audit/").status_code == 302
