@@ -1,0 +1,180 @@
+"""Browser tests: a real daphne process on the test database, driven by Playwright + chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("HAL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_env(tmp_dir: Path) -> dict[str, str]:
+    from django.conf import settings
+    from django.db import connection
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="hal.settings",
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        HAL_DATA_DIR=str(tmp_dir),
+        HAL_HEALTH_REQUIRE_WORKER="0",
+        HAL_SERVE_STATIC="1",
+        PYTHONUNBUFFERED="1",
+    )
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        env["HAL_SQLITE_PATH"] = db["NAME"]
+        env.pop("DATABASE_URL", None)
+    else:
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or 5432
+        user = db.get("USER") or "postgres"
+        env["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{db['NAME']}"
+    return env
+
+
+class LiveServer:
+    """A daphne subprocess serving hal.asgi on a free loopback port."""
+
+    def __init__(self, tmp_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = _server_env(tmp_dir)
+        env.update(extra_env or {})
+        self.log_path = tmp_dir / "daphne.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "hal.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daphne exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url + "/api/health", timeout=1)
+                return
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError("daphne did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def live_asgi(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A daphne process over the test database (tests using it need transactional_db)."""
+    with django_db_blocker.unblock():
+        server = LiveServer(tmp_path_factory.mktemp("live"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by Playwright."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make test` (it installs Debian chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page_factory(browser, request):
+    """New browser contexts (like separate browsers); screenshots saved on failure."""
+    contexts = []
+
+    def make(viewport=(1440, 900), locale="en-US"):
+        context = browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]}, locale=locale
+        )
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        return page
+
+    yield make
+    ARTIFACTS.mkdir(exist_ok=True)
+    failed = getattr(request.node, "rep_call", None) and request.node.rep_call.failed
+    for i, context in enumerate(contexts):
+        for j, pg in enumerate(context.pages):
+            if failed:
+                pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}-{j}-failed.png"))
+        context.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, "rep_" + report.when, report)
+
+
+def login(page, base_url: str, user) -> None:
+    """Log in through the real login form."""
+    page.goto(base_url + "/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", user.raw_password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+
+
+def screenshot(page, name: str) -> Path:
+    """Save a screenshot of a main state as a test artifact (not committed)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
+
+
+__all__ = ["login", "screenshot", "shutil"]
