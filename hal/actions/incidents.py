@@ -1,0 +1,251 @@
+"""Incident actions: open, annotate, close, reopen — each audited, with a timeline entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.errors import Conflict, InvalidInput, NotFound
+from hal.events import OPS_GROUP, publish
+from hal.models import Incident, IncidentEvent
+
+MAX_TITLE = 200
+MAX_TEXT = 10_000
+MAX_AFFECTED = 50
+
+
+def _text(value: Any, name: str, *, required: bool, limit: int = MAX_TEXT) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be text.", code=f"invalid_{name}")
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{name} is required.", code=f"invalid_{name}")
+    if len(value) > limit:
+        raise InvalidInput(f"{name} is longer than {limit} characters.", code=f"invalid_{name}")
+    return value
+
+
+def _identifiers(value: Any, name: str) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, list | tuple) or len(value) > MAX_AFFECTED:
+        raise InvalidInput(f"{name} must be a list of identifiers.", code=f"invalid_{name}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or len(item) > 253:
+            raise InvalidInput(f"{name} must be a list of identifiers.", code=f"invalid_{name}")
+        if item.strip() not in out:
+            out.append(item.strip())
+    return out
+
+
+def _check_known(servers: Iterable[str], modules: Iterable[str]) -> None:
+    """Affected servers/modules must exist in the fleet (when the fleet models are present)."""
+    try:
+        from hal.models import Module, Server
+    except ImportError:  # fleet not installed: identifiers are kept as given
+        return
+    servers, modules = list(servers), list(modules)
+    if servers:
+        known = set(
+            Server.objects.exclude(status="deleted")
+            .filter(hostname__in=servers)
+            .values_list("hostname", flat=True)
+        )
+        missing = [s for s in servers if s not in known]
+        if missing:
+            raise NotFound(f"Unknown server {missing[0]!r}.", code="server_not_found")
+    if modules:
+        known = set(Module.objects.filter(name__in=modules).values_list("name", flat=True))
+        missing = [m for m in modules if m not in known]
+        if missing:
+            raise NotFound(f"Unknown module {missing[0]!r}.", code="module_not_found")
+
+
+def _load(incident_id: Any, *, lock: bool = False) -> Incident:
+    try:
+        pk = int(incident_id)
+    except (TypeError, ValueError):
+        raise NotFound("No such incident.", code="incident_not_found") from None
+    qs = Incident.objects.select_for_update() if lock else Incident.objects
+    try:
+        return qs.get(pk=pk)
+    except Incident.DoesNotExist:
+        raise NotFound("No such incident.", code="incident_not_found") from None
+
+
+def _event(incident: Incident, actor: Actor, kind: str, text: str) -> IncidentEvent:
+    return IncidentEvent.objects.create(
+        incident=incident, kind=kind, text=text, actor_label=actor.label[:150], via=actor.via
+    )
+
+
+def _publish(event: str, incident: Incident) -> None:
+    publish(OPS_GROUP, event, {"incident": incident.as_dict()})
+
+
+# --- open -------------------------------------------------------------------------------
+
+
+@action("incidents.open")
+def check_open_incident(
+    *,
+    actor: Actor,
+    severity: Any,
+    title: Any,
+    description: Any = "",
+    servers: Any = None,
+    modules: Any = None,
+) -> Incident:
+    """Open an incident (write): severity sev1–sev4, title, affected servers/modules."""
+    require_perm(actor, "operate")
+    if severity not in Incident.SEVERITIES:
+        raise InvalidInput(
+            "severity must be one of sev1, sev2, sev3, sev4.", code="invalid_severity"
+        )
+    title = _text(title, "title", required=True, limit=MAX_TITLE)
+    description = _text(description, "description", required=False)
+    servers = _identifiers(servers, "servers")
+    modules = _identifiers(modules, "modules")
+    _check_known(servers, modules)
+    return do_open_incident(
+        actor,
+        severity=severity,
+        title=title,
+        description=description,
+        servers=servers,
+        modules=modules,
+    )
+
+
+def do_open_incident(
+    actor: Actor,
+    *,
+    severity: str,
+    title: str,
+    description: str,
+    servers: list[str],
+    modules: list[str],
+) -> Incident:
+    with transaction.atomic():
+        incident = Incident.objects.create(
+            severity=severity,
+            title=title,
+            description=description,
+            affected_servers=servers,
+            affected_modules=modules,
+            opened_by=actor.label[:150],
+        )
+        _event(incident, actor, "opened", description)
+        record_audit(
+            actor,
+            "incidents.open",
+            target=incident,
+            after={
+                "severity": severity,
+                "title": title,
+                "servers": servers,
+                "modules": modules,
+                "status": incident.status,
+            },
+        )
+        _publish("incident.opened", incident)
+    return incident
+
+
+# --- annotate ---------------------------------------------------------------------------
+
+
+@action("incidents.annotate")
+def check_annotate_incident(*, actor: Actor, incident_id: Any, text: Any) -> IncidentEvent:
+    """Add a note to an open incident's timeline (write)."""
+    require_perm(actor, "operate")
+    text = _text(text, "text", required=True)
+    with transaction.atomic():
+        incident = _load(incident_id, lock=True)
+        if incident.status != Incident.OPEN:
+            raise Conflict("This incident is closed; reopen it first.", code="incident_not_open")
+        return do_annotate_incident(actor, incident, text=text)
+
+
+def do_annotate_incident(actor: Actor, incident: Incident, *, text: str) -> IncidentEvent:
+    with transaction.atomic():
+        event = _event(incident, actor, "note", text)
+        record_audit(actor, "incidents.annotate", target=incident, after={"note": text[:500]})
+        _publish("incident.annotated", incident)
+    return event
+
+
+# --- close / reopen ---------------------------------------------------------------------
+
+
+@action("incidents.close")
+def check_close_incident(*, actor: Actor, incident_id: Any, resolution: Any) -> Incident:
+    """Close an open incident with its resolution (write)."""
+    require_perm(actor, "operate")
+    resolution = _text(resolution, "resolution", required=True)
+    with transaction.atomic():
+        incident = _load(incident_id, lock=True)
+        if incident.status != Incident.OPEN:
+            raise Conflict("This incident is already closed.", code="incident_not_open")
+        return do_close_incident(actor, incident, resolution=resolution)
+
+
+def do_close_incident(actor: Actor, incident: Incident, *, resolution: str) -> Incident:
+    with transaction.atomic():
+        before = {"status": incident.status}
+        incident.status = Incident.CLOSED
+        incident.resolution = resolution
+        incident.closed_at = timezone.now()
+        incident.closed_by = actor.label[:150]
+        incident.save(update_fields=["status", "resolution", "closed_at", "closed_by"])
+        _event(incident, actor, "closed", resolution)
+        record_audit(
+            actor,
+            "incidents.close",
+            target=incident,
+            before=before,
+            after={"status": incident.status, "resolution": resolution[:500]},
+        )
+        _publish("incident.closed", incident)
+    return incident
+
+
+@action("incidents.reopen")
+def check_reopen_incident(*, actor: Actor, incident_id: Any, reason: Any) -> Incident:
+    """Reopen a closed incident (write); its resolution is kept in the timeline."""
+    require_perm(actor, "operate")
+    reason = _text(reason, "reason", required=True, limit=500)
+    with transaction.atomic():
+        incident = _load(incident_id, lock=True)
+        if incident.status != Incident.CLOSED:
+            raise Conflict("This incident is open.", code="incident_not_closed")
+        return do_reopen_incident(actor, incident, reason=reason)
+
+
+def do_reopen_incident(actor: Actor, incident: Incident, *, reason: str) -> Incident:
+    with transaction.atomic():
+        before = {"status": incident.status, "resolution": incident.resolution[:500]}
+        incident.status = Incident.OPEN
+        incident.resolution = ""
+        incident.closed_at = None
+        incident.closed_by = ""
+        incident.save(update_fields=["status", "resolution", "closed_at", "closed_by"])
+        _event(incident, actor, "reopened", reason)
+        record_audit(
+            actor,
+            "incidents.reopen",
+            target=incident,
+            before=before,
+            after={"status": incident.status, "reason": reason},
+        )
+        _publish("incident.reopened", incident)
+    return incident
