@@ -245,12 +245,15 @@ def prepend_key_to_file(key_id: str, key: bytes) -> Keyring:
     if not uses_key_file():
         raise KeyringError("HAL_VAULT_KEYS is set; add the key there instead of the key file")
     path = key_file_path()
-    current = _read_key_file(path)
-    if key_id in current.key_ids:
+    try:
+        current: tuple[tuple[str, bytes], ...] = _read_key_file(path).keys
+        text = path.read_text(encoding="utf-8")
+    except KeyringMissing:
+        current, text = (), ""
+    if any(kid == key_id for kid, _ in current):
         raise KeyringError(f"key id {key_id!r} is already in the keyring")
-    text = path.read_text(encoding="utf-8")
     comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
-    entries = [format_entry(key_id, key)] + [format_entry(k, v) for k, v in current.keys]
+    entries = [format_entry(key_id, key)] + [format_entry(k, v) for k, v in current]
     _write_new_file(path, "\n".join([*comments, *entries]) + "\n", replace=True)
     return get_keyring()
 

@@ -172,3 +172,17 @@ def test_generate_entry_round_trips(settings):
     settings.HAL_VAULT_KEYS = keyring.format_entry(kid, key)
     assert keyring.get_keyring().primary_key == key
     assert keyring.generate_key()[1] != key
+
+
+def test_prepend_creates_a_missing_key_file_with_only_that_key(settings):
+    kid, key = keyring.generate_key("only")
+    keyring.prepend_key_to_file(kid, key)
+    assert keyring.get_keyring().key_ids == ("only",)
+    assert stat.S_IMODE(keyring.key_file_path().stat().st_mode) == 0o600
+
+
+def test_prepend_refuses_when_env_keys_are_configured(settings):
+    settings.HAL_VAULT_KEYS = entry("k1")[2]
+    with pytest.raises(KeyringError):
+        keyring.prepend_key_to_file("k2", os.urandom(32))
+    assert not keyring.key_file_path().exists()
