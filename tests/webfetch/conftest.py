@@ -74,8 +74,8 @@ class LoopbackServer:
 
         return deco
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+    async def start(self, ssl_context=None) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
