@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as _noop
 
 from hal.version import get_version
@@ -17,7 +18,53 @@ def console(request: HttpRequest) -> dict:
             menu.append({"url": reverse(name), "label": label, "name": name})
         except NoReverseMatch:
             continue
-    return {"hal_version": get_version(), "hal_menu": menu}
+    return {
+        "hal_version": get_version(),
+        "hal_menu": menu,
+        "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
+        "ai_panel_strings": panel_strings(),
+    }
+
+
+def _url_or(name: str, fallback: str) -> str:
+    try:
+        return reverse(name)
+    except NoReverseMatch:
+        return fallback
+
+
+def panel_strings() -> dict[str, str]:
+    """UI strings of the AI panel's ES module, in the operator's language."""
+    return {
+        "unified": _("Unified"),
+        "operator": _("You"),
+        "hal": _("HAL"),
+        "failed": _("Failed"),
+        "streaming": _("typing…"),
+        "approve": _("Approve"),
+        "reject": _("Reject"),
+        "show_impact": _("Show impact"),
+        "retype": _("Type the target's identifier to confirm"),
+        "confirm_target": _("Confirm target"),
+        "execute": _("Execute"),
+        "impact": _("Impact"),
+        "arguments": _("Arguments"),
+        "status": _("Status"),
+        "tool": _("Tool"),
+        "result": _("Result"),
+        "retry": _("Retry"),
+        "rename_empty": _("A tab name cannot be empty."),
+        "reset_confirm": _(
+            "Start a new conversation? The history is cleared and pending proposals are cancelled."
+        ),
+        "inactive": _("inactive"),
+        "load_more": _("Loading earlier messages…"),
+        "no_models": _("No AI model is connected yet. Use + to connect one."),
+        "degraded": _("Budget exceeded: reduced web fetching"),
+        "high_risk": _("High risk"),
+        "write": _("Write"),
+        "read": _("Read"),
+    }
 
 
 # (url name, label) — the left menu; labels are translated in the template.
