@@ -19,7 +19,7 @@ def agent_stale_seconds() -> int:
 
 
 def hash_token(raw: str) -> str:
-    """The stored form of an enrolment or agent token (tokens are high-entropy: sha256 is enough)."""
+    """The stored form of a token (high-entropy random tokens: a plain sha256 suffices)."""
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

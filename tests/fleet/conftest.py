@@ -67,3 +67,28 @@ def active_server(op, server):
 
     servers.check_approve_server(actor=op, server=server.pk)
     return Server.objects.get(pk=server.pk)
+
+
+@pytest.fixture
+def http_server():
+    """A real loopback HTTP server: /health → 200, anything else → 503."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            code = 200 if self.path == "/health" else 503
+            self.send_response(code)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
