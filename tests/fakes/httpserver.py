@@ -132,7 +132,10 @@ class FakeHTTPServer:
         self._failures: list[Failure] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval keeps shutdown (every test's teardown) fast.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def origin(self) -> str:

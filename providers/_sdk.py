@@ -1,0 +1,202 @@
+"""Shared machinery of the SDK-backed providers: per-call credentials, timeouts, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import httpx2
+
+from .base import (
+    ChatMessage,
+    CredentialGetter,
+    ProviderError,
+    StreamEvent,
+    ToolSpec,
+    redact,
+)
+
+log = logging.getLogger("hal.providers")
+
+# The long-lived SDK client never holds a real credential: each call makes a cheap copy
+# (`with_options`) that shares the connection pool and carries the secret for that call only.
+NO_CREDENTIAL = "hal-fetches-the-credential-per-call"
+
+# Provider error `type`s in JSON bodies (Anthropic and OpenAI-style), for errors that arrive
+# with a 200 status inside an SSE stream.
+_BODY_TYPES = {
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "invalid_api_key": "auth",
+    "rate_limit_error": "rate_limited",
+    "rate_limit_exceeded": "rate_limited",
+    "insufficient_quota": "rate_limited",
+    "overloaded_error": "unavailable",
+    "api_error": "unavailable",
+    "server_error": "unavailable",
+    "timeout_error": "timeout",
+    "invalid_request_error": "bad_request",
+    "not_found_error": "bad_request",
+}
+
+
+def kind_for_status(status: int) -> str:
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "unavailable"
+    return "bad_request"
+
+
+def _body_error(body: object) -> tuple[str | None, str]:
+    """(type, message) of an error body shaped `{"error": {"type"|"code", "message"}}`."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            kind = inner.get("type") or inner.get("code")
+            return (str(kind) if kind else None, str(inner.get("message") or ""))
+    return None, ""
+
+
+def map_sdk_error(exc: BaseException, *secrets: str | None) -> ProviderError:
+    """Translate any SDK/transport failure into a ProviderError without leaking secrets."""
+    if isinstance(exc, ProviderError):
+        return exc
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, TimeoutError | httpx2.TimeoutException) or name == "APITimeoutError":
+        return ProviderError("timeout", "the provider did not answer in time")
+    if name == "APIConnectionError" or isinstance(exc, httpx2.TransportError):
+        return ProviderError("unavailable", redact(f"cannot reach the provider ({exc})", *secrets))
+    if isinstance(status, int):
+        body_type, body_message = _body_error(getattr(exc, "body", None))
+        if status < 400:  # an `event: error` inside a 200 stream
+            kind = _BODY_TYPES.get(body_type or "", "bad_response")
+            return ProviderError(kind, redact(body_message or "error in stream", *secrets))
+        message = f"HTTP {status}" + (f": {body_message}" if body_message else "")
+        return ProviderError(kind_for_status(status), redact(message, *secrets), status=status)
+    if isinstance(exc, ValueError | json.JSONDecodeError) or name == "APIResponseValidationError":
+        return ProviderError("bad_response", "the provider sent a malformed response")
+    log.debug("unmapped provider exception %s", name)
+    return ProviderError("bad_response", redact(f"{name}: {exc}", *secrets))
+
+
+class SDKProvider:
+    """Base of the HTTP providers: one SDK client per instance, reused for every call."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        credential: CredentialGetter,
+        auth_scheme: str = "api_key",
+        timeout: float = 60.0,
+        total_timeout: float = 600.0,
+        max_retries: int = 1,
+        max_tokens: int | None = None,
+        label: str = "",
+        credential_hint: str = "",
+    ) -> None:
+        if auth_scheme not in ("api_key", "bearer"):
+            raise ValueError(f"unknown auth scheme {auth_scheme!r}")
+        if not 0 <= max_retries <= 2:
+            raise ValueError("max_retries must stay small (0-2) for interactive calls")
+        self.base_url = base_url
+        self.credential = credential
+        self.auth_scheme = auth_scheme
+        self.timeout = float(timeout)
+        self.total_timeout = max(float(total_timeout), self.timeout)
+        self.max_retries = max_retries
+        self.max_tokens = max_tokens
+        self.label = label
+        self.credential_hint = credential_hint
+        self.sdk_client = self._make_client()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(label={self.label!r}, base_url={self.base_url!r}, "
+            f"auth={self.auth_scheme}, credential={self.credential_hint or '…'!r})"
+        )
+
+    # Subclasses provide these.
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    def _client_for_call(self, secret: str) -> Any:
+        raise NotImplementedError
+
+    async def _list_models(self, client: Any) -> list[str]:
+        raise NotImplementedError
+
+    def _stream_events(
+        self,
+        client: Any,
+        *,
+        system: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        model: str,
+        deadline: float,
+    ) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+    async def _secret(self) -> str:
+        try:
+            secret = await self.credential()
+        except ProviderError:
+            raise
+        except Exception as exc:
+            # The vault already audits and fails closed; the caller sees an auth failure.
+            raise ProviderError("auth", "the credential could not be read") from exc
+        if not secret:
+            raise ProviderError("auth", "no credential is stored for this connection")
+        return secret
+
+    async def aclose(self) -> None:
+        await self.sdk_client.close()
+
+    async def list_models(self) -> list[str]:
+        secret = await self._secret()
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._list_models(self._client_for_call(secret))
+        except Exception as exc:
+            # `from None`: the SDK exception references the request, Authorization included.
+            raise map_sdk_error(exc, secret) from None
+
+    async def stream(
+        self,
+        *,
+        system: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        model: str,
+        operator: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one model call. `operator` is unused: HAL runs the tools itself."""
+        secret = await self._secret()
+        deadline = asyncio.get_running_loop().time() + self.total_timeout
+        events = self._stream_events(
+            self._client_for_call(secret),
+            system=system,
+            messages=messages,
+            tools=tools,
+            model=model,
+            deadline=deadline,
+        )
+        try:
+            async with aclosing(events):
+                async for event in events:
+                    yield event
+        except Exception as exc:
+            raise map_sdk_error(exc, secret) from None

@@ -1,0 +1,178 @@
+"""Anthropic Messages API provider (streaming, tools) on the official async SDK."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from anthropic import AsyncAnthropic
+
+from ._sdk import NO_CREDENTIAL, SDKProvider
+from .base import (
+    STOP_END,
+    STOP_MAX_TOKENS,
+    STOP_TOOL_USE,
+    ChatMessage,
+    ProviderError,
+    Stop,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    iterate_with_timeouts,
+    parse_tool_arguments,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096
+_STOPS = {
+    "end_turn": STOP_END,
+    "stop_sequence": STOP_END,
+    "tool_use": STOP_TOOL_USE,
+    "max_tokens": STOP_MAX_TOKENS,
+}
+
+
+def to_anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Map neutral messages to Messages API turns: consecutive same-role turns are merged,
+    tool results travel as `tool_result` blocks in a user turn (placed first, as required)."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if message.role == "user":
+            text = message.spoken_text()
+            add("user", [{"type": "text", "text": text}] if message.text else [])
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                for c in message.tool_calls
+            )
+            add("assistant", blocks)
+        else:
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": r.tool_call_id,
+                        "content": r.content,
+                        "is_error": r.is_error,
+                    }
+                    for r in message.tool_results
+                ],
+            )
+    for turn in out:
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda block: block["type"] != "tool_result")
+    return out
+
+
+class AnthropicProvider(SDKProvider):
+    """Claude through `AsyncAnthropic`; `auth_scheme="bearer"` sends an OAuth access token."""
+
+    kind = "anthropic"
+
+    def __init__(self, *, base_url: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        super().__init__(base_url=base_url or DEFAULT_BASE_URL, **kwargs)
+
+    def _make_client(self) -> AsyncAnthropic:
+        # An explicit credential stops the SDK from reading ANTHROPIC_* variables or profiles.
+        return AsyncAnthropic(
+            api_key=NO_CREDENTIAL,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
+
+    def _client_for_call(self, secret: str) -> AsyncAnthropic:
+        if self.auth_scheme == "bearer":
+            return self.sdk_client.with_options(auth_token=secret)
+        return self.sdk_client.with_options(api_key=secret)
+
+    async def _list_models(self, client: AsyncAnthropic) -> list[str]:
+        return [model.id async for model in client.models.list()]
+
+    async def _stream_events(
+        self,
+        client: AsyncAnthropic,
+        *,
+        system: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        model: str,
+        deadline: float,
+    ) -> AsyncIterator[StreamEvent]:
+        params: dict[str, Any] = {
+            "model": model,
+            "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": to_anthropic_messages(messages),
+            "stream": True,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = [tool.to_anthropic() for tool in tools]
+        async with asyncio.timeout(self.timeout):
+            sdk_stream = await client.messages.create(**params)
+        input_tokens = output_tokens = 0
+        stop_reason: str | None = None
+        finished = False
+        tool_blocks: dict[int, dict[str, Any]] = {}
+        async with sdk_stream:
+            async for event in iterate_with_timeouts(
+                sdk_stream, idle=self.timeout, deadline=deadline
+            ):
+                etype = event.type
+                if etype == "message_start":
+                    usage = event.message.usage
+                    input_tokens = usage.input_tokens or 0
+                    output_tokens = usage.output_tokens or 0
+                elif etype == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        tool_blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
+                    elif block.type == "text" and block.text:
+                        yield TextDelta(block.text)
+                elif etype == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta" and delta.text:
+                        yield TextDelta(delta.text)
+                    elif delta.type == "input_json_delta" and event.index in tool_blocks:
+                        tool_blocks[event.index]["json"].append(delta.partial_json)
+                elif etype == "content_block_stop":
+                    block_state = tool_blocks.pop(event.index, None)
+                    if block_state is not None:
+                        yield ToolCall(
+                            id=block_state["id"],
+                            name=block_state["name"],
+                            arguments=parse_tool_arguments(
+                                "".join(block_state["json"]), tool=block_state["name"]
+                            ),
+                        )
+                elif etype == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    usage = event.usage
+                    if usage.output_tokens is not None:
+                        output_tokens = usage.output_tokens
+                    if getattr(usage, "input_tokens", None):
+                        input_tokens = usage.input_tokens
+                elif etype == "message_stop":
+                    finished = True
+        if not finished or stop_reason is None:
+            raise ProviderError("bad_response", "the stream ended before the message did")
+        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        yield Stop(_STOPS.get(stop_reason, stop_reason))

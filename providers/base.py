@@ -1,0 +1,243 @@
+"""The provider-neutral protocol: chat messages, tool specs, stream events and errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+# An async callable returning the secret at call time (from the vault), so that plaintext
+# exists only for the duration of one provider call and never sits on a long-lived object.
+CredentialGetter = Callable[[], Awaitable[str]]
+
+ErrorKind = Literal["auth", "rate_limited", "timeout", "bad_response", "bad_request", "unavailable"]
+ERROR_KINDS: frozenset[str] = frozenset(
+    {"auth", "rate_limited", "timeout", "bad_response", "bad_request", "unavailable"}
+)
+
+# Normalised stop reasons; anything else is passed through as the provider named it.
+STOP_END = "end"
+STOP_TOOL_USE = "tool_use"
+STOP_MAX_TOKENS = "max_tokens"
+
+
+class ProviderError(Exception):
+    """A provider call failed; `kind` is one of ERROR_KINDS, never the model's answer."""
+
+    kinds: frozenset[str] = ERROR_KINDS
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+        if kind not in self.kinds:
+            raise ValueError(f"unknown provider error kind {kind!r}")
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.status = status
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"{name}(kind={self.kind!r}, message={self.message!r}, status={self.status!r})"
+
+
+def secret_hint(secret: str) -> str:
+    """A display hint such as `sk-…abcd`; short values show nothing at all."""
+    if not secret:
+        return ""
+    if len(secret) < 12:
+        return "…"
+    return f"{secret[:3]}…{secret[-4:]}"
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """Remove secrets from a message (SDK errors may echo request details)."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, secret_hint(secret) or "…")
+    return text
+
+
+# ----- stream events ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the model's text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A complete tool call (arguments fully reassembled and parsed)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of the whole call."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The end of a stream: reason is `end`, `tool_use`, `max_tokens` or the provider's own."""
+
+    reason: str
+
+
+StreamEvent = TextDelta | ToolCall | Usage | Stop
+
+
+# ----- conversation ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one tool call, sent back to the model."""
+
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+Role = Literal["user", "assistant", "tool_result"]
+ROLES = ("user", "assistant", "tool_result")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One provider-neutral message.
+
+    `user`: someone other than this model speaking — an operator or another model in the
+    room; `speaker` names them and providers prefix the text with `[speaker]: `.
+    `assistant`: this model's own earlier turn (text and/or tool calls).
+    `tool_result`: results of this model's tool calls.
+    """
+
+    role: Role
+    text: str = ""
+    speaker: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, not {self.role!r}")
+        if self.role == "tool_result" and not self.tool_results:
+            raise ValueError("a tool_result message needs tool_results")
+        if self.role != "assistant" and self.tool_calls:
+            raise ValueError("only assistant messages carry tool calls")
+        if self.role != "tool_result" and self.tool_results:
+            raise ValueError("only tool_result messages carry tool results")
+        # Accept lists from callers but keep the message immutable.
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "tool_results", tuple(self.tool_results))
+
+    @classmethod
+    def user(cls, text: str, *, speaker: str = "") -> ChatMessage:
+        return cls(role="user", text=text, speaker=speaker)
+
+    @classmethod
+    def assistant(cls, text: str = "", *, tool_calls: Iterable[ToolCall] = ()) -> ChatMessage:
+        return cls(role="assistant", text=text, tool_calls=tuple(tool_calls))
+
+    @classmethod
+    def results(cls, *results: ToolResult) -> ChatMessage:
+        return cls(role="tool_result", tool_results=tuple(results))
+
+    def spoken_text(self) -> str:
+        """The text as another participant sees it: `[speaker]: text` when named."""
+        if self.speaker and self.role == "user":
+            return f"[{self.speaker}]: {self.text}"
+        return self.text
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: name, description and a JSON schema for its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    def to_anthropic(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+
+def parse_tool_arguments(raw: str | dict[str, Any] | None, *, tool: str) -> dict[str, Any]:
+    """Parse streamed tool-call arguments; anything but a JSON object is a bad response."""
+    if isinstance(raw, dict):
+        return raw
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ProviderError("bad_response", f"tool call {tool!r} had invalid JSON") from exc
+    if not isinstance(value, dict):
+        raise ProviderError("bad_response", f"tool call {tool!r} arguments are not an object")
+    return value
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What every provider offers; errors are raised as ProviderError only."""
+
+    kind: str
+
+    async def list_models(self) -> list[str]: ...
+
+    def stream(
+        self,
+        *,
+        system: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        model: str,
+        operator: str | None = None,
+    ) -> AsyncIterator[StreamEvent]: ...
+
+
+async def iterate_with_timeouts(
+    source: AsyncIterator[Any], *, idle: float, deadline: float
+) -> AsyncIterator[Any]:
+    """Yield from `source`, bounding each wait (idle) and the whole stream (deadline, loop time).
+
+    The timeout wraps each `__anext__` only: an `asyncio.timeout` held across a `yield`
+    would fire in the consumer's task while it does unrelated work.
+    """
+    loop = asyncio.get_running_loop()
+    iterator = aiter(source)
+    while True:
+        budget = min(idle, deadline - loop.time())
+        if budget <= 0:
+            raise ProviderError("timeout", "the provider took too long to answer")
+        try:
+            async with asyncio.timeout(budget):
+                item = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as exc:
+            raise ProviderError("timeout", "the provider stopped answering in time") from exc
+        yield item

@@ -1,0 +1,70 @@
+"""The provider-neutral protocol: messages, tool specs, errors and hints."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from providers.base import (
+    ChatMessage,
+    ProviderError,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    secret_hint,
+)
+
+SPEC = ToolSpec(
+    name="list_servers",
+    description="List servers in the fleet.",
+    input_schema={"type": "object", "properties": {"status": {"type": "string"}}},
+)
+
+
+def test_tool_spec_exports_anthropic_format():
+    assert SPEC.to_anthropic() == {
+        "name": "list_servers",
+        "description": "List servers in the fleet.",
+        "input_schema": {"type": "object", "properties": {"status": {"type": "string"}}},
+    }
+
+
+def test_tool_spec_exports_openai_format():
+    assert SPEC.to_openai() == {
+        "type": "function",
+        "function": {
+            "name": "list_servers",
+            "description": "List servers in the fleet.",
+            "parameters": {"type": "object", "properties": {"status": {"type": "string"}}},
+        },
+    }
+
+
+def test_provider_error_kinds_are_closed():
+    err = ProviderError("rate_limited", "slow down", status=429)
+    assert (err.kind, err.message, err.status) == ("rate_limited", "slow down", 429)
+    assert "rate_limited" in str(err)
+    with pytest.raises(ValueError):
+        ProviderError("teapot", "no")
+
+
+def test_chat_message_roles_are_checked():
+    with pytest.raises(ValueError):
+        ChatMessage(role="system", text="no")
+    with pytest.raises(ValueError):
+        ChatMessage(role="tool_result", text="results need tool_results")
+    call = ToolCall(id="c1", name="list_servers", arguments={})
+    msg = ChatMessage.assistant("checking", tool_calls=[call])
+    assert msg.role == "assistant" and msg.tool_calls == (call,)
+    res = ChatMessage.results(ToolResult(tool_call_id="c1", content="[]"))
+    assert res.role == "tool_result" and res.tool_results[0].tool_call_id == "c1"
+
+
+def test_secret_hint_shows_only_the_ends():
+    secret = "sk-" + secrets.token_urlsafe(32)
+    hint = secret_hint(secret)
+    assert hint == f"sk-…{secret[-4:]}"
+    assert secret not in hint
+    assert secret_hint("short") == "…"
+    assert secret_hint("") == ""

@@ -1,0 +1,268 @@
+"""Anthropic and OpenAI-compatible providers against their wire-true fakes, through the SDKs."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+
+import pytest
+
+from providers.anthropic_provider import AnthropicProvider
+from providers.base import ChatMessage, Stop, TextDelta, ToolCall, ToolResult, ToolSpec, Usage
+from providers.openai_compat import OpenAICompatProvider
+from tests.fakes.script import Reply, ScriptedToolCall
+
+from .helpers import (
+    CountingCredential,
+    collect,
+    raises_provider_error,
+    text_of,
+    tool_calls_of,
+    usage_of,
+)
+
+SPEC = ToolSpec(
+    name="list_servers",
+    description="List servers in the fleet.",
+    input_schema={
+        "type": "object",
+        "properties": {"status": {"type": "string"}, "limit": {"type": "integer"}},
+    },
+)
+
+
+@pytest.fixture(params=["anthropic", "openai_compat"])
+def wire(request, provider_api_key):
+    """(fake, factory) for each HTTP provider; the factory builds a provider on the fake."""
+    fake = request.getfixturevalue(
+        "fake_anthropic" if request.param == "anthropic" else "fake_openai"
+    )
+    cls = AnthropicProvider if request.param == "anthropic" else OpenAICompatProvider
+
+    def factory(*, secret: str | None = None, base_url: str | None = None, **kw):
+        kw.setdefault("timeout", 5.0)
+        kw.setdefault("max_retries", 0)
+        credential = CountingCredential(secret or provider_api_key)
+        provider = cls(base_url=base_url or fake.base_url, credential=credential, **kw)
+        return provider, credential
+
+    return request.param, fake, factory
+
+
+def last_body(kind, fake):
+    reqs = fake.message_requests if kind == "anthropic" else fake.completion_requests
+    return reqs[-1]
+
+
+async def test_streams_text_usage_and_stop(wire, provider_api_key):
+    kind, fake, factory = wire
+    fake.replies.push(Reply(text="All forty servers are healthy.", input_tokens=33))
+    provider, credential = factory()
+    events = await collect(
+        provider.stream(
+            system="You are HAL.",
+            messages=[ChatMessage.user("status?", speaker="alice")],
+            tools=[SPEC],
+            model="m-1",
+        )
+    )
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1, "text must arrive as several deltas, not one block"
+    assert text_of(events) == "All forty servers are healthy."
+    assert usage_of(events).input_tokens == 33
+    assert usage_of(events).output_tokens > 0
+    assert events[-1] == Stop("end")
+    assert credential.calls == 1
+    request = last_body(kind, fake)
+    assert request.bearer() == provider_api_key
+    assert request.json["model"] == "m-1"
+    assert request.json["stream"] is True
+    if kind == "anthropic":
+        assert request.json["system"] == "You are HAL."
+        assert request.json["tools"] == [SPEC.to_anthropic()]
+    else:
+        assert request.json["messages"][0] == {"role": "system", "content": "You are HAL."}
+        assert request.json["tools"] == [SPEC.to_openai()]
+
+
+async def test_streams_tool_calls_with_reassembled_arguments(wire):
+    _, fake, factory = wire
+    arguments = {"status": "degraded", "limit": 25, "note": "ünïcode ✓"}
+    fake.replies.push(
+        Reply(
+            text="Let me look.",
+            tool_calls=[
+                ScriptedToolCall("list_servers", arguments, id="call_a"),
+                ScriptedToolCall("list_servers", {"status": "up"}, id="call_b"),
+            ],
+        )
+    )
+    provider, _ = factory()
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("check")], tools=[SPEC], model="m-1")
+    )
+    calls = tool_calls_of(events)
+    assert calls == [
+        ToolCall(id="call_a", name="list_servers", arguments=arguments),
+        ToolCall(id="call_b", name="list_servers", arguments={"status": "up"}),
+    ]
+    assert text_of(events) == "Let me look."
+    assert events[-1] == Stop("tool_use")
+
+
+async def test_list_models_returns_the_fakes_models(wire):
+    _, fake, factory = wire
+    provider, _ = factory()
+    assert await provider.list_models() == fake.models
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind", "status"),
+    [
+        ("401", "auth", 401),
+        ("403", "auth", 403),
+        ("429", "rate_limited", 429),
+        ("500", "unavailable", 500),
+        ("malformed", "bad_response", None),
+    ],
+)
+async def test_failures_map_to_provider_errors(wire, failure, kind, status):
+    _, fake, factory = wire
+    provider, _ = factory()
+    fake.fail_next(failure)
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+    )
+    assert (err.kind, err.status) == (kind, status)
+    fake.fail_next(failure)
+    err = await raises_provider_error(provider.list_models)
+    assert err.kind == kind
+
+
+@pytest.mark.parametrize("failure", ["slow", "stall"])
+async def test_slow_or_stalled_provider_times_out(wire, failure):
+    _, fake, factory = wire
+    provider, _ = factory(timeout=0.5)
+    fake.fail_next(failure, delay=10)
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+    )
+    assert err.kind == "timeout"
+
+
+async def test_wrong_key_is_auth_error_and_never_echoed(wire):
+    _, _, factory = wire
+    wrong = "sk-wrong-" + secrets.token_urlsafe(24)
+    provider, _ = factory(secret=wrong)
+    err = await raises_provider_error(provider.list_models)
+    assert err.kind == "auth"
+    assert wrong not in str(err) and wrong not in repr(err)
+
+
+async def test_unreachable_server_is_unavailable(wire):
+    _, _, factory = wire
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    provider, _ = factory(base_url=f"http://127.0.0.1:{port}")
+    err = await raises_provider_error(provider.list_models)
+    assert err.kind == "unavailable"
+
+
+async def test_one_retry_survives_a_single_rate_limit(wire):
+    _, fake, factory = wire
+    provider, _ = factory(max_retries=1)
+    fake.fail_next("429")
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+    )
+    assert text_of(events) == "Hello from the fake model."
+
+
+async def test_credential_is_fetched_per_call_and_repr_shows_only_a_hint(wire, provider_api_key):
+    _, _, factory = wire
+    provider, credential = factory(credential_hint=f"sk-…{provider_api_key[-4:]}")
+    await provider.list_models()
+    await provider.list_models()
+    assert credential.calls == 2
+    assert provider_api_key not in repr(provider)
+    assert f"sk-…{provider_api_key[-4:]}" in repr(provider)
+    assert provider_api_key not in repr(vars(provider))
+
+
+def conversation() -> list[ChatMessage]:
+    call = ToolCall(id="call_1", name="list_servers", arguments={"status": "down"})
+    return [
+        ChatMessage.user("Any server down?", speaker="alice"),
+        ChatMessage.user("I think web-3 is.", speaker="codex"),
+        ChatMessage.assistant("Checking.", tool_calls=[call]),
+        ChatMessage.results(ToolResult(tool_call_id="call_1", content='["web-3"]')),
+        ChatMessage.assistant("web-3 is down."),
+        ChatMessage.user("Isolate it?", speaker="bob"),
+    ]
+
+
+async def test_anthropic_wire_mapping_of_a_multi_speaker_tool_round_trip(
+    fake_anthropic, provider_api_key
+):
+    fake = fake_anthropic
+    provider = AnthropicProvider(
+        base_url=fake.base_url, credential=CountingCredential(provider_api_key), max_retries=0
+    )
+    await collect(provider.stream(system="s", messages=conversation(), tools=[SPEC], model="m"))
+    messages = fake.message_requests[-1].json["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    first = messages[0]["content"]
+    assert [b["text"] for b in first] == ["[alice]: Any server down?", "[codex]: I think web-3 is."]
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "call_1", "name": "list_servers", "input": {"status": "down"}},
+    ]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "call_1", "content": '["web-3"]', "is_error": False}
+    ]
+    assert messages[4]["content"] == [{"type": "text", "text": "[bob]: Isolate it?"}]
+
+
+async def test_openai_wire_mapping_of_a_multi_speaker_tool_round_trip(
+    fake_openai, provider_api_key
+):
+    fake = fake_openai
+    provider = OpenAICompatProvider(
+        base_url=fake.base_url, credential=CountingCredential(provider_api_key), max_retries=0
+    )
+    await collect(provider.stream(system="sys", messages=conversation(), tools=[SPEC], model="m"))
+    messages = fake.completion_requests[-1].json["messages"]
+    assert messages == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "[alice]: Any server down?"},
+        {"role": "user", "content": "[codex]: I think web-3 is."},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "list_servers", "arguments": '{"status": "down"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '["web-3"]'},
+        {"role": "assistant", "content": "web-3 is down."},
+        {"role": "user", "content": "[bob]: Isolate it?"},
+    ]
+
+
+async def test_usage_event_precedes_stop(wire):
+    _, _, factory = wire
+    provider, _ = factory()
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+    )
+    kinds = [type(e) for e in events]
+    assert kinds.index(Usage) < kinds.index(Stop) == len(kinds) - 1
