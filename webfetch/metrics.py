@@ -19,6 +19,8 @@ _bytes = 0
 _truncated = 0
 _failures: Counter[str] = Counter()
 _domains: Counter[str] = Counter()
+_searches = 0
+_last_search_entropy = 0.0
 
 
 def _domain(url: str) -> str:
@@ -59,10 +61,19 @@ def record_fetch(result: FetchResult) -> None:
             _domains[dom] += 1
 
 
-def reset() -> None:
-    global _fetches, _ok, _bytes, _truncated
+def record_search(entropy: float) -> None:
+    """Remember the domain entropy of the latest search's results."""
+    global _searches, _last_search_entropy
     with _lock:
-        _fetches = _ok = _bytes = _truncated = 0
+        _searches += 1
+        _last_search_entropy = entropy
+
+
+def reset() -> None:
+    global _fetches, _ok, _bytes, _truncated, _searches, _last_search_entropy
+    with _lock:
+        _fetches = _ok = _bytes = _truncated = _searches = 0
+        _last_search_entropy = 0.0
         _failures.clear()
         _domains.clear()
 
@@ -83,6 +94,8 @@ def snapshot() -> dict[str, Any]:
             "failures": dict(_failures),
             "domains": len(_domains),
             "domain_entropy": shannon_entropy(_domains.elements()),
+            "searches": _searches,
+            "last_search_domain_entropy": _last_search_entropy,
             "cache": cache,
             "cache_hit_rate": (cache["hits"] / lookups) if lookups else 0.0,
         }

@@ -45,6 +45,7 @@ class Request:
     method: str
     path: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 Handler = Callable[[Request, asyncio.StreamWriter], Awaitable[None]]
@@ -102,7 +103,10 @@ class LoopbackServer:
                     break
                 k, _, v = h.decode("latin-1").partition(":")
                 headers[k.strip().lower()] = v.strip()
-            req = Request(method, target, headers)
+            body = b""
+            if headers.get("content-length"):
+                body = await reader.readexactly(int(headers["content-length"]))
+            req = Request(method, target, headers, body)
             self.requests.append(req)
             path = target.split("?", 1)[0]
             handler = self.routes.get(path)
