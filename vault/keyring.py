@@ -215,7 +215,9 @@ def get_keyring(*, create: bool = False) -> Keyring:
             cached = _cache.get(ENV_SOURCE)
             if cached and cached[0] == signature:
                 return cached[1]
-        ring = parse_entries(raw.split(","), source=ENV_SOURCE)
+        # Commas per the documented format; newlines too, as secret managers emit them.
+        entries = [part for part in re.split(r"[,\n]", raw) if part.strip()]
+        ring = parse_entries(entries, source=ENV_SOURCE)
         with _lock:
             _cache[ENV_SOURCE] = (signature, ring)
         return ring

@@ -186,3 +186,20 @@ def test_prepend_refuses_when_env_keys_are_configured(settings):
     with pytest.raises(KeyringError):
         keyring.prepend_key_to_file("k2", os.urandom(32))
     assert not keyring.key_file_path().exists()
+
+
+def test_racing_first_use_never_overwrites_an_existing_key_file(settings):
+    winner = keyring.get_keyring(create=True)
+    # A second process that also saw "missing" must not replace the winner's key.
+    keyring._create_key_file(keyring.key_file_path())
+    keyring.reset_cache()
+    assert keyring.get_keyring().keys == winner.keys
+    assert not [p for p in keyring.key_file_path().parent.iterdir() if p.name.startswith(".vault")]
+
+
+def test_env_keys_may_also_be_newline_separated(settings):
+    (_, key1, e1), (_, _, e2) = entry("a"), entry("b")
+    settings.HAL_VAULT_KEYS = f"{e1}\n{e2}\n"
+    ring = keyring.get_keyring()
+    assert ring.key_ids == ("a", "b")
+    assert ring.primary_key == key1
