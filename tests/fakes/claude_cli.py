@@ -15,10 +15,17 @@ import json, os, sys, time
 HERE = {here!r}
 behaviour = json.load(open(os.path.join(HERE, "behaviour.json")))
 stdin = sys.stdin.read()
+def exec_environment():
+    # Python itself may add LC_CTYPE (PEP 538); /proc shows the environment HAL passed.
+    try:
+        raw = open("/proc/self/environ", "rb").read().split(b"\\0")
+        return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+    except OSError:
+        return dict(os.environ)
 calls = sorted(p for p in os.listdir(HERE) if p.startswith("call-"))
 record = {{
     "argv": sys.argv[1:],
-    "env": dict(os.environ),
+    "env": exec_environment(),
     "cwd": os.getcwd(),
     "cwd_entries": sorted(os.listdir(os.getcwd())),
     "stdin": stdin,
