@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
@@ -41,7 +42,7 @@ class VerifyReport:
 
 
 @sensitive_variables()
-def _rewrap_one(pk, *, ring: Keyring, actor: Actor) -> str:
+def _rewrap_one(pk: Any, *, ring: Keyring, actor: Actor) -> str:
     """Re-wrap one row's data key under the primary key, in its own transaction.
 
     One transaction per row makes an interrupted run safe: every committed row is
