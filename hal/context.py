@@ -78,5 +78,5 @@ MENU = [
     ("hal:audit", _noop("Audit log")),
     ("hal:settings", _noop("Settings")),
     ("hal:dr", _noop("DR")),
-    ("chatrooms:ops_ai", _noop("AI connections")),
+    ("providers:ops_ai", _noop("AI connections")),
 ]

@@ -32,5 +32,6 @@ hal_patterns += fleet_patterns + ops_patterns
 urlpatterns = [
     path("", include((hal_patterns, "hal"))),
     path("", include("chatrooms.urls")),
+    path("", include("providers.urls")),
     path("admin/", admin.site.urls),
 ]

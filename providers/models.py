@@ -1,0 +1,173 @@
+"""AI connections and pending OAuth authorizations; secrets live in the vault, never here."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Lower
+from django.dispatch import Signal
+
+# Sent after commit with `connection=` and one of `created=True` / `deleted=True` (both
+# False for an update) so the chat rooms can add or remove the connection's own room.
+connection_changed = Signal()
+
+# `@name` addressing: letters of any script, digits, `_` and `-`; no spaces or punctuation.
+NAME_RE = re.compile(r"^[\w-]{1,40}$")
+
+VAULT_OWNER = "aiconnection"
+PURPOSE_API_KEY = "connection.api_key"
+PURPOSE_CLIENT_SECRET = "oauth.client_secret"
+PURPOSE_ACCESS_TOKEN = "oauth.access_token"
+PURPOSE_REFRESH_TOKEN = "oauth.refresh_token"
+PURPOSE_CODE_VERIFIER = "oauth.code_verifier"
+STATE_VAULT_OWNER = "oauthstate"
+
+ROLE_MAX = 200
+TRAITS_MAX = 2000
+INSTRUCTIONS_MAX = 8000
+
+
+class AIConnection(models.Model):
+    """One configured AI model connection (provider, auth method, identity, verified models)."""
+
+    ANTHROPIC = "anthropic"
+    OPENAI_COMPAT = "openai_compat"
+    LOCAL_CLI = "local_cli"
+    PROVIDER_CHOICES = [
+        (ANTHROPIC, "Anthropic"),
+        (OPENAI_COMPAT, "OpenAI-compatible"),
+        (LOCAL_CLI, "Local CLI (Claude Code)"),
+    ]
+    DEFAULT_BASE_URLS = {
+        ANTHROPIC: "https://api.anthropic.com",
+        OPENAI_COMPAT: "https://api.openai.com/v1",
+        LOCAL_CLI: "",
+    }
+
+    API_KEY = "api_key"
+    OAUTH = "oauth"
+    LOGIN = "login"
+    AUTH_CHOICES = [(API_KEY, "API key"), (OAUTH, "OAuth 2.0"), (LOGIN, "CLI login session")]
+    # Which auth methods each provider accepts; the CLI brings its own login session.
+    AUTH_FOR_PROVIDER = {
+        ANTHROPIC: (API_KEY, OAUTH),
+        OPENAI_COMPAT: (API_KEY, OAUTH),
+        LOCAL_CLI: (LOGIN,),
+    }
+
+    ACTIVE = "active"
+    DISABLED = "disabled"
+    REAUTH_REQUIRED = "reauth_required"
+    ERROR = "error"
+    UNAVAILABLE = "unavailable"
+    STATUS_CHOICES = [
+        (ACTIVE, "active"),
+        (DISABLED, "disabled"),
+        (REAUTH_REQUIRED, "re-authorization required"),
+        (ERROR, "error"),
+        (UNAVAILABLE, "unavailable"),
+    ]
+
+    name = models.CharField(max_length=40)
+    provider = models.CharField(max_length=20, choices=PROVIDER_CHOICES)
+    auth_method = models.CharField(max_length=10, choices=AUTH_CHOICES)
+    base_url = models.CharField(max_length=500, blank=True)
+    role = models.CharField(max_length=ROLE_MAX, blank=True)
+    traits = models.TextField(blank=True)
+    instructions = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=ACTIVE)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    position = models.PositiveIntegerField(default=0)
+    oauth_authorize_url = models.CharField(max_length=500, blank=True)
+    oauth_token_url = models.CharField(max_length=500, blank=True)
+    oauth_client_id = models.CharField(max_length=200, blank=True)
+    oauth_scopes = models.CharField(max_length=500, blank=True)
+    # The callback URL of the last authorization (token refreshes repeat it).
+    oauth_redirect_uri = models.CharField(max_length=500, blank=True)
+    # Expiry of the access token in the vault (not secret; drives refresh-before-expiry).
+    oauth_expires_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # The verified model list. Declared last: from here on `models` in this class body is
+    # the field, not django.db.models.
+    models = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        verbose_name = "AI connection"
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="providers_aiconnection_name_ci"),
+        ]
+
+    def __str__(self) -> str:
+        return f"@{self.name}"
+
+    @property
+    def scopes(self) -> list[str]:
+        return [s for s in self.oauth_scopes.split() if s]
+
+    def as_dict(self, hints: dict[str, str] | None = None) -> dict[str, Any]:
+        """The public JSON shape (SPEC §10): hints only, never a secret."""
+        if hints is None:
+            from providers.services import secret_hints
+
+            hints = secret_hints([self]).get(self.pk, {})
+        if self.auth_method == self.API_KEY:
+            secret_hint = hints.get(PURPOSE_API_KEY, "")
+        elif self.auth_method == self.OAUTH:
+            secret_hint = hints.get(PURPOSE_ACCESS_TOKEN, "")
+        else:
+            secret_hint = ""
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "provider": self.provider,
+            "auth_method": self.auth_method,
+            "base_url": self.base_url,
+            "role": self.role,
+            "traits": self.traits,
+            "instructions": self.instructions,
+            "model": self.model,
+            "models": list(self.models or []),
+            "status": self.status,
+            "last_checked_at": self.last_checked_at.isoformat() if self.last_checked_at else None,
+            "last_error": self.last_error,
+            "secret_hint": secret_hint,
+            "has_secret": bool(secret_hint),
+            "position": self.position,
+            "oauth": {
+                "authorize_url": self.oauth_authorize_url,
+                "token_url": self.oauth_token_url,
+                "client_id": self.oauth_client_id,
+                "scopes": self.scopes,
+                "client_secret_hint": hints.get(PURPOSE_CLIENT_SECRET, ""),
+                "connected": bool(hints.get(PURPOSE_ACCESS_TOKEN)),
+                "expires_at": self.oauth_expires_at.isoformat() if self.oauth_expires_at else None,
+            },
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+        }
+
+
+class OAuthState(models.Model):
+    """A pending OAuth authorization: the state's sha256 only, bound to operator and session."""
+
+    state_hash = models.CharField(max_length=64, unique=True)
+    connection = models.ForeignKey(AIConnection, on_delete=models.CASCADE, related_name="+")
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    session_key = models.CharField(max_length=64)
+    redirect_uri = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"OAuth state for {self.connection_id} ({'used' if self.used_at else 'pending'})"

@@ -1,0 +1,343 @@
+"""Connection services for the chat orchestrator: credentials (with OAuth refresh) and providers.
+
+`get_credential` hands out a `Revealed` for one provider call; OAuth access tokens are
+refreshed server-side before they expire, once per connection however many callers ask
+(a process lock plus a row lock, so several processes on PostgreSQL also refresh once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
+
+from hal.actions.base import Actor, record_audit
+from hal.errors import HalError, NotFound, Unavailable
+from hal.events import OPS_GROUP, publish
+from providers.models import (
+    PURPOSE_ACCESS_TOKEN,
+    PURPOSE_API_KEY,
+    PURPOSE_CLIENT_SECRET,
+    PURPOSE_REFRESH_TOKEN,
+    VAULT_OWNER,
+    AIConnection,
+)
+from vault import api as vault
+
+log = logging.getLogger("hal.connections")
+
+__all__ = [
+    "CredentialUnavailable",
+    "get_credential",
+    "get_credential_sync",
+    "get_provider",
+    "list_models_for",
+    "oauth_client_config",
+    "secret_hints",
+]
+
+
+class CredentialUnavailable(HalError):
+    """The connection has no usable credential right now (missing, revoked, refresh failed)."""
+
+    code = "credential_unavailable"
+    http_status = 409
+
+
+def secret_hints(connections: Iterable[AIConnection]) -> dict[int, dict[str, str]]:
+    """{connection id: {purpose: hint}} for many connections in one query."""
+    from vault.models import Secret
+
+    ids = [str(c.pk) for c in connections if c.pk is not None]
+    hints: dict[int, dict[str, str]] = {}
+    rows = Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).values_list(
+        "owner_id", "purpose", "hint"
+    )
+    for owner_id, purpose, hint in rows:
+        # A stored secret always shows something, even when too short for a partial hint.
+        hints.setdefault(int(owner_id), {})[purpose] = hint or "…"
+    return hints
+
+
+# --- providers --------------------------------------------------------------------------------
+
+
+def _setting(name: str, default: Any) -> Any:
+    return getattr(settings, name, default)
+
+
+@dataclass(frozen=True)
+class ConnectionCredential:
+    """The async credential getter handed to a provider: reads the vault at call time."""
+
+    connection_id: int
+
+    async def __call__(self) -> str:
+        return (await get_credential(self.connection_id)).reveal()
+
+
+def provider_config(conn: AIConnection, *, for_verify: bool = False) -> Any:
+    """The registry config of a connection (no secret, no DB access)."""
+    from providers.registry import ProviderConfig
+
+    scheme = {
+        AIConnection.API_KEY: "api_key",
+        AIConnection.OAUTH: "bearer",
+        AIConnection.LOGIN: "none",
+    }[conn.auth_method]
+    extra: dict[str, Any] = {}
+    models = _setting("HAL_LOCAL_CLI_MODELS", None)
+    if models:
+        extra["cli_models"] = tuple(models)
+    return ProviderConfig(
+        connection_id=conn.pk,
+        kind=conn.provider,
+        base_url=conn.base_url,
+        credential=None if scheme == "none" else ConnectionCredential(conn.pk),
+        auth_scheme=scheme,
+        timeout=float(
+            _setting("HAL_VERIFY_TIMEOUT_SECONDS", 20)
+            if for_verify
+            else _setting("HAL_PROVIDER_TIMEOUT_SECONDS", 60)
+        ),
+        max_retries=0 if for_verify else int(_setting("HAL_PROVIDER_MAX_RETRIES", 1)),
+        label=conn.name,
+        cli_binary=_setting("HAL_LOCAL_CLI_BINARY", "claude"),
+        cli_home=_setting("HAL_LOCAL_CLI_HOME", None),
+        **extra,
+    )
+
+
+def get_provider(connection: AIConnection) -> Any:
+    """The cached provider (one SDK client per connection) from providers.registry."""
+    from providers.registry import get_provider as registry_get
+
+    return registry_get(provider_config(connection))
+
+
+def forget_provider(connection_id: int) -> None:
+    """Drop the cached provider after a change (config, key, deletion)."""
+    from providers.registry import invalidate_provider
+
+    invalidate_provider(connection_id)
+
+
+async def list_models_for(conn: AIConnection) -> tuple[list[str] | None, str | None, str]:
+    """Ask the provider for its models: (models, None, "") or (None, error kind, message).
+
+    A fresh provider is built for each verify so that a changed base URL or key is what
+    gets checked, and closed afterwards.
+    """
+    from providers.base import ProviderError
+    from providers.registry import build_provider
+
+    if conn.auth_method != AIConnection.LOGIN:
+        try:
+            await get_credential(conn.pk)
+        except HalError as exc:
+            return None, "auth", exc.message
+    provider = build_provider(provider_config(conn, for_verify=True))
+    limit = float(_setting("HAL_VERIFY_TIMEOUT_SECONDS", 20))
+    try:
+        async with asyncio.timeout(limit + 1):
+            models = await provider.list_models()
+    except ProviderError as exc:
+        return None, exc.kind, exc.message
+    except TimeoutError:
+        return None, "timeout", "the provider did not answer in time"
+    finally:
+        aclose = getattr(provider, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        return None, "bad_response", "the provider returned a malformed model list"
+    return list(dict.fromkeys(models)), None, ""
+
+
+# --- OAuth ------------------------------------------------------------------------------------
+
+
+@sensitive_variables()
+def oauth_client_config(conn: AIConnection, *, redirect_uri: str = "") -> Any:
+    """Authlib-backed client config of a connection; the client secret comes from the vault."""
+    from providers.oauth import OAuthClientConfig
+
+    secret_row = vault.find_secret(
+        purpose=PURPOSE_CLIENT_SECRET, owner_type=VAULT_OWNER, owner_id=conn.pk
+    )
+    client_secret = None
+    if secret_row is not None:
+        client_secret = vault.get_plaintext(
+            secret_row, purpose=PURPOSE_CLIENT_SECRET, actor_label=f"@{conn.name}"
+        ).reveal()
+    return OAuthClientConfig(
+        authorize_url=conn.oauth_authorize_url,
+        token_url=conn.oauth_token_url,
+        client_id=conn.oauth_client_id,
+        client_secret=client_secret,
+        scopes=tuple(conn.scopes),
+        redirect_uri=redirect_uri or conn.oauth_redirect_uri,
+    )
+
+
+_locks_guard = threading.Lock()
+_refresh_locks: dict[int, threading.Lock] = {}
+
+
+def _refresh_lock(connection_id: int) -> threading.Lock:
+    # In-process single flight; the row lock below covers other processes (PostgreSQL).
+    with _locks_guard:
+        return _refresh_locks.setdefault(connection_id, threading.Lock())
+
+
+def _refresh_margin() -> timedelta:
+    return timedelta(seconds=int(_setting("HAL_OAUTH_REFRESH_MARGIN_SECONDS", 60)))
+
+
+def _needs_refresh(conn: AIConnection) -> bool:
+    expires = conn.oauth_expires_at
+    return expires is not None and expires - timezone.now() <= _refresh_margin()
+
+
+def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
+    row = vault.find_secret(purpose=purpose, owner_type=VAULT_OWNER, owner_id=conn.pk)
+    if row is None:
+        what = "an API key" if purpose == PURPOSE_API_KEY else "an OAuth authorization"
+        raise CredentialUnavailable(
+            f"@{conn.name} has no credential yet: give it {what}.", code="credential_missing"
+        )
+    return vault.get_plaintext(row, purpose=purpose, actor_label=f"@{conn.name}")
+
+
+def _load(connection_id: int) -> AIConnection:
+    conn = AIConnection.objects.filter(pk=connection_id).first()
+    if conn is None:
+        raise NotFound("No such AI connection.", code="connection_not_found")
+    return conn
+
+
+@sensitive_variables()
+def get_credential_sync(connection_id: int) -> vault.Revealed:
+    """The credential for one provider call: the API key, or a fresh OAuth access token."""
+    conn = _load(connection_id)
+    if conn.auth_method == AIConnection.API_KEY:
+        return _reveal(conn, PURPOSE_API_KEY)
+    if conn.auth_method != AIConnection.OAUTH:
+        raise CredentialUnavailable(
+            "A local CLI connection uses its own login session.", code="no_credential"
+        )
+    if not _needs_refresh(conn):
+        return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+    failure: HalError | None = None
+    with _refresh_lock(conn.pk), transaction.atomic():
+        conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if conn is None:
+            raise NotFound("No such AI connection.", code="connection_not_found")
+        # Another caller may have refreshed while we waited for the lock.
+        if not _needs_refresh(conn):
+            return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+        failure = _refresh_locked(conn)
+        if failure is None:
+            return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+    # Raised after the commit, so the recorded status change survives.
+    raise failure
+
+
+@sensitive_variables()
+def _refresh_locked(conn: AIConnection) -> HalError | None:
+    """Refresh the access token of a locked row; returns the failure instead of raising."""
+    from providers.oauth import OAuthError, refresh_access_token
+
+    actor = Actor.for_system("system", "oauth-refresh")
+    if conn.status == AIConnection.REAUTH_REQUIRED:
+        return CredentialUnavailable(
+            f"@{conn.name} needs to be authorized again.", code="oauth_reauth_required"
+        )
+    try:
+        refresh_token = _reveal(conn, PURPOSE_REFRESH_TOKEN)
+    except CredentialUnavailable:
+        return _mark_reauth(conn, actor, "no refresh token")
+    config = oauth_client_config(conn)
+    timeout = float(_setting("HAL_OAUTH_TIMEOUT_SECONDS", 15))
+    try:
+        tokens = async_to_sync(refresh_access_token)(
+            config, refresh_token=refresh_token.reveal(), timeout=timeout
+        )
+    except OAuthError as exc:
+        if exc.kind in ("invalid_grant", "auth"):
+            return _mark_reauth(conn, actor, f"OAuth refresh refused ({exc.kind})")
+        conn.last_error = f"OAuth refresh failed ({exc.kind})"
+        conn.save(update_fields=["last_error", "updated_at"])
+        record_audit(
+            actor,
+            "connections.oauth_refresh",
+            target=conn,
+            result="failed",
+            error_code=f"oauth_{exc.kind}",
+            message=conn.last_error,
+        )
+        return Unavailable(conn.last_error, code="oauth_refresh_failed")
+    access = vault.put_secret(
+        purpose=PURPOSE_ACCESS_TOKEN,
+        owner_type=VAULT_OWNER,
+        owner_id=conn.pk,
+        plaintext=tokens.access_token,
+        actor=actor,
+    )
+    if getattr(tokens, "refresh_token", None):
+        vault.put_secret(
+            purpose=PURPOSE_REFRESH_TOKEN,
+            owner_type=VAULT_OWNER,
+            owner_id=conn.pk,
+            plaintext=tokens.refresh_token,
+            actor=actor,
+        )
+    expires_at = getattr(tokens, "expires_at", None)
+    conn.oauth_expires_at = datetime.fromtimestamp(expires_at, tz=UTC) if expires_at else None
+    conn.save(update_fields=["oauth_expires_at", "updated_at"])
+    record_audit(
+        actor,
+        "connections.oauth_refresh",
+        target=conn,
+        after={"secret_hint": access.hint, "expires_at": str(conn.oauth_expires_at)},
+    )
+    log.info("connections: refreshed the OAuth access token of @%s", conn.name)
+    return None
+
+
+def _mark_reauth(conn: AIConnection, actor: Actor, reason: str) -> HalError:
+    before = conn.status
+    if conn.status != AIConnection.DISABLED:
+        conn.status = AIConnection.REAUTH_REQUIRED
+    conn.last_error = reason[:500]
+    conn.save(update_fields=["status", "last_error", "updated_at"])
+    record_audit(
+        actor,
+        "connections.oauth_refresh",
+        target=conn,
+        before={"status": before},
+        after={"status": conn.status},
+        result="failed",
+        error_code="oauth_invalid_grant",
+        message=conn.last_error,
+    )
+    publish(OPS_GROUP, "connection.updated", conn.as_dict())
+    return CredentialUnavailable(
+        f"@{conn.name} needs to be authorized again ({reason}).", code="oauth_reauth_required"
+    )
+
+
+async def get_credential(connection_id: int) -> vault.Revealed:
+    """Async `get_credential_sync` for the orchestrator and providers."""
+    return await database_sync_to_async(get_credential_sync)(connection_id)

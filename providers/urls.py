@@ -1,0 +1,23 @@
+"""Routes of the AI connections API, the /ops/ai screen and the OAuth callback."""
+
+from django.urls import path
+
+from providers import views
+
+app_name = "providers"
+
+urlpatterns = [
+    path("ops/ai", views.ops_ai, name="ops_ai"),
+    path("ops/ai/oauth/callback", views.oauth_callback, name="oauth_callback"),
+    path("api/ai/connections", views.connections, name="api_connections"),
+    path("api/ai/connections/<int:pk>", views.connection, name="api_connection"),
+    path("api/ai/connections/<int:pk>/secret", views.connection_secret, name="api_secret"),
+    path("api/ai/connections/<int:pk>/verify", views.connection_verify, name="api_verify"),
+    path("api/ai/connections/<int:pk>/disable", views.connection_disable, name="api_disable"),
+    path("api/ai/connections/<int:pk>/enable", views.connection_enable, name="api_enable"),
+    path(
+        "api/ai/connections/<int:pk>/oauth/start",
+        views.connection_oauth_start,
+        name="api_oauth_start",
+    ),
+]

@@ -1,0 +1,165 @@
+"""The AI connections API and the /ops/ai page; views only translate HTTP to check_* calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from hal.actions.base import Actor, require_perm
+from hal.api import api, dispatch, json_body
+from hal.errors import HalError
+from providers import actions
+from providers.models import AIConnection
+from providers.services import secret_hints
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.from_request(request, via="api")
+
+
+def _listing() -> list[dict[str, Any]]:
+    conns = list(AIConnection.objects.all())
+    hints = secret_hints(conns)
+    return [c.as_dict(hints.get(c.pk, {})) for c in conns]
+
+
+def _list(request: HttpRequest) -> dict[str, Any]:
+    require_perm(_actor(request), "view")
+    return {"connections": _listing()}
+
+
+def _create(request: HttpRequest) -> tuple[dict[str, Any], int]:
+    conn = actions.check_create_connection(actor=_actor(request), data=json_body(request))
+    return conn.as_dict(), 201
+
+
+def _get(request: HttpRequest, pk: int) -> dict[str, Any]:
+    require_perm(_actor(request), "view")
+    return actions.resolve_connection(pk).as_dict()
+
+
+def _patch(request: HttpRequest, pk: int) -> dict[str, Any]:
+    conn = actions.check_update_connection(
+        actor=_actor(request), connection=pk, data=json_body(request)
+    )
+    return conn.as_dict()
+
+
+def _delete(request: HttpRequest, pk: int) -> dict[str, Any]:
+    actions.check_delete_connection(actor=_actor(request), connection=pk)
+    return {"deleted": pk}
+
+
+def _put_secret(request: HttpRequest, pk: int) -> dict[str, Any]:
+    body = json_body(request)
+    conn = actions.check_set_connection_secret(
+        actor=_actor(request), connection=pk, api_key=body.get("api_key")
+    )
+    return conn.as_dict()
+
+
+def _delete_secret(request: HttpRequest, pk: int) -> dict[str, Any]:
+    conn = actions.check_delete_connection_secret(actor=_actor(request), connection=pk)
+    return conn.as_dict()
+
+
+def _verify(request: HttpRequest, pk: int) -> Any:
+    outcome = actions.check_verify_connection(actor=_actor(request), connection=pk)
+    body = outcome.connection.as_dict()
+    if outcome.error is not None:
+        # The failure is the answer (never dressed up as success); the row shows it too.
+        return JsonResponse(
+            {**outcome.error.as_dict(), "connection": body}, status=outcome.error.http_status
+        )
+    return body
+
+
+def _set_enabled(enabled: bool):
+    def view(request: HttpRequest, pk: int) -> dict[str, Any]:
+        conn = actions.check_set_connection_enabled(
+            actor=_actor(request), connection=pk, enabled=enabled
+        )
+        return conn.as_dict()
+
+    return view
+
+
+def _oauth_start(request: HttpRequest, pk: int) -> dict[str, Any]:
+    started = actions.check_oauth_start(
+        actor=_actor(request), connection=pk, redirect_uri=actions.oauth_redirect_uri(request)
+    )
+    return {"authorize_url": started.authorize_url, "expires_at": started.expires_at.isoformat()}
+
+
+connections = dispatch(GET=_list, POST=_create)
+connection = dispatch(GET=_get, PATCH=_patch, DELETE=_delete)
+connection_secret = dispatch(PUT=_put_secret, DELETE=_delete_secret)
+connection_verify = dispatch(POST=_verify)
+connection_disable = dispatch(POST=_set_enabled(False))
+connection_enable = dispatch(POST=_set_enabled(True))
+connection_oauth_start = dispatch(POST=_oauth_start)
+
+
+@login_required
+def ops_ai(request: HttpRequest) -> HttpResponse:
+    """The AI connections screen; the list is rendered server-side and driven by ops_ai.js."""
+    actor = Actor.from_request(request)
+    conns = list(AIConnection.objects.all())
+    hints = secret_hints(conns)
+    return render(
+        request,
+        "providers/ops_ai.html",
+        {
+            "page": "ops_ai",
+            "connections": [c.as_dict(hints.get(c.pk, {})) for c in conns],
+            "providers": AIConnection.PROVIDER_CHOICES,
+            "auth_methods": AIConnection.AUTH_CHOICES,
+            "default_base_urls": AIConnection.DEFAULT_BASE_URLS,
+            "can_administer": _allowed(actor, "administer"),
+            "can_operate": _allowed(actor, "operate"),
+            "callback_url": actions.oauth_redirect_uri(request),
+        },
+    )
+
+
+def _allowed(actor: Actor, perm: str) -> bool:
+    try:
+        require_perm(actor, perm)
+    except HalError:
+        return False
+    return True
+
+
+@require_GET
+@login_required
+def oauth_callback(request: HttpRequest) -> HttpResponse:
+    """The provider redirects the operator's browser here; finish and go back to /ops/ai."""
+    try:
+        conn = actions.check_oauth_callback(
+            actor=Actor.from_request(request), query=request.META.get("QUERY_STRING", "")
+        )
+    except HalError as exc:
+        messages.error(request, f"OAuth connection failed: {exc.message} ({exc.code})")
+        return redirect(reverse("providers:ops_ai") + "?oauth=failed")
+    messages.success(request, f"@{conn.name} is connected through OAuth.")
+    return redirect(reverse("providers:ops_ai") + "?oauth=connected")
+
+
+__all__ = [
+    "api",
+    "connection",
+    "connection_disable",
+    "connection_enable",
+    "connection_oauth_start",
+    "connection_secret",
+    "connection_verify",
+    "connections",
+    "oauth_callback",
+    "ops_ai",
+]
