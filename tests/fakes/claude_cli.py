@@ -29,6 +29,7 @@ record = {{
     "cwd": os.getcwd(),
     "cwd_entries": sorted(os.listdir(os.getcwd())),
     "stdin": stdin,
+    "pid": os.getpid(),
 }}
 with open(os.path.join(HERE, "call-%04d.json" % len(calls)), "w") as fh:
     json.dump(record, fh)

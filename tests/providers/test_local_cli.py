@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,9 +172,14 @@ async def test_cli_errors_are_provider_errors_not_answers(fake_claude, script, k
 async def test_slow_cli_times_out_and_is_killed(fake_claude):
     fake_claude.script(sleep=30)
     provider = make(timeout=1.0)
+    started = time.monotonic()
     err = await raises_provider_error(
         lambda: collect(
             provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
         )
     )
     assert err.kind == "timeout"
+    assert time.monotonic() - started < 10, "the CLI must be killed, not waited for"
+    pid = fake_claude.calls[0]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
