@@ -50,7 +50,9 @@ def fold(name: str) -> str:
 
 
 def _is_hangul(text: str) -> bool:
-    return bool(text) and all("\uac00" <= ch <= "\ud7a3" or "\u1100" <= ch <= "\u11ff" for ch in text)
+    return bool(text) and all(
+        "\uac00" <= ch <= "\ud7a3" or "\u1100" <= ch <= "\u11ff" for ch in text
+    )
 
 
 def _lookup(token: str, by_name: dict[str, Participant]) -> Participant | None:

@@ -1,6 +1,35 @@
+"""AI chat rooms: unified and individual rooms, messages, turns, proposals UI."""
+
+from typing import Any
+
 from django.apps import AppConfig
+
+
+def _on_connection_changed(
+    sender: Any, *, connection: Any, deleted: bool = False, **kw: Any
+) -> None:
+    from chatrooms.actions import sync_connection_rooms
+
+    sync_connection_rooms(connection, deleted=deleted)
+
+
+def _on_proposal_decided(sender: Any, *, proposal: Any, result: Any = None, **kw: Any) -> None:
+    from chatrooms.orchestrator import get_orchestrator
+
+    get_orchestrator().on_proposal_decided(proposal, result)
 
 
 class ChatroomsConfig(AppConfig):
     name = "chatrooms"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Signals only: no database access here (DESIGN rule; recovery runs elsewhere).
+        from chatrooms import integration
+
+        integration.connection_signal().connect(
+            _on_connection_changed, dispatch_uid="chatrooms.connection_changed"
+        )
+        integration.proposal_signal().connect(
+            _on_proposal_decided, dispatch_uid="chatrooms.proposal_decided"
+        )

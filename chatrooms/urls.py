@@ -1,4 +1,19 @@
-"""HTTP routes of the chat rooms, connections screen and their API."""
+"""HTTP routes of the chat rooms and their API (SPEC §10)."""
+
+from django.urls import path
+
+from chatrooms import views
 
 app_name = "chatrooms"
-urlpatterns: list = []
+urlpatterns = [
+    path("api/ai/rooms", views.rooms, name="api_rooms"),
+    path("api/ai/rooms/<int:room_id>", views.room, name="api_room"),
+    path("api/ai/rooms/<int:room_id>/messages", views.room_messages, name="api_room_messages"),
+    path("api/ai/rooms/<int:room_id>/reset", views.room_reset, name="api_room_reset"),
+    path(
+        "api/ai/rooms/<int:room_id>/turns/<int:turn_id>/retry",
+        views.retry_turn,
+        name="api_turn_retry",
+    ),
+    path("api/ai/panel", views.panel, name="api_panel"),
+]

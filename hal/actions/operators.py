@@ -58,3 +58,71 @@ def check_set_auto_fetch(*, actor: Actor, enabled: Any) -> OperatorProfile:
             after={"auto_fetch_urls": enabled},
         )
     return profile
+
+
+PANEL_DEFAULTS: dict[str, Any] = {"open": True, "width": 400, "active_room_id": None}
+PANEL_WIDTH_MIN = 280
+PANEL_WIDTH_MAX = 1600
+PANEL_TITLES_MAX = 50
+
+
+def panel_state_for(profile: OperatorProfile) -> dict[str, Any]:
+    """The operator's AI panel state with defaults filled in."""
+    return {**PANEL_DEFAULTS, **(profile.panel_state or {})}
+
+
+def _clean_panel_state(state: Any) -> dict[str, Any]:
+    if not isinstance(state, dict):
+        raise InvalidInput("The panel state must be an object.", code="invalid_panel_state")
+    unknown = set(state) - {"open", "width", "active_room_id", "tab_titles"}
+    if unknown:
+        raise InvalidInput(
+            f"Unknown panel field(s): {sorted(unknown)}.", code="invalid_panel_state"
+        )
+    out: dict[str, Any] = {}
+    if "open" in state:
+        if not isinstance(state["open"], bool):
+            raise InvalidInput("open must be true or false.", code="invalid_panel_state")
+        out["open"] = state["open"]
+    if "width" in state:
+        width = state["width"]
+        if isinstance(width, bool) or not isinstance(width, int | float):
+            raise InvalidInput("width must be a number of pixels.", code="invalid_panel_state")
+        out["width"] = int(min(max(width, PANEL_WIDTH_MIN), PANEL_WIDTH_MAX))
+    if "active_room_id" in state:
+        room = state["active_room_id"]
+        if room is not None and (isinstance(room, bool) or not isinstance(room, int)):
+            raise InvalidInput("active_room_id must be a room id.", code="invalid_panel_state")
+        out["active_room_id"] = room
+    if "tab_titles" in state:
+        # Display hints only; a room's real title is renamed through PATCH /api/ai/rooms/<id>.
+        titles = state["tab_titles"]
+        if not isinstance(titles, dict) or len(titles) > PANEL_TITLES_MAX:
+            raise InvalidInput("tab_titles must be a small object.", code="invalid_panel_state")
+        out["tab_titles"] = {str(k)[:20]: str(v)[:60] for k, v in titles.items()}
+    return out
+
+
+@action("operator.panel_state")
+def check_save_panel_state(*, actor: Actor, state: Any) -> OperatorProfile:
+    """Save the AI panel's open/width/active tab for this operator (restored after reload)."""
+    require_perm(actor, "view")
+    changes = _clean_panel_state(state)
+    if "active_room_id" in changes and changes["active_room_id"] is not None:
+        from chatrooms.models import Room
+
+        if not Room.objects.filter(pk=changes["active_room_id"], operator=actor.user).exists():
+            raise InvalidInput("No such room.", code="invalid_panel_state")
+    with transaction.atomic():
+        profile = OperatorProfile.objects.select_for_update().get(pk=get_profile(actor.user).pk)
+        before = dict(profile.panel_state or {})
+        profile.panel_state = {**before, **changes}
+        profile.save(update_fields=["panel_state"])
+        record_audit(
+            actor,
+            "operator.panel_state",
+            target=actor.user,
+            before=before,
+            after=profile.panel_state,
+        )
+    return profile

@@ -1,0 +1,568 @@
+"""Every state change of the chat rooms: check_* validates and audits, do_* writes.
+
+Views, the WebSocket consumer and the orchestrator call these; nothing else saves rooms,
+messages or turns. Operator actions (send, rename, reset, retry) are audited; the
+orchestrator's bookkeeping of model replies is not (the messages are the record).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from chatrooms import integration
+from chatrooms.addressing import parse_addressees
+from chatrooms.models import Message, Room, Turn
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.errors import Conflict, InvalidInput, NotFound
+from hal.events import publish
+
+CONTEXT_KEYS = {"page": 200, "path": 300, "title": 200, "url": 500}
+CONTEXT_SELECTION_MAX = 2000
+
+
+def room_group(room_id: int) -> str:
+    """The channel-layer group of one room (every socket of its operator joins it)."""
+    return f"room.{room_id}"
+
+
+def operator_group(user_id: int) -> str:
+    """The group of one operator's chat sockets (room list changes)."""
+    return f"chat.operator.{user_id}"
+
+
+def max_message_chars() -> int:
+    return int(getattr(settings, "HAL_CHAT_MAX_MESSAGE_CHARS", 20000))
+
+
+# ----- rooms -----------------------------------------------------------------------------
+
+
+def ensure_rooms(user: Any) -> list[Room]:
+    """The operator's rooms, creating the unified room and missing individual rooms lazily.
+
+    Not audited: no one decided anything; rooms mirror the connections."""
+    connections = integration.list_connections()
+    rooms = list(Room.objects.filter(operator=user).select_related("connection"))
+    have_unified = any(r.kind == Room.UNIFIED for r in rooms)
+    have = {r.connection_id for r in rooms if r.kind == Room.INDIVIDUAL}
+    missing = [c for c in connections if c.pk not in have]
+    if not have_unified or missing:
+        try:
+            with transaction.atomic():
+                if not have_unified:
+                    Room.objects.create(operator=user, kind=Room.UNIFIED, position=0)
+                for connection in missing:
+                    Room.objects.create(
+                        operator=user,
+                        kind=Room.INDIVIDUAL,
+                        connection=connection,
+                        position=connection.position,
+                    )
+        except IntegrityError:
+            pass  # another request created them at the same moment
+        rooms = list(Room.objects.filter(operator=user).select_related("connection"))
+    return sort_rooms(rooms)
+
+
+def sort_rooms(rooms: list[Room]) -> list[Room]:
+    """Unified first, then connection order (position, id)."""
+
+    def key(room: Room) -> tuple[int, int, int]:
+        if room.kind == Room.UNIFIED:
+            return (0, 0, 0)
+        connection = room.connection
+        return (1, connection.position if connection else 0, room.connection_id or 0)
+
+    return sorted(rooms, key=key)
+
+
+def get_room(actor: Actor, room_id: Any, *, lock: bool = False) -> Room:
+    """The actor's own room (another operator's room does not exist for them)."""
+    try:
+        pk = int(room_id)
+    except (TypeError, ValueError):
+        raise NotFound("No such room.", code="room_not_found") from None
+    queryset = Room.objects.select_related("connection")
+    if lock:
+        queryset = queryset.select_for_update(of=("self",))
+    room = queryset.filter(pk=pk, operator=actor.user).first()
+    if room is None:
+        raise NotFound("No such room.", code="room_not_found")
+    return room
+
+
+def sync_connection_rooms(connection: Any, *, deleted: bool = False) -> None:
+    """Keep rooms in step with a connection (the `connection_changed` receiver)."""
+    from django.contrib.auth import get_user_model
+
+    if deleted:
+        user_ids = list(
+            Room.objects.filter(connection_id=connection.pk).values_list("operator_id", flat=True)
+        )
+        Room.objects.filter(connection_id=connection.pk).delete()
+    else:
+        # Only operators who already have rooms; others get theirs lazily on first use.
+        user_ids = list(
+            Room.objects.filter(kind=Room.UNIFIED).values_list("operator_id", flat=True)
+        )
+        for user in get_user_model().objects.filter(pk__in=user_ids):
+            ensure_rooms(user)
+        Room.objects.filter(connection_id=connection.pk).update(position=connection.position)
+    for user_id in set(user_ids):
+        publish(
+            operator_group(user_id),
+            "connection.updated",
+            {"connection_id": connection.pk, "deleted": deleted},
+        )
+
+
+@action("chat.room.rename")
+def check_rename_room(*, actor: Actor, room_id: Any, title: Any) -> Room:
+    """Rename an individual room's tab; the unified room is pinned."""
+    require_perm(actor, "view")
+    if not isinstance(title, str):
+        raise InvalidInput("title must be a string.", code="invalid_title")
+    title = " ".join(title.split())
+    if not title:
+        raise InvalidInput("The title cannot be empty.", code="invalid_title")
+    if len(title) > Room.TITLE_MAX:
+        raise InvalidInput(
+            f"The title is longer than {Room.TITLE_MAX} characters.", code="invalid_title"
+        )
+    with transaction.atomic():
+        room = get_room(actor, room_id, lock=True)
+        if room.kind == Room.UNIFIED:
+            raise InvalidInput("The unified room cannot be renamed.", code="room_pinned")
+        return do_rename_room(actor, room, title)
+
+
+def do_rename_room(actor: Actor, room: Room, title: str) -> Room:
+    before = room.display_title()
+    room.title = title
+    room.save(update_fields=["title"])
+    record_audit(
+        actor, "chat.room.rename", target=room, before={"title": before}, after={"title": title}
+    )
+    publish(operator_group(room.operator_id), "room.updated", room.as_dict())
+    return room
+
+
+@action("chat.room.reset")
+def check_reset_room(*, actor: Actor, room_id: Any) -> dict[str, Any]:
+    """Start a new conversation: clear the room's history, cancel its pending proposals."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        room = get_room(actor, room_id, lock=True)
+        return do_reset_room(actor, room)
+
+
+def do_reset_room(actor: Actor, room: Room) -> dict[str, Any]:
+    cancelled = integration.cancel_room_proposals(room.pk, actor=actor)
+    turns = Turn.objects.filter(room=room)
+    stopped = turns.filter(status__in=(Turn.QUEUED, Turn.STREAMING, Turn.WAITING_APPROVAL)).count()
+    deleted, _ = Message.objects.filter(room=room).delete()
+    turns.delete()
+    record_audit(
+        actor,
+        "chat.room.reset",
+        target=room,
+        after={"proposals_cancelled": cancelled, "turns_stopped": stopped},
+        message=f"cleared {deleted} rows",
+    )
+    result = {"room_id": room.pk, "proposals_cancelled": cancelled, "turns_stopped": stopped}
+    publish(room_group(room.pk), "room.reset", result)
+    return result
+
+
+# ----- messages --------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    """A stored operator message and the turns queued to answer it."""
+
+    message: Message
+    turn_ids: list[int] = field(default_factory=list)
+
+
+def clean_context(raw: Any) -> dict[str, Any]:
+    """The operator's page and selection, bounded (it is data for the system prompt)."""
+    if raw in (None, ""):
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidInput("context must be an object.", code="invalid_context")
+    out: dict[str, Any] = {}
+    for key, limit in CONTEXT_KEYS.items():
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput(f"context.{key} must be a string.", code="invalid_context")
+        out[key] = value[:limit]
+    selection = raw.get("selection")
+    if selection is not None:
+        encoded = json.dumps(selection, ensure_ascii=False, default=str)
+        if len(encoded) > CONTEXT_SELECTION_MAX:
+            raise InvalidInput("context.selection is too large.", code="invalid_context")
+        out["selection"] = json.loads(encoded)
+    return out
+
+
+def _clean_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("The message is empty.", code="invalid_text")
+    if len(text) > max_message_chars():
+        raise InvalidInput(
+            f"The message is longer than {max_message_chars()} characters.", code="invalid_text"
+        )
+    return text.strip()
+
+
+def _inactive(connection: Any) -> Conflict:
+    return Conflict(
+        f"@{connection.name} is not active ({connection.status}); enable it on /ops/ai first.",
+        code="connection_inactive",
+        details={"connection_id": connection.pk, "status": connection.status},
+    )
+
+
+@action("chat.message.send")
+def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = None) -> Sent:
+    """Store an operator message and queue one turn per addressed model (nothing is called)."""
+    require_perm(actor, "view")
+    text = _clean_text(text)
+    context = clean_context(context)
+    room = get_room(actor, room_id)
+    if room.kind == Room.INDIVIDUAL:
+        connection = room.connection
+        if connection.status != integration.ACTIVE:
+            raise _inactive(connection)
+        targets = [connection]
+    else:
+        connections = {c.pk: c for c in integration.list_connections()}
+        addressing = parse_addressees(
+            text, [integration.participant(c) for c in connections.values()]
+        )
+        if addressing.unknown:
+            names = ", ".join("@" + name for name in addressing.unknown)
+            raise InvalidInput(
+                f"No model is called {names}.",
+                code="unknown_addressee",
+                details={"names": addressing.unknown},
+            )
+        if addressing.inactive:
+            raise _inactive(connections[addressing.inactive[0].connection_id])
+        targets = [connections[p.connection_id] for p in addressing.participants]
+        if not targets:
+            raise Conflict(
+                "No model is active; connect or enable one on /ops/ai.", code="no_active_models"
+            )
+    with transaction.atomic():
+        return do_send_message(actor, room, text, context, targets)
+
+
+def do_send_message(
+    actor: Actor, room: Room, text: str, context: dict[str, Any], targets: list[Any]
+) -> Sent:
+    message = Message.objects.create(
+        room=room,
+        author_kind=Message.OPERATOR,
+        author=actor.label,
+        text=text,
+        status=Message.COMPLETE,
+        context=context,
+        addressed=[c.pk for c in targets],
+    )
+    turns = [
+        Turn.objects.create(room=room, connection=c, trigger=message, relay_depth=0)
+        for c in targets
+    ]
+    record_audit(
+        actor,
+        "chat.message.send",
+        target=room,
+        after={"message_id": message.pk, "addressed": [c.name for c in targets]},
+    )
+    publish(room_group(room.pk), "message.created", message.as_dict())
+    return Sent(message=message, turn_ids=[t.pk for t in turns])
+
+
+@action("chat.turn.retry")
+def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
+    """Ask the same model again after a failed or interrupted reply."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        room = get_room(actor, room_id)
+        try:
+            turn = Turn.objects.select_for_update().get(pk=int(turn_id), room=room)
+        except (Turn.DoesNotExist, TypeError, ValueError):
+            raise NotFound("No such turn.", code="turn_not_found") from None
+        if turn.status not in Turn.RETRYABLE:
+            raise Conflict(
+                f"The turn is {turn.status}; only failed or interrupted turns can be retried.",
+                code="turn_not_retryable",
+            )
+        connection = turn.connection
+        if connection is None:
+            raise NotFound("The connection no longer exists.", code="connection_not_found")
+        if connection.status != integration.ACTIVE:
+            raise _inactive(connection)
+        if Turn.objects.filter(retry_of=turn).exists():
+            raise Conflict("This turn was already retried.", code="turn_not_retryable")
+        return do_retry_turn(actor, turn)
+
+
+def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
+    new = Turn.objects.create(
+        room_id=turn.room_id,
+        connection_id=turn.connection_id,
+        trigger_id=turn.trigger_id,
+        relay_depth=turn.relay_depth,
+        retry_of=turn,
+    )
+    # The retry button disappears from the old reply/notice.
+    for message in Message.objects.filter(room_id=turn.room_id, meta__retry_turn=turn.pk):
+        message.meta = {k: v for k, v in message.meta.items() if k != "retry_turn"}
+        message.save(update_fields=["meta", "updated_at"])
+    record_audit(actor, "chat.turn.retry", target=new, before={"turn_id": turn.pk})
+    return new
+
+
+# ----- the orchestrator's bookkeeping (no audit; events are sent by the caller) ----------
+
+
+def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
+    """queued → streaming for exactly one runner; creates the streaming reply message."""
+    with transaction.atomic():
+        claimed = Turn.objects.filter(pk=turn_id, status=Turn.QUEUED).update(
+            status=Turn.STREAMING, updated_at=timezone.now()
+        )
+        if not claimed:
+            return None
+        turn = Turn.objects.select_related("connection", "room", "trigger").get(pk=turn_id)
+        connection = turn.connection
+        reply = Message.objects.create(
+            room_id=turn.room_id,
+            author_kind=Message.MODEL,
+            author=connection.name if connection else "model",
+            connection=connection,
+            status=Message.STREAMING,
+            relay_depth=turn.relay_depth,
+            reply_to_id=turn.trigger_id,
+        )
+        turn.reply = reply
+        if turn.started_at is None:
+            turn.started_at = timezone.now()
+        turn.save(update_fields=["reply", "started_at"])
+    return turn, reply
+
+
+def do_save_partial(message_id: int, text: str) -> None:
+    """Persist a long reply's text so far (at most once a second)."""
+    Message.objects.filter(pk=message_id, status=Message.STREAMING).update(
+        text=text, updated_at=timezone.now()
+    )
+
+
+def do_complete_turn(
+    turn_id: int, text: str, *, usage: dict[str, int], rounds: int
+) -> Message | None:
+    """The reply is done: message complete, turn complete."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status != Turn.STREAMING:
+            return None
+        reply = Message.objects.get(pk=turn.reply_id)
+        reply.text = text
+        reply.status = Message.COMPLETE
+        reply.save(update_fields=["text", "status", "updated_at"])
+        turn.status = Turn.COMPLETE
+        turn.usage = usage
+        turn.rounds = rounds
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["status", "usage", "rounds", "finished_at", "updated_at"])
+    return reply
+
+
+def do_fail_turn(
+    turn_id: int, text: str, *, code: str, message: str, status: str = Turn.FAILED
+) -> Message | None:
+    """A provider or internal failure: the reply is marked failed with a code, never dressed
+    up as an answer; the turn can be retried."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status not in Turn.RUNNING:
+            return None
+        reply = Message.objects.filter(pk=turn.reply_id).first()
+        if reply is not None:
+            reply.text = text
+            reply.status = Message.FAILED
+            reply.error_code = code[:64]
+            reply.error_message = message[:500]
+            reply.meta = {**(reply.meta or {}), "retry_turn": turn.pk}
+            reply.save()
+        turn.status = status
+        turn.error_code = code[:64]
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
+    return reply
+
+
+def do_wait_for_approval(
+    turn_id: int,
+    text: str,
+    *,
+    transcript: list[dict[str, Any]],
+    proposal_ids: list[int],
+    usage: dict[str, int],
+    rounds: int,
+) -> Message | None:
+    """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status != Turn.STREAMING:
+            return None
+        reply = Message.objects.get(pk=turn.reply_id)
+        reply.text = text
+        reply.status = Message.COMPLETE
+        reply.meta = {**(reply.meta or {}), "proposals": proposal_ids}
+        reply.save(update_fields=["text", "status", "meta", "updated_at"])
+        turn.status = Turn.WAITING_APPROVAL
+        turn.transcript = transcript
+        turn.proposal_id = proposal_ids[0]
+        turn.usage = usage
+        turn.rounds = rounds
+        turn.save()
+    return reply
+
+
+def do_record_decision(
+    proposal_id: int, turn_id: Any, tool_call_id: str, content: str, is_error: bool
+) -> int | None:
+    """Put a decided proposal's result into its waiting turn; returns the turn id when every
+    proposal of the round is decided and the turn is queued to continue (exactly once)."""
+    with transaction.atomic():
+        queryset = Turn.objects.select_for_update().filter(status=Turn.WAITING_APPROVAL)
+        turn = None
+        if turn_id not in (None, ""):
+            try:
+                turn = queryset.filter(pk=int(turn_id)).first()
+            except (TypeError, ValueError):
+                turn = None
+        if turn is None:
+            turn = queryset.filter(proposal_id=proposal_id).first()
+        if turn is None or not turn.transcript:
+            return None
+        last = turn.transcript[-1]
+        pending = last.get("pending", [])
+        match = [p for p in pending if p.get("proposal_id") == proposal_id]
+        if not match:
+            return None
+        last["pending"] = [p for p in pending if p.get("proposal_id") != proposal_id]
+        last["results"].append(
+            {"tool_call_id": match[0]["tool_call_id"], "content": content, "is_error": is_error}
+        )
+        if not last["pending"]:
+            last.pop("pending")
+            turn.status = Turn.QUEUED
+        turn.save(update_fields=["transcript", "status", "updated_at"])
+        return turn.pk if turn.status == Turn.QUEUED else None
+
+
+def do_post_notice(
+    room_id: int,
+    text: str,
+    *,
+    relay_depth: int = 0,
+    reply_to_id: int | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Message:
+    """A visible HAL notice in the room (relay stopped, interrupted reply, ...)."""
+    return Message.objects.create(
+        room_id=room_id,
+        author_kind=Message.HAL,
+        author="HAL",
+        text=text,
+        status=Message.COMPLETE,
+        relay_depth=relay_depth,
+        reply_to_id=reply_to_id,
+        meta=meta or {},
+    )
+
+
+def do_queue_relays(reply: Message, connections: list[Any]) -> list[int]:
+    """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply."""
+    with transaction.atomic():
+        return [
+            Turn.objects.create(
+                room_id=reply.room_id, connection=c, trigger=reply, relay_depth=1
+            ).pk
+            for c in connections
+        ]
+
+
+def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Message]:
+    """Turns left queued/streaming by a stopped process → interrupted, with a notice each.
+
+    `stale_seconds`: only turns untouched for that long (used at first use in a running
+    process, where another live process may own fresh turns)."""
+    actor = Actor.for_system("system", "chat.recover")
+    notices: list[Message] = []
+    with transaction.atomic():
+        queryset = Turn.objects.select_for_update().filter(status__in=Turn.RUNNING)
+        if stale_seconds is not None:
+            queryset = queryset.filter(
+                updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
+            )
+        turns = list(queryset.select_related("connection"))
+        for turn in turns:
+            name = turn.connection.name if turn.connection else "a model"
+            turn.status = Turn.INTERRUPTED
+            turn.error_code = "interrupted"
+            turn.finished_at = timezone.now()
+            turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
+            Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(
+                status=Message.FAILED,
+                error_code="interrupted",
+                error_message="HAL stopped while this reply was being written.",
+                updated_at=timezone.now(),
+            )
+            notices.append(
+                do_post_notice(
+                    turn.room_id,
+                    f"The reply of @{name} was interrupted because HAL restarted. "
+                    "Retry to ask again.",
+                    reply_to_id=turn.trigger_id,
+                    meta={"retry_turn": turn.pk, "interrupted_turn": turn.pk},
+                )
+            )
+        if turns:
+            record_audit(
+                actor,
+                "chat.turns.interrupted",
+                target_type="turn",
+                target_id=",".join(str(t.pk) for t in turns)[:64],
+                after={"turns": [t.pk for t in turns]},
+            )
+        for notice in notices:
+            publish(room_group(notice.room_id), "notice", notice.as_dict())
+    return notices
+
+
+def history_queryset(room_id: int, upto_id: int, limit: int) -> list[Message]:
+    """The last `limit` complete messages of a room up to a message id, oldest first."""
+    rows = list(
+        Message.objects.filter(room_id=room_id, id__lte=upto_id)
+        .filter(Q(status=Message.COMPLETE))
+        .order_by("-id")[:limit]
+    )
+    rows.reverse()
+    return rows

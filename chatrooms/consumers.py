@@ -1,0 +1,85 @@
+"""The chat WebSocket (/ws/ai/): room events for the logged-in operator, and sending."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from chatrooms import actions
+from chatrooms.orchestrator import get_orchestrator
+from hal.actions.base import Actor
+from hal.errors import HalError
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """Joins every room group of its operator; events arrive as {"type", "data"}."""
+
+    groups_joined: set[str]
+
+    async def connect(self) -> None:
+        self.groups_joined = set()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not user.is_active:
+            await self.close(code=4401)
+            return
+        self.user = user
+        await self.channel_layer.group_add(actions.operator_group(user.pk), self.channel_name)
+        self.groups_joined.add(actions.operator_group(user.pk))
+        await self._join_rooms()
+        # Remember this loop: decisions taken in sync threads resume turns here.
+        get_orchestrator().loop = get_orchestrator().loop or _running_loop()
+        await self.accept()
+
+    async def _join_rooms(self) -> None:
+        rooms = await database_sync_to_async(actions.ensure_rooms)(self.user)
+        for room in rooms:
+            group = actions.room_group(room.pk)
+            if group not in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)
+                self.groups_joined.add(group)
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        if kind == "ping":
+            await self.send_json({"type": "pong"})
+        elif kind == "message.send":
+            await self._send_message(content)
+
+    async def _send_message(self, content: dict[str, Any]) -> None:
+        """{"type": "message.send", "room_id", "text", "context", "ref"} → message.accepted."""
+        actor = Actor.from_scope(self.scope, via="ws")
+        try:
+            sent = await database_sync_to_async(actions.check_send_message)(
+                actor=actor,
+                room_id=content.get("room_id"),
+                text=content.get("text"),
+                context=content.get("context"),
+            )
+        except HalError as exc:
+            await self.send_json(
+                {"type": "error", "ref": content.get("ref"), "data": exc.as_dict()["error"]}
+            )
+            return
+        await self.send_json(
+            {"type": "message.accepted", "ref": content.get("ref"), "data": sent.message.as_dict()}
+        )
+        get_orchestrator().start_turns(sent.turn_ids, room_id=sent.message.room_id)
+
+    async def hal_event(self, message: dict[str, Any]) -> None:
+        if message["event"] in ("connection.updated", "room.updated"):
+            await self._join_rooms()  # a new connection brings a new room to listen to
+        await self.send_json({"type": message["event"], "data": message["data"]})
+
+
+def _running_loop() -> Any:
+    import asyncio
+
+    return asyncio.get_running_loop()

@@ -1,0 +1,219 @@
+"""Chat rooms, their messages and the model calls (turns) that answer them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value else None
+
+
+class Room(models.Model):
+    """An operator's room: the pinned unified room or the individual room of one connection."""
+
+    UNIFIED = "unified"
+    INDIVIDUAL = "individual"
+    KIND_CHOICES = [(UNIFIED, "unified"), (INDIVIDUAL, "individual")]
+    UNIFIED_TITLE = "Unified"
+    TITLE_MAX = 60
+
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_rooms"
+    )
+    kind = models.CharField(max_length=12, choices=KIND_CHOICES)
+    connection = models.ForeignKey(
+        "providers.AIConnection",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="chat_rooms",
+    )
+    # Empty: the tab follows the connection's name (renaming the connection renames it).
+    title = models.CharField(max_length=TITLE_MAX, blank=True)
+    position = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operator"],
+                condition=Q(kind="unified"),
+                name="chatrooms_one_unified_room_per_operator",
+            ),
+            models.UniqueConstraint(
+                fields=["operator", "connection"],
+                condition=Q(kind="individual"),
+                name="chatrooms_one_room_per_operator_connection",
+            ),
+            models.CheckConstraint(
+                condition=(Q(kind="unified") & Q(connection__isnull=True))
+                | (Q(kind="individual") & Q(connection__isnull=False)),
+                name="chatrooms_room_kind_matches_connection",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"room #{self.pk} {self.display_title()}"
+
+    def display_title(self) -> str:
+        if self.title:
+            return self.title
+        if self.kind == self.UNIFIED:
+            return self.UNIFIED_TITLE
+        return self.connection.name if self.connection_id else f"room {self.pk}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API shape (SPEC §10)."""
+        return {
+            "id": self.pk,
+            "kind": self.kind,
+            "title": self.display_title(),
+            "custom_title": bool(self.title),
+            "pinned": self.kind == self.UNIFIED,
+            "connection_id": self.connection_id,
+        }
+
+
+class Message(models.Model):
+    """One message in a room: from the operator, a model, or HAL itself (notices)."""
+
+    OPERATOR = "operator"
+    MODEL = "model"
+    HAL = "hal"
+    AUTHOR_CHOICES = [(OPERATOR, "operator"), (MODEL, "model"), (HAL, "hal")]
+
+    STREAMING = "streaming"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    STATUS_CHOICES = [(STREAMING, "streaming"), (COMPLETE, "complete"), (FAILED, "failed")]
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="messages")
+    author_kind = models.CharField(max_length=10, choices=AUTHOR_CHOICES)
+    author = models.CharField(max_length=150)
+    connection = models.ForeignKey(
+        "providers.AIConnection",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    text = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=COMPLETE)
+    relay_depth = models.PositiveSmallIntegerField(default=0)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.CharField(max_length=500, blank=True)
+    # The operator's page and selection when they sent it (data for the system prompt).
+    context = models.JSONField(default=dict, blank=True)
+    # Connection ids an operator message was addressed to (empty for other authors).
+    addressed = models.JSONField(default=list, blank=True)
+    # Proposal ids created while writing this reply, and a retryable turn of a failure.
+    meta = models.JSONField(default=dict, blank=True)
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["room", "id"], name="chatrooms_msg_room_id")]
+
+    def __str__(self) -> str:
+        return f"message #{self.pk} by {self.author} ({self.status})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API/WS shape (SPEC §10), plus `error` when failed."""
+        data: dict[str, Any] = {
+            "id": self.pk,
+            "room_id": self.room_id,
+            "author_kind": self.author_kind,
+            "author": self.author,
+            "connection_id": self.connection_id,
+            "text": self.text,
+            "status": self.status,
+            "relay_depth": self.relay_depth,
+            "created_at": _iso(self.created_at),
+            "reply_to": self.reply_to_id,
+        }
+        if self.author_kind == self.OPERATOR:
+            data["addressed"] = list(self.addressed or [])
+            data["context"] = self.context or {}
+        if self.status == self.FAILED:
+            data["error"] = {"code": self.error_code, "message": self.error_message}
+        meta = self.meta or {}
+        if meta.get("proposals"):
+            data["proposal_ids"] = list(meta["proposals"])
+        if meta.get("retry_turn"):
+            data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
+        return data
+
+
+class Turn(models.Model):
+    """One model's answer to one message: queued → streaming → complete | failed | ...."""
+
+    QUEUED = "queued"
+    STREAMING = "streaming"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    WAITING_APPROVAL = "waiting_approval"
+    CANCELLED = "cancelled"
+    STATUS_CHOICES = [
+        (s, s)
+        for s in (QUEUED, STREAMING, COMPLETE, FAILED, INTERRUPTED, WAITING_APPROVAL, CANCELLED)
+    ]
+    RUNNING = (QUEUED, STREAMING)
+    RETRYABLE = (FAILED, INTERRUPTED)
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="turns")
+    connection = models.ForeignKey(
+        "providers.AIConnection", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    trigger = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    reply = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=QUEUED)
+    relay_depth = models.PositiveSmallIntegerField(default=0)
+    rounds = models.PositiveSmallIntegerField(default=0)
+    # The proposal the turn waits for (the first, when a round made several).
+    proposal_id = models.BigIntegerField(null=True, blank=True)
+    # This turn's own tool rounds (assistant tool calls and results, provider-neutral JSON)
+    # so a turn waiting for approval can resume in any process after the decision.
+    transcript = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status"], name="chatrooms_turn_status")]
+
+    def __str__(self) -> str:
+        return f"turn #{self.pk} ({self.status})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "room_id": self.room_id,
+            "connection_id": self.connection_id,
+            "trigger_id": self.trigger_id,
+            "reply_id": self.reply_id,
+            "status": self.status,
+            "relay_depth": self.relay_depth,
+            "rounds": self.rounds,
+            "proposal_id": self.proposal_id,
+            "usage": self.usage or {},
+            "error_code": self.error_code,
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }

@@ -1,0 +1,156 @@
+"""JSON API of the rooms (SPEC §10) and the operator's panel state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from chatrooms import actions
+from chatrooms.models import Message
+from chatrooms.orchestrator import get_orchestrator
+from hal.actions.base import Actor, require_perm
+from hal.api import dispatch, error_response, json_body
+from hal.errors import HalError, InvalidInput, NotAuthenticated
+
+PAGE_DEFAULT = 50
+PAGE_MAX = 200
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.from_request(request, via="api")
+
+
+def list_rooms(request: HttpRequest) -> dict[str, Any]:
+    actor = _actor(request)
+    require_perm(actor, "view")
+    return {"rooms": [room.as_dict() for room in actions.ensure_rooms(request.user)]}
+
+
+def patch_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
+    body = json_body(request)
+    room = actions.check_rename_room(
+        actor=_actor(request), room_id=room_id, title=body.get("title")
+    )
+    return room.as_dict()
+
+
+def reset_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
+    result = actions.check_reset_room(actor=_actor(request), room_id=room_id)
+    # Stop this process's running replies of the room (other processes' replies find
+    # their rows gone and stop saving).
+    get_orchestrator().cancel_room(int(room_id))
+    return result
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a message id.", code="invalid_cursor") from None
+    if value < 0:
+        raise InvalidInput(f"{name} must be a message id.", code="invalid_cursor")
+    return value
+
+
+def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
+    """?after=<id> (newer, oldest first), ?before=<id> (older page), neither: the latest."""
+    actor = _actor(request)
+    require_perm(actor, "view")
+    room = actions.get_room(actor, room_id)
+    after = _int_param(request, "after")
+    before = _int_param(request, "before")
+    limit = _int_param(request, "limit") or PAGE_DEFAULT
+    limit = max(1, min(limit, PAGE_MAX))
+    queryset = Message.objects.filter(room=room)
+    if after is not None:
+        rows = list(queryset.filter(id__gt=after).order_by("id")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+    else:
+        if before is not None:
+            queryset = queryset.filter(id__lt=before)
+        rows = list(queryset.order_by("-id")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        rows.reverse()
+    return {"room_id": room.pk, "messages": [m.as_dict() for m in rows], "has_more": more}
+
+
+def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int]]:
+    if not request.user.is_authenticated:
+        raise NotAuthenticated("Log in first.")
+    body = json_body(request)
+    sent = actions.check_send_message(
+        actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
+    )
+    return sent.message.as_dict(), sent.turn_ids
+
+
+def _retry(request: HttpRequest, room_id: int, turn_id: int) -> tuple[dict[str, Any], list[int]]:
+    if not request.user.is_authenticated:
+        raise NotAuthenticated("Log in first.")
+    turn = actions.check_retry_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)
+    return {"turn": turn.as_dict()}, [turn.pk]
+
+
+async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -> HttpResponse:
+    """Store (in a DB thread), answer 202, and run the turns on this process's event loop."""
+    if request.method != "POST":
+        return error_response(
+            HalError(
+                f"{request.method} is not allowed here.", code="method_not_allowed", http_status=405
+            )
+        )
+    try:
+        payload, turn_ids = await sync_to_async(handler)(request, room_id, *args)
+    except HalError as exc:
+        return error_response(exc)
+    get_orchestrator().start_turns(turn_ids, room_id=int(room_id))
+    return JsonResponse(payload, status=202)
+
+
+async def room_messages(request: HttpRequest, room_id: int) -> HttpResponse:
+    """GET the messages; POST {text, context} → 202 with the stored message."""
+    if request.method == "GET":
+        return await sync_to_async(_get_messages_view)(request, room_id)
+    return await _start(request, room_id, _send)
+
+
+_get_messages_view = dispatch(GET=list_messages)
+
+
+async def retry_turn(request: HttpRequest, room_id: int, turn_id: int) -> HttpResponse:
+    """POST → 202 {"turn": ...}: ask a failed or interrupted turn's model again."""
+    return await _start(request, room_id, _retry, turn_id)
+
+
+rooms = dispatch(GET=list_rooms)
+room = dispatch(PATCH=patch_room)
+room_reset = dispatch(POST=reset_room)
+
+
+# ----- panel state ------------------------------------------------------------------------
+
+
+def get_panel(request: HttpRequest) -> dict[str, Any]:
+    from hal.actions.operators import get_profile, panel_state_for
+
+    require_perm(_actor(request), "view")
+    return {"panel": panel_state_for(get_profile(request.user))}
+
+
+def put_panel(request: HttpRequest) -> dict[str, Any]:
+    from hal.actions.operators import check_save_panel_state, panel_state_for
+
+    body = json_body(request)
+    state = body.get("panel", body)
+    profile = check_save_panel_state(actor=_actor(request), state=state)
+    return {"panel": panel_state_for(profile)}
+
+
+panel = dispatch(GET=get_panel, PUT=put_panel)
