@@ -2,7 +2,9 @@
 
 Public API (imported lazily so Django start-up does not load trafilatura):
 `fetch_many`, `FetchResult`, `extract_urls`, `format_context_block`,
-`format_context_blocks`, `search`, `metrics_snapshot`.
+`format_context_blocks`, `metrics_snapshot`. Search lives in its submodule:
+`from webfetch.search import search` (a package attribute named `search` would be
+shadowed by the submodule of the same name once it is imported).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ _EXPORTS = {
     "extract_urls": ("webfetch.urls", "extract_urls"),
     "format_context_block": ("webfetch.context", "format_context_block"),
     "format_context_blocks": ("webfetch.context", "format_context_blocks"),
-    "search": ("webfetch.search", "search"),
     "metrics_snapshot": ("webfetch.metrics", "snapshot"),
     "PAGE_CHARS": ("webfetch.extract", "PAGE_CHARS"),
     "SHARED_PAGE_CHARS": ("webfetch.extract", "SHARED_PAGE_CHARS"),

@@ -19,7 +19,7 @@ TOO_MANY_REDIRECTS = "too_many_redirects"
 CONTENT_TYPE = "content_type"
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-DEFAULT_USER_AGENT = "HAL-webfetch/0.3 (+https://github.com/hal-ops; operations console)"
+DEFAULT_USER_AGENT = "HAL-webfetch/0.3 (operations console; robots-aware)"
 ROBOTS_TOKEN = "HAL-webfetch"
 
 

@@ -8,7 +8,7 @@ import ssl
 import threading
 import time
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -67,8 +67,6 @@ class FetchResult:
     from_cache: bool = False
 
     def as_dict(self) -> dict[str, object]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
@@ -224,12 +222,6 @@ async def _fetch_one(
     url: str, opts: _Options, robots: RobotsCache, curated: set[str]
 ) -> FetchResult:
     tier = "web"
-    try:
-        first = await guard_url(url)
-    except GuardError as exc:
-        return _failure(url, exc.reason, exc.detail, tier)
-    if _host_matches(first.host, curated):
-        tier = "curated"
 
     async def before_hop(target: Target, hop: int) -> None:
         hop_url = url if hop == 0 else f"{target.scheme}://{target.authority}{target.target}"
@@ -240,7 +232,11 @@ async def _fetch_one(
             await asyncio.sleep(wait)
 
     try:
+        # One deadline for everything: resolution, robots, throttle wait, redirects, body.
         async with asyncio.timeout(opts.total_timeout):
+            first = await guard_url(url)
+            if _host_matches(first.host, curated):
+                tier = "curated"
             raw: RawResponse = await guarded_get(
                 url,
                 max_bytes=opts.max_bytes,
@@ -251,6 +247,8 @@ async def _fetch_one(
                 before_hop=before_hop,
                 first_target=first,
             )
+    except GuardError as exc:
+        return _failure(url, exc.reason, exc.detail, tier)
     except FetchFailure as exc:
         return _failure(
             url, exc.reason, exc.detail, tier, status=exc.status, final_url=exc.final_url

@@ -33,10 +33,12 @@ def test_public_api_is_exported():
         "fetch_many",
         "extract_urls",
         "format_context_block",
-        "search",
         "metrics_snapshot",
         "FetchResult",
     ):
         assert callable(getattr(webfetch, name))
+    import webfetch.search as search_module
+
+    assert callable(search_module.search)
     with pytest.raises(AttributeError):
         _ = webfetch.nope
