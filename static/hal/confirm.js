@@ -1,0 +1,91 @@
+// Three-step confirmation for high-risk buttons: impact → retype the identifier → execute.
+// A 403 reauth_required asks for the password (POST /api/auth/reauth) and retries.
+import { api } from "./app.js";
+
+function el(tag, attrs = {}, text = "") {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+async function withReauth(dialog, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err.code !== "reauth_required") throw err;
+    const password = await ask(dialog, "Re-enter your password to continue", "password");
+    if (password === null) throw err;
+    await api("POST", "/api/auth/reauth", { password });
+    return fn();
+  }
+}
+
+function ask(dialog, label, type = "text") {
+  return new Promise((resolve) => {
+    const form = el("form");
+    const input = el("input", { type, required: "", autocomplete: type === "password" ? "current-password" : "off" });
+    const lab = el("label", {}, label);
+    lab.append(input);
+    const ok = el("button", { type: "submit" }, "OK");
+    const cancel = el("button", { type: "button" }, "Cancel");
+    form.append(lab, ok, cancel);
+    dialog.replaceChildren(form);
+    form.addEventListener("submit", (e) => { e.preventDefault(); resolve(input.value); });
+    cancel.addEventListener("click", () => { dialog.close(); resolve(null); });
+    input.focus();
+  });
+}
+
+async function run(button) {
+  const dialog = el("dialog", { class: "hr-dialog" });
+  document.body.append(dialog);
+  dialog.addEventListener("close", () => dialog.remove());
+  dialog.showModal();
+  const params = JSON.parse(button.dataset.hrParams || "{}");
+  try {
+    if (button.hasAttribute("data-hr-reason")) {
+      const reason = await ask(dialog, "Reason");
+      if (reason === null) return;
+      params.reason = reason;
+    }
+    const started = await api("POST", "/api/confirmations", { action: button.dataset.hrAction, params });
+    const conf = started.confirmation;
+    // Step 1: the impact; step 2: retype the identifier exactly.
+    const form = el("form");
+    form.append(el("h2", {}, conf.impact.summary));
+    form.append(el("pre", { class: "impact" }, JSON.stringify(conf.impact.details, null, 2)));
+    const lab = el("label", {}, `Type ${conf.target_identifier} to confirm`);
+    const input = el("input", { autocomplete: "off", spellcheck: "false" });
+    lab.append(input);
+    const error = el("p", { class: "error" });
+    const go = el("button", { type: "submit", class: "danger" }, button.textContent.trim());
+    const cancel = el("button", { type: "button" }, "Cancel");
+    form.append(lab, error, go, cancel);
+    dialog.replaceChildren(form);
+    input.focus();
+    cancel.addEventListener("click", () => dialog.close());
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      try {
+        await api("POST", `/api/confirmations/${conf.token}/target`, { target: input.value });
+        // Step 3: execute (needs a recent re-authentication).
+        await withReauth(dialog, () => api("POST", `/api/confirmations/${conf.token}/execute`));
+        dialog.close();
+        window.location.reload();
+      } catch (err) {
+        error.textContent = `${err.message} (${err.code})`;
+      }
+    });
+  } catch (err) {
+    dialog.replaceChildren(el("p", { class: "error" }, `${err.message} (${err.code})`));
+    const close = el("button", { type: "button" }, "Close");
+    close.addEventListener("click", () => dialog.close());
+    dialog.append(close);
+  }
+}
+
+for (const button of document.querySelectorAll("button[data-hr-action]")) {
+  button.addEventListener("click", () => run(button));
+}

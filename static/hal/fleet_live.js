@@ -1,0 +1,35 @@
+// Live server status and metrics over /ws/ops/ ("server.heartbeat", "server.updated").
+const scheme = location.protocol === "https:" ? "wss" : "ws";
+const pct = (v) => (v === undefined || v === null ? "—" : `${Math.round(v)}%`);
+
+function update(data) {
+  const row = document.querySelector(`tr[data-server-id="${data.id}"]`);
+  const set = (root, field, text, cls) => {
+    const cell = root?.querySelector(`[data-field="${field}"]`);
+    if (!cell) return;
+    cell.textContent = text;
+    if (cls) cell.className = cls;
+  };
+  if (row) {
+    set(row, "status", data.status, `badge ${data.status}`);
+    set(row, "heartbeat", "just now");
+    if (data.metrics) {
+      set(row, "cpu", pct(data.metrics.cpu_percent));
+      set(row, "memory", pct(data.metrics.memory_percent));
+      set(row, "disk", pct(data.metrics.disk_percent));
+      set(row, "load", data.metrics.load[0].toFixed(2));
+    }
+  }
+  const badge = document.querySelector(`[data-server-status="${data.id}"]`);
+  if (badge) { badge.textContent = data.status; badge.className = `badge ${data.status}`; }
+}
+
+function connect() {
+  const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
+  ws.addEventListener("message", (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "server.heartbeat" || msg.type === "server.updated") update(msg.data);
+  });
+  ws.addEventListener("close", () => setTimeout(connect, 3000));
+}
+connect();
