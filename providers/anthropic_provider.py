@@ -27,6 +27,8 @@ from .base import (
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
+# The API beta that accepts OAuth access tokens; the SDK's own OAuth path sends it too.
+OAUTH_BETA = "oauth-2025-04-20"
 _STOPS = {
     "end_turn": STOP_END,
     "stop_sequence": STOP_END,
@@ -100,7 +102,9 @@ class AnthropicProvider(SDKProvider):
 
     def _client_for_call(self, secret: str) -> AsyncAnthropic:
         if self.auth_scheme == "bearer":
-            return self.sdk_client.with_options(auth_token=secret)
+            return self.sdk_client.with_options(
+                auth_token=secret, default_headers={"anthropic-beta": OAUTH_BETA}
+            )
         return self.sdk_client.with_options(api_key=secret)
 
     async def _list_models(self, client: AsyncAnthropic) -> list[str]:

@@ -80,7 +80,9 @@ async def test_bearer_scheme_sends_the_oauth_access_token(fake_anthropic, provid
         provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
     )
     assert text_of(events)
-    assert fake_anthropic.message_requests[-1].bearer() == provider_api_key
+    request = fake_anthropic.message_requests[-1]
+    assert request.bearer() == provider_api_key
+    assert "oauth-2025-04-20" in request.headers.get("anthropic-beta", "")
 
 
 def test_config_repr_hides_the_credential(provider_api_key):
