@@ -203,6 +203,20 @@ HAL_HEALTH_REQUIRE_WORKER = env_bool("HAL_HEALTH_REQUIRE_WORKER", True)
 HAL_VAULT_KEYS = env("HAL_VAULT_KEYS")
 HAL_VAULT_KEY_FILE = env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
 
+# Web fetch (webfetch/): the loopback switch exists for tests only.
+HAL_WEBFETCH_ALLOW_LOOPBACK = env_bool("HAL_WEBFETCH_ALLOW_LOOPBACK", False)
+HAL_WEBFETCH_ALLOWED_PORTS = [int(p) for p in env_list("HAL_WEBFETCH_ALLOWED_PORTS", "80,443")]
+HAL_WEBFETCH_MAX_BYTES = int(env("HAL_WEBFETCH_MAX_BYTES", "1000000"))
+HAL_WEBFETCH_MIN_INTERVAL = float(env("HAL_WEBFETCH_MIN_INTERVAL", "1.0"))
+HAL_WEBFETCH_USER_AGENT = env(
+    "HAL_WEBFETCH_USER_AGENT", "HAL-webfetch/0.3 (operations console; robots-aware)"
+)
+HAL_WEBFETCH_CACHE_TTL = float(env("HAL_WEBFETCH_CACHE_TTL", "300"))
+HAL_WEBFETCH_CACHE_SIZE = int(env("HAL_WEBFETCH_CACHE_SIZE", "256"))
+HAL_TAVILY_BASE_URL = env("HAL_TAVILY_BASE_URL", "https://api.tavily.com")
+HAL_WEBFETCH_DDG_FALLBACK = env_bool("HAL_WEBFETCH_DDG_FALLBACK", False)
+HAL_WEBFETCH_ENTROPY_FLOOR = float(env("HAL_WEBFETCH_ENTROPY_FLOOR", "1.5"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
