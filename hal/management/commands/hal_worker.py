@@ -1,0 +1,103 @@
+"""Run HAL's task worker: django_tasks_db's worker loop + a liveness heartbeat + orphan sweeps."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections, connection
+from django.utils import timezone
+from django.utils.crypto import get_random_string
+from django_tasks_db.management.commands.db_worker import Worker
+
+from hal.actions.base import Actor
+from hal.actions.jobs import sweep_orphans, worker_label
+from hal.models import Job, WorkerHeartbeat
+from hal.models.fleet import lease_deadline
+
+log = logging.getLogger("hal.worker")
+SWEEP_EVERY_SECONDS = 60
+
+
+def beat(worker_id: str, started_at: Any) -> None:
+    """Record that this worker is alive and renew the leases of the jobs it is running."""
+    now = timezone.now()
+    WorkerHeartbeat.objects.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "hostname": socket.gethostname()[:255],
+            "pid": os.getpid(),
+            "started_at": started_at,
+            "last_seen_at": now,
+        },
+    )
+    Job.objects.filter(status=Job.RUNNING, claimed_by=worker_label()).update(
+        heartbeat_at=now, lease_expires_at=lease_deadline()
+    )
+
+
+class Command(BaseCommand):
+    help = "Run the task worker (queues default and agent) with heartbeat and orphan sweep."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--queue-name", default="default,agent")
+        parser.add_argument("--interval", type=float, default=1.0)
+        parser.add_argument("--batch", action="store_true", help="run ready tasks, then exit")
+        parser.add_argument("--max-tasks", type=int, default=None)
+        parser.add_argument("--worker-id", default="")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        worker_id = options["worker_id"] or f"{socket.gethostname()}-{get_random_string(8)}"
+        actor = Actor.for_system("task", label=worker_label())
+        started_at = timezone.now()
+        beat(worker_id, started_at)
+        # A restart: whatever was running under an expired lease is orphaned.
+        swept = sweep_orphans(actor)
+        if swept:
+            log.warning("marked orphaned jobs failed: %s", swept)
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._heartbeat_loop, args=(worker_id, started_at, actor, stop), daemon=True
+        )
+        thread.start()
+        worker = Worker(
+            queue_names=options["queue_name"].split(","),
+            interval=options["interval"],
+            batch=options["batch"],
+            backend_name="default",
+            startup_delay=False,
+            max_tasks=options["max_tasks"],
+            worker_id=worker_id[:64],
+            excluded_queue_names=[],
+        )
+        if not options["batch"]:
+            worker.configure_signals()
+        try:
+            worker.run()
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+    def _heartbeat_loop(
+        self, worker_id: str, started_at: Any, actor: Actor, stop: threading.Event
+    ) -> None:
+        every = float(getattr(settings, "HAL_WORKER_HEARTBEAT_SECONDS", 5))
+        since_sweep = 0.0
+        try:
+            while not stop.wait(every):
+                close_old_connections()
+                try:
+                    beat(worker_id, started_at)
+                    since_sweep += every
+                    if since_sweep >= SWEEP_EVERY_SECONDS:
+                        since_sweep = 0.0
+                        sweep_orphans(actor)
+                except Exception:  # a missed beat is logged; the next one retries
+                    log.exception("worker heartbeat failed")
+        finally:
+            connection.close()

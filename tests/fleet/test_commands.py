@@ -1,0 +1,92 @@
+"""hal_worker (runs HAL-side jobs, heartbeats, sweeps orphans) and hal_local_agent (bootstrap)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from hal.actions import jobs, releases, servers
+from hal.models import AuditEntry, Job, Server, WorkerHeartbeat
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_worker_runs_queued_hal_job_once_and_sweeps_orphans(op, http_server, active_server):
+    releases.check_configure_module(
+        actor=op, module="portal", health_check_url=http_server + "/health"
+    )
+    hal_job = releases.check_module_health(actor=op, module="portal")
+    orphan = Job.objects.create(
+        kind=Job.DEPLOY,
+        server=active_server,
+        status=Job.RUNNING,
+        claimed_by="agent:gone",
+        lease_expires_at=timezone.now() - timedelta(seconds=5),
+    )
+    call_command("hal_worker", "--batch", "--worker-id", "w-test")
+    hal_job.refresh_from_db()
+    orphan.refresh_from_db()
+    assert hal_job.status == Job.SUCCEEDED and hal_job.attempts == 1
+    assert orphan.status == Job.FAILED and orphan.error_code == "orphaned"
+    assert not Job.objects.filter(retry_of=orphan).exists()
+    assert AuditEntry.objects.filter(action="jobs.orphaned", target_id=str(orphan.pk)).exists()
+    hb = WorkerHeartbeat.objects.get(worker_id="w-test")
+    assert hb.pid == os.getpid()
+    # A second worker run (restart) does not run the finished job again.
+    call_command("hal_worker", "--batch", "--worker-id", "w-test2")
+    hal_job.refresh_from_db()
+    assert hal_job.attempts == 1
+
+
+def test_worker_restart_orphans_a_job_its_predecessor_was_running(op, http_server):
+    releases.check_configure_module(
+        actor=op, module="portal", health_check_url=http_server + "/health"
+    )
+    job = releases.check_module_health(actor=op, module="portal")
+    # The old worker claimed it and died: its lease expires.
+    assert jobs.try_claim(job.pk, "worker:old:1")
+    Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    call_command("hal_worker", "--batch", "--worker-id", "w-new")
+    job.refresh_from_db()
+    assert job.status == Job.FAILED and job.error_code == "orphaned"
+    # A health check is safe to re-run: its retry ran on the new worker.
+    retry = Job.objects.get(retry_of=job)
+    assert retry.status == Job.SUCCEEDED
+
+
+def test_local_agent_bootstrap(tmp_path):
+    token_file = tmp_path / "agent.token"
+    call_command(
+        "hal_local_agent",
+        "--setup-only",
+        "--hostname",
+        "halhost.test",
+        "--token-file",
+        str(token_file),
+        "--root",
+        str(tmp_path / "root"),
+    )
+    server = Server.objects.get(hostname="halhost.test")
+    assert server.status == Server.ACTIVE
+    assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+    token = token_file.read_text().strip()
+    assert servers.authenticate_agent(token)[0] == server
+    assert AuditEntry.objects.filter(action="servers.approve", via="cli").exists()
+    # Idempotent: the working token is kept.
+    call_command(
+        "hal_local_agent",
+        "--setup-only",
+        "--hostname",
+        "halhost.test",
+        "--token-file",
+        str(token_file),
+        "--root",
+        str(tmp_path / "root"),
+    )
+    assert token_file.read_text().strip() == token
+    assert Server.objects.filter(hostname="halhost.test").count() == 1
