@@ -34,3 +34,27 @@ urlpatterns: list = [
     path("api/emergency/leave", ops.api_emergency_leave, name="api_emergency_leave"),
     path("api/changes", ops.api_changes, name="api_changes"),
 ]
+
+# AI proposals (hal/views/proposals.py): the approvals page and the API of SPEC §10.
+from hal.views import proposals as proposal_views  # noqa: E402
+
+urlpatterns += [
+    path("proposals/", proposal_views.proposals_page, name="proposals"),
+    path("api/ai/proposals", proposal_views.api_list, name="api_proposals"),
+    path("api/ai/proposals/<int:proposal_id>", proposal_views.api_detail, name="api_proposal"),
+    path(
+        "api/ai/proposals/<int:proposal_id>/confirm",
+        proposal_views.api_confirm,
+        name="api_proposal_confirm",
+    ),
+    path(
+        "api/ai/proposals/<int:proposal_id>/approve",
+        proposal_views.api_approve,
+        name="api_proposal_approve",
+    ),
+    path(
+        "api/ai/proposals/<int:proposal_id>/reject",
+        proposal_views.api_reject,
+        name="api_proposal_reject",
+    ),
+]

@@ -50,3 +50,7 @@ __all__ += [
     "SettingChange",
     "Snapshot",
 ]
+
+from hal.models.proposals import Proposal  # noqa: E402
+
+__all__ += ["Proposal"]
