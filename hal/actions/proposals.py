@@ -1,0 +1,419 @@
+"""Proposal actions: create (from a model's tool call), confirm, approve, reject, cancel, expire.
+
+A proposal runs only through `check_approve_proposal`, under the console's own rules:
+recent re-auth for every tier, plus the three-step confirmation for high-risk tools.
+A conditional UPDATE picks exactly one winner among concurrent approvals; the winner
+runs the tool's handler (the same `check_*` the web UI calls) as the approving
+operator through the `ai` path, and stores the result or the error.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.confirm import (
+    check_confirm_target,
+    check_start_confirmation,
+    get_high_risk,
+    params_hash,
+)
+from hal.errors import ConfirmationError, Conflict, HalError, InvalidInput, NotFound
+from hal.events import OPS_GROUP, publish
+from hal.models import AuditEntry, Confirmation, Proposal
+
+log = logging.getLogger("hal.proposals")
+
+DEFAULT_EXPIRY_MINUTES = 60
+
+
+def expiry_minutes() -> int:
+    """Minutes a pending proposal stays approvable (setting proposals.expiry_minutes)."""
+    try:
+        from hal.actions.settings import get_setting
+
+        return int(get_setting("proposals.expiry_minutes"))
+    except (ImportError, HalError):
+        return int(getattr(settings, "HAL_PROPOSAL_EXPIRY_MINUTES", DEFAULT_EXPIRY_MINUTES))
+
+
+def room_group(room_id: Any) -> str:
+    """The channel-layer group of one chat room."""
+    return f"room.{room_id}"
+
+
+def _publish(proposal: Proposal, event: str) -> None:
+    payload = proposal.as_dict()
+    publish(OPS_GROUP, event, payload)
+    if proposal.room_id is not None:
+        publish(room_group(proposal.room_id), event, payload)
+
+
+def _tool(name: str) -> Any:
+    from hal.tools.registry import get_tool
+
+    tool = get_tool(name)
+    if tool is None:
+        raise InvalidInput(f"There is no tool {name!r}.", code="unknown_tool")
+    return tool
+
+
+def load_proposal(proposal_id: Any) -> Proposal:
+    """The proposal with this id (404 proposal_not_found); a due pending one is expired."""
+    try:
+        pk = int(proposal_id)
+    except (TypeError, ValueError):
+        raise NotFound("No such proposal.", code="proposal_not_found") from None
+    proposal = Proposal.objects.filter(pk=pk).first()
+    if proposal is None:
+        raise NotFound("No such proposal.", code="proposal_not_found")
+    return expire_if_due(proposal)
+
+
+# --- create ----------------------------------------------------------------------------------
+
+
+@action("proposals.create")
+def check_create_proposal(
+    *, actor: Actor, tool: str, arguments: dict[str, Any], origin: Any = None
+) -> Proposal:
+    """Record a model's write/high-risk call as a pending proposal (nothing runs)."""
+    from hal.tools.dispatch import Origin
+    from hal.tools.registry import READ
+
+    require_perm(actor, "view")
+    definition = _tool(tool)
+    if definition.tier == READ:
+        raise InvalidInput(f"{tool} is a read tool; it needs no proposal.", code="not_proposable")
+    # Re-validate: whoever calls this (dispatch, a test, a future path) gets the same gate.
+    try:
+        clean = definition.validate(arguments)
+    except Exception as exc:  # pydantic.ValidationError
+        raise InvalidInput(
+            f"The arguments do not match {tool}'s schema.", code="invalid_arguments"
+        ) from exc
+    where = Origin.coerce(origin)
+    if definition.tier == "high_risk":
+        impact = get_high_risk(definition.action_code).impact(actor, dict(clean))
+        impact_json = impact.as_dict()
+        target = impact.target_identifier
+    else:
+        target = definition.target(clean) if definition.target else ""
+        summary = definition.summarize(clean) if definition.summarize else definition.description
+        impact_json = {"summary": summary, "details": {"arguments": clean}}
+    user = actor.user if getattr(actor.user, "pk", None) else None
+    with transaction.atomic():
+        proposal = Proposal.objects.create(
+            tool=definition.name,
+            tier=definition.tier,
+            action_code=definition.action_code,
+            arguments=clean,
+            arguments_sha256=params_hash(clean),
+            target_identifier=str(target)[:255],
+            impact=impact_json,
+            connection_id=where.connection_id,
+            room_id=where.room_id,
+            message_id=where.message_id,
+            turn_id=(where.turn_id or "")[:64] if where.turn_id is not None else "",
+            tool_call_id=(where.tool_call_id or "")[:128],
+            requested_by=user,
+            requested_label=actor.label[:150],
+            requested_via=actor.via,
+            expires_at=timezone.now() + timedelta(minutes=expiry_minutes()),
+        )
+        record_audit(
+            actor,
+            "proposals.create",
+            target=proposal,
+            target_label=f"{definition.name} {proposal.target_identifier}"[:255],
+            after={"tool": definition.name, "tier": definition.tier, "arguments": clean},
+        )
+        _publish(proposal, "proposal.created")
+    return proposal
+
+
+# --- confirmation (high-risk) ----------------------------------------------------------------
+
+
+@action("proposals.confirm")
+def check_confirm_proposal(
+    *, actor: Actor, proposal_id: Any, step: Any, target: Any = None
+) -> tuple[Proposal, Confirmation]:
+    """Steps 1–2 of the three-step confirmation, for exactly the proposal's arguments."""
+    require_perm(actor, "high_risk")
+    proposal = load_proposal(proposal_id)
+    _require_pending(proposal)
+    if proposal.tier != Proposal.HIGH_RISK:
+        raise InvalidInput(
+            "Only high-risk proposals need the confirmation steps.", code="confirmation_not_needed"
+        )
+    if step == "impact":
+        conf = check_start_confirmation(
+            actor=actor, action_code=proposal.action_code, params=dict(proposal.arguments)
+        )
+        with transaction.atomic():
+            # The latest operator to start the confirmation owns it; a conditional update
+            # so a proposal decided meanwhile is not touched.
+            Proposal.objects.filter(pk=proposal.pk, status=Proposal.PENDING).update(
+                confirmation_token=str(conf.token)
+            )
+        proposal.refresh_from_db()
+        return proposal, conf
+    if step == "target":
+        if not proposal.confirmation_token:
+            raise ConfirmationError(
+                "Show the impact first (step impact).", code="confirmation_incomplete"
+            )
+        conf = check_confirm_target(actor=actor, token=proposal.confirmation_token, typed=target)
+        return proposal, conf
+    raise InvalidInput("step must be impact or target.", code="invalid_step")
+
+
+def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
+    """The token of this operator's completed confirmation of this proposal, else 409."""
+    conf = None
+    if proposal.confirmation_token:
+        conf = Confirmation.objects.filter(token=proposal.confirmation_token).first()
+    if (
+        conf is None
+        or conf.operator_id != getattr(actor.user, "pk", None)
+        or conf.state != Confirmation.TARGET_CONFIRMED
+        or conf.action != proposal.action_code
+        or conf.params_hash != params_hash(proposal.arguments)
+        or conf.expires_at <= timezone.now()
+    ):
+        raise ConfirmationError(
+            "High-risk proposals need both confirmation steps (impact, retype the target) "
+            "by the approving operator.",
+            code="confirmation_incomplete",
+        )
+    return str(conf.token)
+
+
+# --- approve ---------------------------------------------------------------------------------
+
+
+def _require_pending(proposal: Proposal) -> None:
+    if proposal.status == Proposal.EXPIRED:
+        raise Conflict("This proposal has expired.", code="proposal_expired")
+    if proposal.status != Proposal.PENDING:
+        raise Conflict(f"This proposal is {proposal.status}.", code="proposal_not_pending")
+
+
+@action("proposals.approve")
+def check_approve_proposal(*, actor: Actor, proposal_id: Any) -> Proposal:
+    """Approve and run a proposal exactly once (re-auth; three steps for high-risk)."""
+    proposal = load_proposal(proposal_id)
+    tool = _tool(proposal.tool)
+    require_perm(actor, "high_risk" if proposal.tier == Proposal.HIGH_RISK else "operate")
+    require_recent(actor)
+    _require_pending(proposal)
+    token = _confirmed_token(actor, proposal) if proposal.tier == Proposal.HIGH_RISK else None
+    now = timezone.now()
+    user = actor.user if getattr(actor.user, "pk", None) else None
+    with transaction.atomic():
+        # The one winner: every concurrent approval races on this conditional UPDATE.
+        won = Proposal.objects.filter(
+            pk=proposal.pk, status=Proposal.PENDING, expires_at__gt=now
+        ).update(
+            status=Proposal.APPROVED,
+            decided_by=user,
+            decided_label=actor.label[:150],
+            decided_at=now,
+            updated_at=now,
+        )
+        if won != 1:
+            current = Proposal.objects.filter(pk=proposal.pk).values_list("status", flat=True)
+            if current and current[0] == Proposal.PENDING:
+                raise Conflict("This proposal has expired.", code="proposal_expired")
+            raise Conflict("This proposal is no longer pending.", code="proposal_not_pending")
+        record_audit(
+            actor,
+            "proposals.approve",
+            target=proposal,
+            target_label=f"{proposal.tool} {proposal.target_identifier}"[:255],
+            before={"status": Proposal.PENDING},
+            after={"status": Proposal.APPROVED},
+        )
+    Proposal.objects.filter(pk=proposal.pk, status=Proposal.APPROVED).update(
+        status=Proposal.EXECUTING, updated_at=timezone.now()
+    )
+    proposal.refresh_from_db()
+    _publish_now(proposal)
+    return _execute(actor, tool, proposal, token)
+
+
+def _publish_now(proposal: Proposal) -> None:
+    with transaction.atomic():
+        _publish(proposal, "proposal.updated")
+
+
+def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> Proposal:
+    from hal.tools.continuation import notify_decided
+
+    runner = actor.with_via("ai")
+    result: Any = None
+    error: HalError | None = None
+    try:
+        result = tool.handler(runner, dict(proposal.arguments), confirmation=token)
+    except HalError as exc:
+        error = exc
+    except Exception as exc:  # the action crashed: record it, never leave it "executing"
+        log.exception("proposal %s (%s) crashed", proposal.pk, proposal.tool)
+        error = HalError(
+            f"The action failed unexpectedly ({type(exc).__name__}).", code="internal_error"
+        )
+    with transaction.atomic():
+        fields: dict[str, Any] = {"executed_at": timezone.now(), "updated_at": timezone.now()}
+        if error is None:
+            fields.update(status=Proposal.EXECUTED, result=result)
+        else:
+            fields.update(
+                status=Proposal.FAILED,
+                error_code=error.code[:64],
+                error_message=error.message[:500],
+            )
+        Proposal.objects.filter(pk=proposal.pk, status=Proposal.EXECUTING).update(**fields)
+        proposal.refresh_from_db()
+        record_audit(
+            actor,
+            "proposals.execute",
+            target=proposal,
+            target_label=f"{proposal.tool} {proposal.target_identifier}"[:255],
+            before={"status": Proposal.EXECUTING},
+            after={"status": proposal.status},
+            result=AuditEntry.RESULT_OK if error is None else AuditEntry.RESULT_FAILED,
+            error_code=error.code if error else "",
+            message=error.message if error else "",
+        )
+        _publish(proposal, "proposal.updated")
+        notify_decided(proposal)
+    return proposal
+
+
+# --- reject / cancel / expire ----------------------------------------------------------------
+
+
+@action("proposals.reject")
+def check_reject_proposal(*, actor: Actor, proposal_id: Any, reason: Any = "") -> Proposal:
+    """Reject a pending proposal: nothing runs; the model is told so."""
+    require_perm(actor, "operate")
+    if reason is None:
+        reason = ""
+    if not isinstance(reason, str) or len(reason) > 500:
+        raise InvalidInput("reason must be text (at most 500 characters).", code="invalid_reason")
+    proposal = load_proposal(proposal_id)
+    _require_pending(proposal)
+    return _close(actor, proposal, Proposal.REJECTED, "proposals.reject", reason=reason.strip())
+
+
+def _close(
+    actor: Actor | None, proposal: Proposal, status: str, code: str, *, reason: str = ""
+) -> Proposal:
+    from hal.tools.continuation import notify_decided
+
+    now = timezone.now()
+    with transaction.atomic():
+        fields: dict[str, Any] = {
+            "status": status,
+            "decision_reason": reason[:500],
+            "updated_at": now,
+        }
+        if actor is not None and status == Proposal.REJECTED:
+            fields.update(
+                decided_by=actor.user if getattr(actor.user, "pk", None) else None,
+                decided_label=actor.label[:150],
+                decided_at=now,
+            )
+        changed = Proposal.objects.filter(pk=proposal.pk, status=Proposal.PENDING).update(**fields)
+        if changed != 1:
+            raise Conflict("This proposal is no longer pending.", code="proposal_not_pending")
+        proposal.refresh_from_db()
+        audit_actor = actor or Actor.for_system("system", "proposals")
+        record_audit(
+            audit_actor,
+            code,
+            target=proposal,
+            target_label=f"{proposal.tool} {proposal.target_identifier}"[:255],
+            before={"status": Proposal.PENDING},
+            after={"status": status},
+            message=reason,
+        )
+        _publish(proposal, "proposal.updated")
+        notify_decided(proposal)
+    return proposal
+
+
+@action("proposals.cancel_room")
+def check_cancel_room_proposals(*, actor: Actor, room_id: Any) -> list[Proposal]:
+    """Cancel every pending proposal of a chat room (its "new conversation" reset)."""
+    require_perm(actor, "view")
+    try:
+        room = int(room_id)
+    except (TypeError, ValueError):
+        raise InvalidInput("room_id must be a number.", code="invalid_room") from None
+    cancelled = []
+    for proposal in Proposal.objects.filter(room_id=room, status=Proposal.PENDING).order_by("id"):
+        try:
+            cancelled.append(
+                _close(actor, proposal, Proposal.CANCELLED, "proposals.cancel", reason="room reset")
+            )
+        except Conflict:
+            continue  # decided meanwhile by someone else: leave that decision alone
+    return cancelled
+
+
+def expire_if_due(proposal: Proposal) -> Proposal:
+    """Mark a pending proposal past its expiry as expired (idempotent); returns it fresh."""
+    if proposal.status != Proposal.PENDING or proposal.expires_at > timezone.now():
+        return proposal
+    try:
+        return _close(None, proposal, Proposal.EXPIRED, "proposals.expire", reason="expired")
+    except Conflict:
+        proposal.refresh_from_db()
+        return proposal
+
+
+def sweep_expired_proposals() -> int:
+    """Expire every pending proposal past its expiry; returns how many changed."""
+    count = 0
+    for proposal in Proposal.objects.filter(
+        status=Proposal.PENDING, expires_at__lte=timezone.now()
+    ).order_by("id"):
+        if expire_if_due(proposal).status == Proposal.EXPIRED:
+            count += 1
+    return count
+
+
+# --- reads -----------------------------------------------------------------------------------
+
+
+def list_proposals(
+    actor: Actor, *, status: str = "", room_id: Any = None, limit: int = 100
+) -> list[Proposal]:
+    """Proposals, newest first (due pending ones are expired first)."""
+    require_perm(actor, "view")
+    sweep_expired_proposals()
+    qs = Proposal.objects.all()
+    if status:
+        if status not in dict(Proposal.STATUS_CHOICES):
+            raise InvalidInput("Unknown proposal status.", code="invalid_filter")
+        qs = qs.filter(status=status)
+    if room_id not in (None, ""):
+        try:
+            qs = qs.filter(room_id=int(room_id))
+        except (TypeError, ValueError):
+            raise InvalidInput("room_id must be a number.", code="invalid_filter") from None
+    return list(qs.order_by("-id")[: max(1, min(int(limit), 500))])
+
+
+def get_proposal(actor: Actor, proposal_id: Any) -> Proposal:
+    """One proposal (404 proposal_not_found)."""
+    require_perm(actor, "view")
+    return load_proposal(proposal_id)

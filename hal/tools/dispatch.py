@@ -1,0 +1,186 @@
+"""Validate and dispatch a model's tool call: read tools run, others become proposals.
+
+Arguments from a model are not authority: they are parsed, validated against the
+tool's strict schema, and refused (audited, nothing run) when unknown or invalid.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from hal.actions.base import Actor, record_audit
+from hal.errors import HalError
+from hal.models import AuditEntry
+from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable
+
+MAX_RAW_ARGS = 100_000
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a tool call came from (the chat connection, room, message, turn, call id)."""
+
+    connection_id: int | None = None
+    room_id: int | None = None
+    message_id: int | None = None
+    turn_id: str | None = None
+    tool_call_id: str | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> Origin:
+        if value is None:
+            return cls()
+        if isinstance(value, Origin):
+            return value
+        if isinstance(value, dict):
+            known = {k: value.get(k) for k in cls.__dataclass_fields__}
+            return cls(**known)
+        raise TypeError("origin must be an Origin, a dict or None")
+
+
+@dataclass
+class ToolOutcome:
+    """The result of one tool call: a read's data, a refusal, or a created proposal."""
+
+    tool: str
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    proposal: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        return not self.ok
+
+    def as_payload(self) -> dict[str, Any]:
+        """The JSON tool result to hand to the model."""
+        if self.proposal is not None:
+            return {
+                "ok": True,
+                "tool": self.tool,
+                "status": "pending_approval",
+                "proposal_id": self.proposal.pk,
+                "message": (
+                    "Not executed. This call is now proposal "
+                    f"#{self.proposal.pk}, waiting for an operator's approval in the console. "
+                    "Do not claim it is done; you will receive its outcome as the tool result."
+                ),
+                "proposal": self.proposal.as_dict(),
+            }
+        if self.ok:
+            return {"ok": True, "tool": self.tool, "result": self.result}
+        return {"ok": False, "tool": self.tool, "error": self.error}
+
+
+def parse_raw_args(raw_args: Any) -> Any:
+    """Accept a dict or a JSON object string (OpenAI sends strings); None means {}."""
+    if raw_args is None or raw_args == "":
+        return {}
+    if isinstance(raw_args, str | bytes):
+        if len(raw_args) > MAX_RAW_ARGS:
+            raise ValueError("arguments are too large")
+        return json.loads(raw_args)
+    return raw_args
+
+
+def _refuse(actor: Actor, name: str, code: str, message: str, details: Any = None) -> ToolOutcome:
+    record_audit(
+        actor,
+        "tools.call",
+        target_type="tool",
+        target_id=name[:64],
+        target_label=name[:255],
+        result=AuditEntry.RESULT_REFUSED,
+        error_code=code,
+        message=message,
+    )
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return ToolOutcome(tool=name, ok=False, error=error)
+
+
+def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    # Locations and messages only: the rejected input is the model's own text.
+    return [
+        {"loc": [str(p) for p in err["loc"]], "type": err["type"], "msg": err["msg"]}
+        for err in exc.errors()[:20]
+    ]
+
+
+def run_tool_call(
+    name: Any, raw_args: Any, *, actor: Actor, origin: Any = None, via: str = "ai"
+) -> ToolOutcome:
+    """Run one tool call for `actor`: reads execute, write/high-risk become proposals."""
+    actor = actor_for_tools(actor, via)
+    tool_name = name if isinstance(name, str) else repr(name)
+    tool = get_tool(tool_name) if isinstance(name, str) else None
+    if tool is None:
+        return _refuse(actor, tool_name, "unknown_tool", f"There is no tool {tool_name[:64]!r}.")
+    try:
+        parsed = parse_raw_args(raw_args)
+    except (ValueError, UnicodeDecodeError):
+        return _refuse(actor, tool.name, "invalid_arguments", "Arguments are not a JSON object.")
+    if not isinstance(parsed, dict):
+        return _refuse(actor, tool.name, "invalid_arguments", "Arguments must be a JSON object.")
+    try:
+        arguments = tool.validate(parsed)
+    except ValidationError as exc:
+        return _refuse(
+            actor,
+            tool.name,
+            "invalid_arguments",
+            f"The arguments do not match {tool.name}'s schema.",
+            _validation_details(exc),
+        )
+
+    if tool.tier == READ:
+        return _run_read(tool, arguments, actor)
+
+    from hal.actions.proposals import check_create_proposal
+
+    try:
+        proposal = check_create_proposal(
+            actor=actor, tool=tool.name, arguments=arguments, origin=Origin.coerce(origin)
+        )
+    except HalError as exc:
+        return ToolOutcome(tool=tool.name, ok=False, error=_error(exc))
+    return ToolOutcome(tool=tool.name, ok=True, proposal=proposal)
+
+
+def _error(exc: HalError) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.details is not None:
+        error["details"] = jsonable(exc.details)
+    return error
+
+
+def _run_read(tool: Any, arguments: dict[str, Any], actor: Actor) -> ToolOutcome:
+    try:
+        result = tool.handler(actor, arguments)
+    except HalError as exc:
+        record_audit(
+            actor,
+            "tools.call",
+            target_type="tool",
+            target_id=tool.name,
+            target_label=tool.name,
+            result=AuditEntry.RESULT_REFUSED,
+            error_code=exc.code,
+            message=exc.message,
+        )
+        return ToolOutcome(tool=tool.name, ok=False, error=_error(exc))
+    record_audit(
+        actor,
+        "tools.call",
+        target_type="tool",
+        target_id=tool.name,
+        target_label=tool.name,
+        after={"arguments": arguments},
+    )
+    return ToolOutcome(tool=tool.name, ok=True, result=result)

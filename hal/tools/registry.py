@@ -1,0 +1,212 @@
+"""The tool registry: name, tier, description, a strict argument model and a handler.
+
+Every tool a model (or an MCP client) can call is declared here once; the Anthropic,
+OpenAI and provider `ToolSpec` formats are all exported from the same definitions.
+Handlers call the same `check_*` actions and read queries as the web UI.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hal.actions.base import Actor
+
+READ = "read"
+WRITE = "write"
+HIGH_RISK = "high_risk"
+TIERS = (READ, WRITE, HIGH_RISK)
+
+Tier = Literal["read", "write", "high_risk"]
+# handler(actor, validated arguments, confirmation token or None) -> JSON-able result
+Handler = Callable[..., Any]
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model: strict types, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=False)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what a model sees (name, description, schema) and what HAL runs."""
+
+    name: str
+    tier: Tier
+    description: str
+    args: type[BaseModel]
+    handler: Handler
+    # High-risk tools: the confirmation registry's action code. The validated arguments
+    # are passed unchanged as that action's params (impact, confirmation and execution).
+    action_code: str = ""
+    # Write tools: a one-line summary of what the call would do, and its target.
+    summarize: Callable[[dict[str, Any]], str] | None = None
+    target: Callable[[dict[str, Any]], str] | None = None
+    title: str = ""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (inlined, no $defs, no titles)."""
+        return json_schema(self.args)
+
+    def validate(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Validate raw arguments; returns the canonical JSON form (None fields dropped)."""
+        model = self.args.model_validate(raw)
+        return model.model_dump(mode="json", exclude_none=True)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
+    """Add a tool (other packages register theirs too, e.g. fetch_url, web_search)."""
+    if tool.tier not in TIERS:
+        raise ValueError(f"unknown tier {tool.tier!r}")
+    if not tool.name.replace("_", "").isalnum() or len(tool.name) > 64:
+        raise ValueError(f"bad tool name {tool.name!r}")
+    if tool.tier == HIGH_RISK and not tool.action_code:
+        raise ValueError(f"high-risk tool {tool.name} needs the confirmation action_code")
+    if tool.args.model_config.get("extra") != "forbid":
+        raise ValueError(f"{tool.name}: the argument model must forbid extra fields")
+    if tool.name in _REGISTRY and not replace:
+        raise ValueError(f"tool {tool.name} is already registered")
+    _REGISTRY[tool.name] = tool
+    return tool
+
+
+def unregister_tool(name: str) -> None:
+    """Remove a tool (tests, or a package that withdraws a capability)."""
+    _REGISTRY.pop(name, None)
+
+
+def get_tool(name: str) -> Tool | None:
+    """The registered tool called `name`, or None."""
+    _ensure_loaded()
+    return _REGISTRY.get(name)
+
+
+def all_tools(tiers: Iterable[str] | None = None) -> list[Tool]:
+    """Every registered tool (optionally only some tiers), in registration order."""
+    _ensure_loaded()
+    wanted = set(tiers) if tiers is not None else set(TIERS)
+    return [t for t in _REGISTRY.values() if t.tier in wanted]
+
+
+def anthropic_tools(tiers: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The tools in the Anthropic Messages API format (name, description, input_schema)."""
+    return [t.to_anthropic() for t in all_tools(tiers)]
+
+
+def openai_tools(tiers: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The tools in the OpenAI Chat Completions format (type function, parameters)."""
+    return [t.to_openai() for t in all_tools(tiers)]
+
+
+def tool_specs(tiers: Iterable[str] | None = None) -> list[Any]:
+    """The tools as `providers.base.ToolSpec` objects, for provider adapters."""
+    from providers.base import ToolSpec
+
+    return [
+        ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema)
+        for t in all_tools(tiers)
+    ]
+
+
+def _ensure_loaded() -> None:
+    # The built-in definitions register themselves on import; importing them lazily
+    # keeps `hal.tools.registry` importable from the actions layer without a cycle.
+    import hal.tools.definitions  # noqa: F401
+
+
+# --- JSON helpers --------------------------------------------------------------------------
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema with references inlined and pydantic's titles removed."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = defs[node["$ref"].rsplit("/", 1)[-1]]
+                return walk(dict(target))
+            options = node.get("anyOf")
+            if (
+                isinstance(options, list)
+                and len(options) == 2
+                and {"type": "null"} in options
+                and node.get("default", "") is None
+            ):
+                # Optional[X] = None: show X; leaving the field out is how to say "none".
+                (inner,) = [o for o in options if o != {"type": "null"}]
+                rest = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+                return walk({**inner, **rest})
+            out = {}
+            for key, value in node.items():
+                if key == "title" and isinstance(value, str):
+                    continue  # pydantic's generated titles; a property named title is kept
+                if key == "properties":
+                    out[key] = {name: walk(sub) for name, sub in value.items()}
+                else:
+                    out[key] = walk(value)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    out = walk(schema)
+    out.setdefault("properties", {})
+    out["type"] = "object"
+    out["additionalProperties"] = False
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """Turn a handler's return value (models, querysets, dates) into JSON-able data."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "as_dict"):
+        return jsonable(value.as_dict())
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set) or hasattr(value, "__iter__"):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+def actor_for_tools(actor: Actor, via: str = "ai") -> Actor:
+    """Tools act as the asking operator through the `ai` (or `mcp`) path, never another."""
+    if actor.via in ("ai", "mcp"):
+        return actor
+    return actor.with_via(via)

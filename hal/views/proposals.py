@@ -1,0 +1,96 @@
+"""AI proposals: the JSON API of SPEC §10 and the console's approvals page."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from hal.actions import proposals
+from hal.actions.base import Actor
+from hal.api import api, json_body
+from hal.errors import HalError
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.from_request(request, via="api")
+
+
+@login_required
+@require_GET
+def proposals_page(request: HttpRequest) -> HttpResponse:
+    """Pending and recent proposals with approve / reject (and the three steps)."""
+    actor = Actor.from_request(request)
+    error = None
+    try:
+        pending = proposals.list_proposals(actor, status="pending", limit=200)
+        recent = [p for p in proposals.list_proposals(actor, limit=50) if p.status != "pending"]
+    except HalError as exc:
+        pending, recent, error = [], [], exc
+    return render(
+        request,
+        "hal/proposals.html",
+        {"pending": pending, "recent": recent, "error": error, "page": "proposals"},
+        status=error.http_status if error else 200,
+    )
+
+
+@require_GET
+@api()
+def api_list(request: HttpRequest) -> dict:
+    """GET /api/ai/proposals?status=pending&room_id=&limit="""
+    rows = proposals.list_proposals(
+        _actor(request),
+        status=request.GET.get("status", ""),
+        room_id=request.GET.get("room_id"),
+        limit=_limit(request.GET.get("limit")),
+    )
+    return {"proposals": [p.as_dict() for p in rows]}
+
+
+def _limit(value: str | None) -> int:
+    try:
+        return int(value) if value else 100
+    except ValueError:
+        return 100
+
+
+@require_GET
+@api()
+def api_detail(request: HttpRequest, proposal_id: int) -> dict:
+    """GET /api/ai/proposals/<id>"""
+    return {"proposal": proposals.get_proposal(_actor(request), proposal_id).as_dict()}
+
+
+@require_POST
+@api()
+def api_confirm(request: HttpRequest, proposal_id: int) -> dict:
+    """POST /api/ai/proposals/<id>/confirm {step: "impact"} | {step: "target", target}"""
+    body = json_body(request)
+    proposal, conf = proposals.check_confirm_proposal(
+        actor=_actor(request),
+        proposal_id=proposal_id,
+        step=body.get("step"),
+        target=body.get("target"),
+    )
+    return {"proposal": proposal.as_dict(), "confirmation": conf.as_dict()}
+
+
+@require_POST
+@api()
+def api_approve(request: HttpRequest, proposal_id: int) -> dict:
+    """POST /api/ai/proposals/<id>/approve — runs it once (re-auth; three steps if high-risk)."""
+    proposal = proposals.check_approve_proposal(actor=_actor(request), proposal_id=proposal_id)
+    return {"proposal": proposal.as_dict()}
+
+
+@require_POST
+@api()
+def api_reject(request: HttpRequest, proposal_id: int) -> dict:
+    """POST /api/ai/proposals/<id>/reject {reason?} — nothing runs."""
+    body = json_body(request)
+    proposal = proposals.check_reject_proposal(
+        actor=_actor(request), proposal_id=proposal_id, reason=body.get("reason", "")
+    )
+    return {"proposal": proposal.as_dict()}
