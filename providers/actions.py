@@ -7,6 +7,7 @@ secret goes straight into the vault; rows, audit entries and events carry hints 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -102,8 +103,18 @@ def clean_name(value: Any) -> str:
     return value.strip()
 
 
-def clean_url(value: Any, *, code: str, label: str) -> str:
-    """An absolute http(s) URL with a host and no embedded credentials or fragment."""
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def clean_url(value: Any, *, code: str, label: str, secure: bool = False) -> str:
+    """An absolute http(s) URL with a host and no embedded credentials or fragment.
+
+    `secure`: https only, plain http for loopback hosts (OAuth codes and tokens).
+    """
     if not isinstance(value, str):
         raise InvalidInput(f"{label} must be an http(s) URL.", code=code)
     url = value.strip()
@@ -123,6 +134,8 @@ def clean_url(value: Any, *, code: str, label: str) -> str:
         or any(ch.isspace() for ch in url)
     ):
         raise InvalidInput(f"{label} must be an absolute http(s) URL.", code=code)
+    if secure and parts.scheme != "https" and not _loopback(parts.hostname):
+        raise InvalidInput(f"{label} must be an https URL.", code=code)
     return url
 
 
@@ -218,7 +231,9 @@ def _oauth_changes(value: Any) -> tuple[dict[str, str], str | None]:
         if key in value:
             raw = value[key]
             changes[column] = (
-                "" if raw in (None, "") else clean_url(raw, code="invalid_oauth_url", label=key)
+                ""
+                if raw in (None, "")
+                else clean_url(raw, code="invalid_oauth_url", label=key, secure=True)
             )
     if "client_id" in value:
         client_id = _text(value["client_id"], "client_id", CLIENT_ID_MAX)
@@ -611,6 +626,12 @@ class VerifyOutcome:
         return self.error is None
 
 
+def in_transaction() -> bool:
+    """True inside a real transaction (a test case's wrapping transaction does not count)."""
+    blocks = transaction.get_connection().atomic_blocks
+    return any(not getattr(block, "_from_testcase", False) for block in blocks)
+
+
 def _failure_status(conn: AIConnection, kind: str) -> str:
     if kind == "auth":
         return AIConnection.REAUTH_REQUIRED
@@ -624,12 +645,20 @@ def check_verify_connection(*, actor: Actor, connection: Any) -> VerifyOutcome:
     """Fetch the provider's real model list (outside any transaction) and record the outcome."""
     require_perm(actor, "operate")
     conn = resolve_connection(connection)
-    if transaction.get_connection().in_atomic_block:
+    if in_transaction():
         # A provider call may take seconds: never hold a transaction (or row locks) over it.
         raise RuntimeError("verify must not run inside a database transaction")
-    from providers.services import list_models_for
+    from providers.services import get_credential_sync, list_models_for
 
-    models, kind, message = async_to_sync(list_models_for)(conn)
+    credential = None
+    if conn.auth_method != AIConnection.LOGIN:
+        try:
+            credential = get_credential_sync(conn.pk)
+        except HalError as exc:
+            return do_record_verification(
+                actor, conn, models=None, kind="auth", message=exc.message
+            )
+    models, kind, message = async_to_sync(list_models_for)(conn, credential)
     return do_record_verification(actor, conn, models=models, kind=kind, message=message)
 
 
@@ -650,7 +679,17 @@ async def acheck_verify_connection(*, actor: Actor, connection: Any) -> VerifyOu
 
         await database_sync_to_async(record_refusal)(actor, "connections.verify", exc)
         raise
-    models, kind, message = await list_models_for(conn)
+    from providers.services import get_credential
+
+    credential = None
+    if conn.auth_method != AIConnection.LOGIN:
+        try:
+            credential = await get_credential(conn.pk)
+        except HalError as exc:
+            return await database_sync_to_async(do_record_verification)(
+                actor, conn, models=None, kind="auth", message=exc.message
+            )
+    models, kind, message = await list_models_for(conn, credential)
     return await database_sync_to_async(do_record_verification)(
         actor, conn, models=models, kind=kind, message=message
     )
@@ -731,10 +770,15 @@ def check_oauth_start(*, actor: Actor, connection: Any, redirect_uri: str) -> OA
     if actor.user is None or not actor.session_key:
         raise PermissionDenied("OAuth needs a logged-in browser session.", code="session_required")
     redirect_uri = clean_url(redirect_uri, code="invalid_redirect_uri", label="redirect_uri")
-    from providers.oauth import start_authorization
+    from providers.oauth import OAuthError, start_authorization
     from providers.services import oauth_client_config
 
-    pending = start_authorization(oauth_client_config(conn, redirect_uri=redirect_uri))
+    try:
+        pending = start_authorization(oauth_client_config(conn, redirect_uri=redirect_uri))
+    except OAuthError as exc:
+        raise InvalidInput(
+            f"OAuth settings rejected: {exc.message}", code="invalid_oauth_url"
+        ) from None
     expires_at = timezone.now() + OAUTH_STATE_TTL
     with transaction.atomic():
         locked = _locked(conn)

@@ -87,7 +87,7 @@ class ConnectionCredential:
         return (await get_credential(self.connection_id)).reveal()
 
 
-def provider_config(conn: AIConnection, *, for_verify: bool = False) -> Any:
+def provider_config(conn: AIConnection, *, for_verify: bool = False, credential: Any = None) -> Any:
     """The registry config of a connection (no secret, no DB access)."""
     from providers.registry import ProviderConfig
 
@@ -104,7 +104,7 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False) -> Any:
         connection_id=conn.pk,
         kind=conn.provider,
         base_url=conn.base_url,
-        credential=None if scheme == "none" else ConnectionCredential(conn.pk),
+        credential=None if scheme == "none" else (credential or ConnectionCredential(conn.pk)),
         auth_scheme=scheme,
         timeout=float(
             _setting("HAL_VERIFY_TIMEOUT_SECONDS", 20)
@@ -133,21 +133,22 @@ def forget_provider(connection_id: int) -> None:
     invalidate_provider(connection_id)
 
 
-async def list_models_for(conn: AIConnection) -> tuple[list[str] | None, str | None, str]:
+async def list_models_for(
+    conn: AIConnection, credential: vault.Revealed | None = None
+) -> tuple[list[str] | None, str | None, str]:
     """Ask the provider for its models: (models, None, "") or (None, error kind, message).
 
-    A fresh provider is built for each verify so that a changed base URL or key is what
-    gets checked, and closed afterwards.
+    `credential` is the already revealed key or token (None for a CLI login). A fresh
+    provider is built for each verify so that a changed base URL or key is what gets
+    checked, and closed afterwards.
     """
     from providers.base import ProviderError
     from providers.registry import build_provider
 
-    if conn.auth_method != AIConnection.LOGIN:
-        try:
-            await get_credential(conn.pk)
-        except HalError as exc:
-            return None, "auth", exc.message
-    provider = build_provider(provider_config(conn, for_verify=True))
+    async def current() -> str:
+        return credential.reveal() if credential is not None else ""
+
+    provider = build_provider(provider_config(conn, for_verify=True, credential=current))
     limit = float(_setting("HAL_VERIFY_TIMEOUT_SECONDS", 20))
     try:
         async with asyncio.timeout(limit + 1):
@@ -229,7 +230,11 @@ def _load(connection_id: int) -> AIConnection:
 
 @sensitive_variables()
 def get_credential_sync(connection_id: int) -> vault.Revealed:
-    """The credential for one provider call: the API key, or a fresh OAuth access token."""
+    """The credential for one provider call: the API key, or a fresh OAuth access token.
+
+    Call it outside any transaction: an OAuth refresh holds the connection's row lock only
+    for its own short transaction.
+    """
     conn = _load(connection_id)
     if conn.auth_method == AIConnection.API_KEY:
         return _reveal(conn, PURPOSE_API_KEY)

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET
 
 from hal.actions.base import Actor, require_perm
@@ -106,10 +107,94 @@ connection_enable = dispatch(POST=_set_enabled(True))
 connection_oauth_start = dispatch(POST=_oauth_start)
 
 
+def _form_create_data(post: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        key: post.get(key, "")
+        for key in ("name", "provider", "auth_method", "base_url", "role", "traits", "instructions")
+    }
+    if post.get("api_key"):
+        data["api_key"] = post["api_key"]
+    if data["auth_method"] == AIConnection.OAUTH:
+        data["oauth"] = {
+            "authorize_url": post.get("oauth_authorize_url", ""),
+            "token_url": post.get("oauth_token_url", ""),
+            "client_id": post.get("oauth_client_id", ""),
+            "scopes": post.get("oauth_scopes", ""),
+        }
+        if post.get("oauth_client_secret"):
+            data["oauth"]["client_secret"] = post["oauth_client_secret"]
+    return data
+
+
+def _form_post(request: HttpRequest, actor: Actor) -> str:
+    """Run one /ops/ai form (the page also works without JavaScript); returns a message."""
+    post = request.POST
+    op = post.get("op", "")
+    if op == "create":
+        conn = actions.check_create_connection(actor=actor, data=_form_create_data(post))
+        return f"@{conn.name} was added."
+    pk = post.get("id", "")
+    if op == "secret":
+        conn = actions.check_set_connection_secret(
+            actor=actor, connection=pk, api_key=post.get("api_key")
+        )
+        return f"The key of @{conn.name} was saved."
+    if op == "update":
+        data = {
+            key: post[key]
+            for key in ("name", "role", "traits", "instructions", "base_url")
+            if key in post
+        }
+        conn = actions.check_update_connection(actor=actor, connection=pk, data=data)
+        return f"@{conn.name} was updated."
+    if op == "model":
+        conn = actions.check_update_connection(
+            actor=actor, connection=pk, data={"model": post.get("model", "")}
+        )
+        return f"@{conn.name} now uses {conn.model or 'no model'}."
+    if op == "verify":
+        outcome = actions.check_verify_connection(actor=actor, connection=pk)
+        if outcome.error is not None:
+            raise outcome.error
+        return f"@{outcome.connection.name}: {len(outcome.models)} models verified."
+    if op in ("enable", "disable"):
+        conn = actions.check_set_connection_enabled(
+            actor=actor, connection=pk, enabled=op == "enable"
+        )
+        return f"@{conn.name} is {conn.status}."
+    if op == "delete":
+        actions.check_delete_connection(actor=actor, connection=pk)
+        return "The connection was deleted."
+    raise HalError("Unknown operation.", code="unknown_operation")
+
+
+@sensitive_post_parameters("api_key", "oauth_client_secret")
 @login_required
 def ops_ai(request: HttpRequest) -> HttpResponse:
     """The AI connections screen; the list is rendered server-side and driven by ops_ai.js."""
     actor = Actor.from_request(request)
+    error: HalError | None = None
+    if request.method == "POST":
+        if request.POST.get("op") == "oauth":
+            try:
+                started = actions.check_oauth_start(
+                    actor=actor,
+                    connection=request.POST.get("id", ""),
+                    redirect_uri=actions.oauth_redirect_uri(request),
+                )
+            except HalError as exc:
+                error = exc
+            else:
+                return redirect(started.authorize_url)
+        else:
+            try:
+                messages.success(request, _form_post(request, actor))
+            except HalError as exc:
+                error = exc
+            else:
+                return redirect(reverse("providers:ops_ai"))
+    elif request.method != "GET":
+        return HttpResponse(status=405)
     conns = list(AIConnection.objects.all())
     hints = secret_hints(conns)
     return render(
@@ -117,14 +202,15 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
         "providers/ops_ai.html",
         {
             "page": "ops_ai",
+            "error": error,
             "connections": [c.as_dict(hints.get(c.pk, {})) for c in conns],
             "providers": AIConnection.PROVIDER_CHOICES,
             "auth_methods": AIConnection.AUTH_CHOICES,
-            "default_base_urls": AIConnection.DEFAULT_BASE_URLS,
             "can_administer": _allowed(actor, "administer"),
             "can_operate": _allowed(actor, "operate"),
             "callback_url": actions.oauth_redirect_uri(request),
         },
+        status=error.http_status if error else 200,
     )
 
 

@@ -224,7 +224,9 @@ def test_disable_and_enable(client_op):
     assert call(client_op, "POST", f"{API}/{c['id']}/enable").json()["status"] == "active"
 
 
-def test_delete_needs_reauth_then_removes_row_and_secrets(client_op, operator, canary, signals):
+def test_delete_needs_reauth_then_removes_row_and_secrets(
+    client_op, operator, canary, signals, django_capture_on_commit_callbacks
+):
     c = call(
         client_op,
         "POST",
@@ -237,7 +239,8 @@ def test_delete_needs_reauth_then_removes_row_and_secrets(client_op, operator, c
     call(client_op, "POST", "/api/auth/reauth", {"password": operator.raw_password})
     assert call(client_op, "PUT", f"{API}/{c['id']}/secret", {"api_key": canary}).status_code == 200
     assert Secret.objects.count() == 1
-    response = call(client_op, "DELETE", f"{API}/{c['id']}")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = call(client_op, "DELETE", f"{API}/{c['id']}")
     assert response.status_code == 200, response.content
     assert not AIConnection.objects.exists() and not Secret.objects.exists()
     assert signals[-1] == {"id": c["id"], "created": False, "deleted": True}

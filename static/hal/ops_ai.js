@@ -1,0 +1,120 @@
+// The AI connections screen: every form goes to the JSON API; a 403 reauth_required asks
+// for the password (POST /api/auth/reauth) and retries once. Secrets are sent, never shown.
+import { api } from "./app.js";
+
+const BASE = "/api/ai/connections";
+const statusBox = document.getElementById("ops-ai-status");
+const dialog = document.getElementById("reauth-dialog");
+
+function show(message) {
+  statusBox.textContent = message;
+  statusBox.hidden = !message;
+}
+
+function askPassword() {
+  return new Promise((resolve) => {
+    const form = document.getElementById("reauth-form");
+    const input = form.elements.password;
+    const done = (value) => {
+      form.removeEventListener("submit", onSubmit);
+      cancel.removeEventListener("click", onCancel);
+      input.value = "";
+      dialog.close();
+      resolve(value);
+    };
+    const onSubmit = (e) => { e.preventDefault(); done(input.value); };
+    const onCancel = () => done(null);
+    const cancel = document.getElementById("reauth-cancel");
+    form.addEventListener("submit", onSubmit);
+    cancel.addEventListener("click", onCancel);
+    dialog.showModal();
+    input.focus();
+  });
+}
+
+async function withReauth(fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err.code !== "reauth_required") throw err;
+    const password = await askPassword();
+    if (password === null) throw err;
+    await api("POST", "/api/auth/reauth", { password });
+    return fn();
+  }
+}
+
+function value(form, name) {
+  const field = form.elements[name];
+  return field ? field.value.trim() : "";
+}
+
+function createBody(form) {
+  const body = {
+    name: value(form, "name"),
+    provider: value(form, "provider"),
+    auth_method: value(form, "auth_method"),
+    role: value(form, "role"),
+    traits: value(form, "traits"),
+    instructions: value(form, "instructions"),
+  };
+  if (value(form, "base_url")) body.base_url = value(form, "base_url");
+  if (form.elements.api_key.value) body.api_key = form.elements.api_key.value;
+  if (body.auth_method === "oauth") {
+    body.oauth = {
+      authorize_url: value(form, "oauth_authorize_url"),
+      token_url: value(form, "oauth_token_url"),
+      client_id: value(form, "oauth_client_id"),
+      scopes: value(form, "oauth_scopes").split(/\s+/).filter(Boolean),
+    };
+    if (form.elements.oauth_client_secret.value) {
+      body.oauth.client_secret = form.elements.oauth_client_secret.value;
+    }
+  }
+  return body;
+}
+
+const handlers = {
+  create: (form) => api("POST", BASE, createBody(form)),
+  update: (form) => {
+    const body = {};
+    for (const name of ["name", "role", "traits", "instructions", "base_url"]) {
+      if (form.elements[name]) body[name] = value(form, name);
+    }
+    return api("PATCH", `${BASE}/${form.elements.id.value}`, body);
+  },
+  model: (form) => api("PATCH", `${BASE}/${form.elements.id.value}`, { model: value(form, "model") }),
+  secret: (form) => api("PUT", `${BASE}/${form.elements.id.value}/secret`, { api_key: form.elements.api_key.value }),
+  verify: (form) => api("POST", `${BASE}/${form.elements.id.value}/verify`),
+  enable: (form) => api("POST", `${BASE}/${form.elements.id.value}/enable`),
+  disable: (form) => api("POST", `${BASE}/${form.elements.id.value}/disable`),
+  delete: (form) => api("DELETE", `${BASE}/${form.elements.id.value}`),
+  oauth: async (form) => {
+    const data = await api("POST", `${BASE}/${form.elements.id.value}/oauth/start`);
+    window.location.assign(data.authorize_url);
+    return { redirecting: true };
+  },
+};
+
+for (const form of document.querySelectorAll("form[data-op]")) {
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const op = form.dataset.op;
+    if (op === "delete" && !window.confirm("Delete this connection and its stored credentials?")) return;
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    show("");
+    try {
+      const result = await withReauth(() => handlers[op](form));
+      for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
+      if (!result || !result.redirecting) window.location.reload();
+    } catch (err) {
+      for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
+      show(`${err.message} (${err.code})`);
+      // A failed verify still changed the row (status, last error): show it after a moment.
+      if (op === "verify") setTimeout(() => window.location.reload(), 2500);
+    } finally {
+      if (button) button.disabled = false;
+    }
+  });
+}
