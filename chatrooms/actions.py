@@ -517,7 +517,7 @@ def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Messag
     actor = Actor.for_system("system", "chat.recover")
     notices: list[Message] = []
     with transaction.atomic():
-        queryset = Turn.objects.select_for_update().filter(status__in=Turn.RUNNING)
+        queryset = Turn.objects.select_for_update(of=("self",)).filter(status__in=Turn.RUNNING)
         if stale_seconds is not None:
             queryset = queryset.filter(
                 updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)

@@ -111,10 +111,18 @@ async def aclient(operator) -> AsyncClient:
 
 
 @pytest.fixture
-def orchestrator():
+async def orchestrator():
+    """The process orchestrator; afterwards no turn is left running and the DB thread's
+    connection is closed (PostgreSQL refuses to drop a test database still in use)."""
+    from channels.db import database_sync_to_async
+    from django.db import connections
+
     from chatrooms.orchestrator import get_orchestrator
 
-    return get_orchestrator()
+    orchestrator = get_orchestrator()
+    yield orchestrator
+    await orchestrator.wait_idle()
+    await database_sync_to_async(connections.close_all)()
 
 
 async def rooms_of(client) -> list[dict]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from chatrooms.models import Message, Turn
 from tests.fakes.script import Reply
 
@@ -19,8 +21,9 @@ async def test_rooms_unified_first_then_connection_order(models, aclient):
 
 async def test_broadcast_reaches_every_active_model_concurrently(models, aclient, orchestrator):
     for i, model in enumerate(models):
-        model.fake.replies.push(Reply(text=f"answer from {model.name}", latency=0.3 + 0.01 * i))
+        model.fake.replies.push(Reply(text=f"answer from {model.name}", latency=1.0 + 0.01 * i))
     room = await unified_room(aclient)
+    began = time.monotonic()
     response = await send(aclient, room, "status of the fleet?", {"page": "/servers/"})
     assert response.status_code == 202
     stored = response.json()
@@ -29,6 +32,8 @@ async def test_broadcast_reaches_every_active_model_concurrently(models, aclient
     # Committed before any model answered.
     assert await Message.objects.filter(pk=stored["id"]).aexists()
     await orchestrator.wait_idle()
+    # Concurrent: three 1 s models answer in about 1 s, not in 3 s.
+    assert time.monotonic() - began < 2.0
     rows = await messages(aclient, room)
     replies = [m for m in rows if m["author_kind"] == "model"]
     assert sorted(m["text"] for m in replies) == sorted(f"answer from {m.name}" for m in models)
@@ -40,10 +45,6 @@ async def test_broadcast_reaches_every_active_model_concurrently(models, aclient
         assert f'You are "{model.name}"' in system
         assert "/servers/" in system  # the operator's screen context
         assert all(f"@{m.name}" in system for m in models)  # participants
-    # Concurrent: three 0.3 s models finish in far less than their sum.
-    turns = [t async for t in Turn.objects.all()]
-    starts = sorted(t.started_at for t in turns)
-    assert (starts[-1] - starts[0]).total_seconds() < 0.25
 
 
 async def test_identity_and_skill_in_system_prompt(models, aclient, orchestrator):
