@@ -1,0 +1,98 @@
+"""The admin site: hints only, write-only key fields, changes through the actions, re-auth."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.models import AuditEntry
+from providers.models import AIConnection
+from providers.services import get_credential_sync
+from vault.models import Secret
+
+pytestmark = pytest.mark.django_db
+
+ADD = "/admin/providers/aiconnection/add/"
+
+
+def change_url(pk: int) -> str:
+    return f"/admin/providers/aiconnection/{pk}/change/"
+
+
+def form(**fields):
+    data = {
+        "name": "claude",
+        "provider": "anthropic",
+        "auth_method": "api_key",
+        "base_url": "",
+        "role": "",
+        "traits": "",
+        "instructions": "",
+        "position": "0",
+        "oauth_authorize_url": "",
+        "oauth_token_url": "",
+        "oauth_client_id": "",
+        "oauth_scopes": "",
+        "api_key": "",
+        "oauth_client_secret": "",
+    }
+    data.update(fields)
+    return data
+
+
+def test_add_without_key_goes_through_the_action(client_op):
+    response = client_op.post(ADD, form(name="admin-made"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    conn = AIConnection.objects.get()
+    assert conn.name == "admin-made" and conn.base_url == "https://api.anthropic.com"
+    assert AuditEntry.objects.filter(action="connections.create", via="web").count() == 1
+
+
+def test_key_in_admin_needs_reauth(client_op, canary):
+    response = client_op.post(ADD, form(api_key=canary))
+    assert response.status_code == 200
+    assert "Re-authenticate" in response.content.decode()
+    assert not AIConnection.objects.exists() and not Secret.objects.exists()
+    assert canary not in response.content.decode()
+
+
+def test_key_in_admin_after_reauth_goes_to_the_vault(reauthed, canary):
+    response = reauthed.post(ADD, form(api_key=canary))
+    assert response.status_code == 302
+    conn = AIConnection.objects.get()
+    assert get_credential_sync(conn.pk).reveal() == canary
+    page = reauthed.get(change_url(conn.pk)).content.decode()
+    assert f"{canary[:3]}…{canary[-4:]}" in page and canary not in page
+    listing = reauthed.get("/admin/providers/aiconnection/").content.decode()
+    assert f"{canary[:3]}…{canary[-4:]}" in listing and canary not in listing
+
+
+def test_change_identity_and_replace_key(reauthed, canary):
+    reauthed.post(ADD, form())
+    conn = AIConnection.objects.get()
+    data = form(role="reviewer", api_key=canary)
+    del data["provider"], data["auth_method"]
+    response = reauthed.post(change_url(conn.pk), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    conn.refresh_from_db()
+    assert conn.role == "reviewer" and get_credential_sync(conn.pk).reveal() == canary
+    assert AuditEntry.objects.filter(action="connections.set_secret", result="ok").count() == 1
+
+
+def test_invalid_name_shows_form_error(client_op):
+    response = client_op.post(ADD, form(name="has space"))
+    assert response.status_code == 200 and not AIConnection.objects.exists()
+    assert "invalid_name" in response.content.decode()
+
+
+def test_delete_in_admin_needs_reauth(client_op, operator):
+    client_op.post(ADD, form())
+    conn = AIConnection.objects.get()
+    url = f"/admin/providers/aiconnection/{conn.pk}/delete/"
+    response = client_op.post(url, {"post": "yes"})
+    assert response.status_code == 302 and AIConnection.objects.exists()
+    client_op.post(
+        "/api/auth/reauth", {"password": operator.raw_password}, content_type="application/json"
+    )
+    response = client_op.post(url, {"post": "yes"})
+    assert response.status_code == 302 and not AIConnection.objects.exists()
+    assert AuditEntry.objects.filter(action="connections.delete", result="ok").count() == 1

@@ -1,0 +1,88 @@
+"""The /ops/ai screen: rendering, no-JS forms, menu entry, static module and CSP."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from providers.models import AIConnection
+
+pytestmark = pytest.mark.django_db
+
+
+def test_page_lists_connections_with_status_and_hint(reauthed, canary):
+    reauthed.post(
+        "/ops/ai",
+        {
+            "op": "create",
+            "name": "claude",
+            "provider": "anthropic",
+            "auth_method": "api_key",
+            "api_key": canary,
+        },
+    )
+    conn = AIConnection.objects.get()
+    conn.last_error = "scripted failure"
+    AIConnection.objects.filter(pk=conn.pk).update(status="error", last_error="scripted failure")
+    page = reauthed.get(reverse("providers:ops_ai"))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "@claude" in html and "scripted failure" in html and 'class="badge error"' in html
+    assert f"{canary[:3]}…{canary[-4:]}" in html and canary not in html
+    assert "hal/ops_ai.js" in html and "<script>" not in html
+    assert 'href="/ops/ai"' in html  # the menu entry
+    assert reverse("providers:oauth_callback") in html  # the redirect URI to register
+
+
+def test_form_errors_are_shown_and_reauth_linked(client_op, canary):
+    response = client_op.post(
+        "/ops/ai",
+        {"op": "create", "name": "bad name", "provider": "anthropic", "auth_method": "api_key"},
+    )
+    assert response.status_code == 400 and "invalid_name" in response.content.decode()
+    response = client_op.post(
+        "/ops/ai",
+        {
+            "op": "create",
+            "name": "ok",
+            "provider": "anthropic",
+            "auth_method": "api_key",
+            "api_key": canary,
+        },
+    )
+    html = response.content.decode()
+    assert response.status_code == 403 and "reauth_required" in html and "/reauth/" in html
+    assert canary not in html and not AIConnection.objects.exists()
+
+
+def test_form_update_disable_enable_delete(reauthed):
+    reauthed.post(
+        "/ops/ai", {"op": "create", "name": "c", "provider": "local_cli", "auth_method": "login"}
+    )
+    pk = AIConnection.objects.get().pk
+    assert (
+        reauthed.post("/ops/ai", {"op": "update", "id": pk, "name": "c2", "role": "r"}).status_code
+        == 302
+    )
+    assert AIConnection.objects.get().name == "c2"
+    reauthed.post("/ops/ai", {"op": "disable", "id": pk})
+    assert AIConnection.objects.get().status == "disabled"
+    reauthed.post("/ops/ai", {"op": "enable", "id": pk})
+    assert AIConnection.objects.get().status == "active"
+    response = reauthed.post("/ops/ai", {"op": "model", "id": pk, "model": "opus"})
+    assert response.status_code == 400 and "model_unavailable" in response.content.decode()
+    reauthed.post("/ops/ai", {"op": "delete", "id": pk})
+    assert not AIConnection.objects.exists()
+
+
+def test_anonymous_is_sent_to_login(client):
+    response = client.get("/ops/ai")
+    assert response.status_code == 302 and "/login" in response["Location"]
+
+
+def test_module_exists_and_uses_the_shared_api_helper():
+    path = settings.BASE_DIR / "static" / "hal" / "ops_ai.js"
+    source = path.read_text()
+    assert 'import { api } from "./app.js"' in source
+    assert "/api/auth/reauth" in source and "reauth_required" in source
