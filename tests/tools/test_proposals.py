@@ -326,3 +326,19 @@ def test_an_ai_actor_cannot_approve_even_with_the_operators_session(world, ai_ac
     outcome = run_tool_call("approve_server", {"server": "new-01"}, actor=make_actor(operator))
     assert outcome.proposal is not None and outcome.proposal.pk != p.pk
     assert Server.objects.get(hostname="new-01").status == "pending"
+
+
+def test_the_approvals_page_lists_pending_and_recent(world, ai_actor, client_op):
+    from django.urls import reverse
+
+    pending = propose(ai_actor, "isolate_server", {"server": "web-01", "reason": "x"})
+    done = propose(ai_actor, "take_dr_snapshot", {})
+    actions.check_reject_proposal(actor=ai_actor, proposal_id=done.pk)
+    response = client_op.get(reverse("hal:proposals"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'id="proposal-{pending.pk}"' in html
+    assert 'data-tier="high_risk"' in html
+    assert "proposals.js" in html
+    assert "take_dr_snapshot" in html  # in the recent table
+    assert "<script>" not in html  # CSP: modules only
