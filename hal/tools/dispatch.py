@@ -6,7 +6,10 @@ tool's strict schema, and refused (audited, nothing run) when unknown or invalid
 
 from __future__ import annotations
 
+import contextvars
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,7 @@ from hal.models import AuditEntry
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable
 
 MAX_RAW_ARGS = 100_000
+MAX_TRACKED_TURNS = 4096
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,47 @@ class ToolOutcome:
         if self.ok:
             return {"ok": True, "tool": self.tool, "result": self.result}
         return {"ok": False, "tool": self.tool, "error": self.error}
+
+
+# The origin of the read call being run, for handlers that account per connection
+# (webfetch budgets); None outside a dispatched read.
+_current_origin: contextvars.ContextVar[Origin | None] = contextvars.ContextVar(
+    "hal_tool_origin", default=None
+)
+
+
+def current_origin() -> Origin | None:
+    """The Origin of the tool call whose handler is running now (reads), else None."""
+    return _current_origin.get()
+
+
+class TurnCounter:
+    """Calls per (turn, tool) in this process; a turn runs in one process (orchestrator)."""
+
+    def __init__(self, max_turns: int = MAX_TRACKED_TURNS) -> None:
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_turns
+
+    def take(self, turn_id: str, tool: str, limit: int) -> bool:
+        """Count one call; False (nothing counted) when the turn already used `limit`."""
+        key = (turn_id, tool)
+        with self._lock:
+            used = self._counts.get(key, 0)
+            if used >= limit:
+                return False
+            self._counts[key] = used + 1
+            self._counts.move_to_end(key)
+            while len(self._counts) > self._max:
+                self._counts.popitem(last=False)
+            return True
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+turn_counter = TurnCounter()
 
 
 def parse_raw_args(raw_args: Any) -> Any:
@@ -139,14 +184,30 @@ def run_tool_call(
             _validation_details(exc),
         )
 
-    if tool.tier == READ:
-        return _run_read(tool, arguments, actor)
+    where = Origin.coerce(origin)
+    if (
+        tool.max_per_turn
+        and where.turn_id
+        and not turn_counter.take(str(where.turn_id), tool.name, tool.max_per_turn)
+    ):
+        return _refuse(
+            actor,
+            tool.name,
+            "tool_call_limit",
+            f"{tool.name} may be called at most {tool.max_per_turn} times per turn.",
+        )
+    if tool.call_tier(arguments) == READ:
+        token = _current_origin.set(where)
+        try:
+            return _run_read(tool, arguments, actor)
+        finally:
+            _current_origin.reset(token)
 
     from hal.actions.proposals import check_create_proposal
 
     try:
         proposal = check_create_proposal(
-            actor=actor, tool=tool.name, arguments=arguments, origin=Origin.coerce(origin)
+            actor=actor, tool=tool.name, arguments=arguments, origin=where
         )
     except HalError as exc:
         return ToolOutcome(tool=tool.name, ok=False, error=_error(exc))

@@ -50,6 +50,18 @@ class Tool:
     summarize: Callable[[dict[str, Any]], str] | None = None
     target: Callable[[dict[str, Any]], str] | None = None
     title: str = ""
+    # Per-call tier (e.g. fetch_url: read for an allowlisted domain, else a write proposal).
+    # `tier` stays the most restrictive tier the tool can take (what listings show).
+    tier_for: Callable[[dict[str, Any]], Tier] | None = None
+    # At most this many calls per chat turn (Origin.turn_id); 0 = no limit.
+    max_per_turn: int = 0
+
+    def call_tier(self, arguments: dict[str, Any]) -> str:
+        """The tier of one validated call (the static tier unless `tier_for` decides)."""
+        if self.tier_for is None:
+            return self.tier
+        tier = self.tier_for(arguments)
+        return tier if tier in TIERS else self.tier
 
     @property
     def input_schema(self) -> dict[str, Any]:
