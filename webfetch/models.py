@@ -82,3 +82,47 @@ class CuratedSource(models.Model):
     @property
     def entry_url(self) -> str:
         return self.url or f"https://{self.domain}/"
+
+
+class BudgetLimit(models.Model):
+    """Daily limits of one AI connection (null = the settings' default; 0 = unlimited)."""
+
+    # A plain id like hal.Proposal.connection_id: providers owns the connection model.
+    connection_id = models.BigIntegerField(unique=True)
+    tokens_per_day = models.BigIntegerField(null=True, blank=True)
+    fetch_bytes_per_day = models.BigIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["connection_id"]
+
+    def __str__(self) -> str:
+        return f"budget limit of connection {self.connection_id}"
+
+
+class BudgetUsage(models.Model):
+    """One connection's usage in one UTC day; a new day is a new row (the period reset)."""
+
+    connection_id = models.BigIntegerField(db_index=True)
+    day = models.DateField()
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    fetch_bytes = models.BigIntegerField(default=0)
+    fetches = models.IntegerField(default=0)
+    # When the flag first went up this day (audited once per period, then only shown).
+    fetch_degraded_at = models.DateTimeField(null=True, blank=True)
+    tokens_exceeded_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-day", "connection_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["connection_id", "day"], name="webfetch_usage_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"usage of connection {self.connection_id} on {self.day}"
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
