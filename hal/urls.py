@@ -33,5 +33,6 @@ urlpatterns = [
     path("", include((hal_patterns, "hal"))),
     path("", include("chatrooms.urls")),
     path("", include("providers.urls")),
+    path("", include("webfetch.routes")),
     path("admin/", admin.site.urls),
 ]
