@@ -220,7 +220,15 @@ def _expire(conn_id: int) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_callers_refresh_once(reauthed, fake_oauth):
+@pytest.mark.parametrize("only_row_lock", [False, True], ids=["both-locks", "row-lock-only"])
+def test_twenty_concurrent_callers_refresh_once(reauthed, fake_oauth, monkeypatch, only_row_lock):
+    from django.db import connection as db
+
+    if only_row_lock:
+        # As if every caller were its own process: only SELECT … FOR UPDATE serialises them.
+        if db.vendor != "postgresql":
+            pytest.skip("SQLite has no row locks; a single process relies on the process lock")
+        monkeypatch.setattr("providers.services._refresh_lock", lambda pk: threading.Lock())
     conn = connect(reauthed, fake_oauth)
     old_token = fake_oauth.access_tokens[-1]
     _expire(conn["id"])
