@@ -8,6 +8,7 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
+from django.core.exceptions import FieldError
 from django.db.models import Count
 from django.utils import timezone
 
@@ -166,7 +167,7 @@ def pending_approvals() -> int:
         if model is not None:
             try:
                 return model.objects.filter(status="pending").count()
-            except Exception:  # a model without that field is not the one we mean
+            except FieldError:  # a model without that field is not the one we mean
                 continue
     return 0
 
@@ -202,10 +203,7 @@ def overview(actor: Actor) -> dict[str, Any]:
 
 def _job_dict(job: Any) -> dict[str, Any]:
     if hasattr(job, "as_dict"):
-        try:
-            return job.as_dict()
-        except Exception:  # fall back to the fields every job has
-            pass
+        return job.as_dict()
     return {"id": job.pk, "kind": getattr(job, "kind", ""), "status": job.status}
 
 

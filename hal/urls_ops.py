@@ -17,12 +17,15 @@ urlpatterns: list = [
     path("api/metrics", ops.api_metrics, name="api_metrics"),
     path("api/incidents", ops.api_incidents, name="api_incidents"),
     path("api/incidents/<int:incident_id>", ops.api_incident, name="api_incident"),
-    path("api/incidents/<int:incident_id>/notes", ops.api_incident_note,
-         name="api_incident_notes"),
-    path("api/incidents/<int:incident_id>/close", ops.api_incident_close,
-         name="api_incident_close"),
-    path("api/incidents/<int:incident_id>/reopen", ops.api_incident_reopen,
-         name="api_incident_reopen"),
+    path("api/incidents/<int:incident_id>/notes", ops.api_incident_note, name="api_incident_notes"),
+    path(
+        "api/incidents/<int:incident_id>/close", ops.api_incident_close, name="api_incident_close"
+    ),
+    path(
+        "api/incidents/<int:incident_id>/reopen",
+        ops.api_incident_reopen,
+        name="api_incident_reopen",
+    ),
     path("api/settings", ops.api_settings, name="api_settings"),
     path("api/settings/<str:name>", ops.api_setting, name="api_setting"),
     path("api/dr", ops.api_dr, name="api_dr"),

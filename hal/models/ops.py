@@ -104,6 +104,14 @@ class Setting(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "updated_by": self.updated_by,
+        }
+
 
 class SettingChange(models.Model):
     """One change of a setting: who, when, before/after, why (and its audit row)."""

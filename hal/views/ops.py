@@ -67,7 +67,12 @@ def svg_chart(
         return format_html(
             '<svg class="chart" viewBox="0 0 {} {}" role="img" aria-label="{}">'
             '<text x="{}" y="{}" class="chart-empty">{}</text></svg>',
-            width, height, "no data", width // 2, height // 2, "no data",
+            width,
+            height,
+            "no data",
+            width // 2,
+            height // 2,
+            "no data",
         )
     n = len(points)
     step = (width - 2 * pad) / max(n - 1, 1)
@@ -78,11 +83,13 @@ def svg_chart(
 
     lines = []
     for field, label, css in series:
-        coords = " ".join(f"{round(pad + i * step, 1)},{y(p.get(field))}"
-                          for i, p in enumerate(points))
+        coords = " ".join(
+            f"{round(pad + i * step, 1)},{y(p.get(field))}" for i, p in enumerate(points)
+        )
         lines.append((css, label, coords))
     grid = format_html_join(
-        "", '<line class="chart-grid" x1="{}" x2="{}" y1="{}" y2="{}" />',
+        "",
+        '<line class="chart-grid" x1="{}" x2="{}" y1="{}" y2="{}" />',
         ((pad, width - pad, y(v), y(v)) for v in (0, y_max / 2, y_max)),
     )
     polylines = format_html_join(
@@ -93,7 +100,11 @@ def svg_chart(
     return format_html(
         '<svg class="chart" viewBox="0 0 {} {}" preserveAspectRatio="none" role="img" '
         'aria-label="{}" xmlns="http://www.w3.org/2000/svg">{}{}</svg>',
-        width, height, ", ".join(label for _, label, _ in series), grid, polylines,
+        width,
+        height,
+        ", ".join(label for _, label, _ in series),
+        grid,
+        polylines,
     )
 
 
@@ -110,9 +121,16 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
         for server in server_model.objects.exclude(status="deleted").order_by("hostname")[:12]:
             series = queries_ops.metric_series(actor, server.pk, hours=6, limit=240)
             last = series["points"][-1] if series["points"] else None
-            charts.append({"server": server, "svg": svg_chart(series["points"]), "last": last,
-                           "status": server.effective_status()
-                           if hasattr(server, "effective_status") else server.status})
+            charts.append(
+                {
+                    "server": server,
+                    "svg": svg_chart(series["points"]),
+                    "last": last,
+                    "status": server.effective_status()
+                    if hasattr(server, "effective_status")
+                    else server.status,
+                }
+            )
     return {"data": data, "charts": charts, "page": "overview"}
 
 
@@ -126,17 +144,23 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
     server_model = queries_ops._model("hal.Server")
     servers = list(server_model.objects.exclude(status="deleted")) if server_model else []
     selected = request.GET.get("server") or (str(servers[0].pk) if servers else "")
-    context: dict[str, Any] = {"servers": servers, "selected": selected, "page": "metrics",
-                               "hours": request.GET.get("hours") or "6"}
+    context: dict[str, Any] = {
+        "servers": servers,
+        "selected": selected,
+        "page": "metrics",
+        "hours": request.GET.get("hours") or "6",
+    }
     try:
         if selected:
             hours = _int(request.GET.get("hours"), "hours", 6)
             series = queries_ops.metric_series(actor, selected, hours=hours)
             context["series"] = series
             context["svg"] = svg_chart(series["points"])
-            context["load_svg"] = svg_chart(series["points"], [("load1", "Load 1m", "series-load")],
-                                            y_max=max([p["load1"] for p in series["points"]]
-                                                      + [1.0]))
+            context["load_svg"] = svg_chart(
+                series["points"],
+                [("load1", "Load 1m", "series-load")],
+                y_max=max([p["load1"] for p in series["points"]] + [1.0]),
+            )
     except HalError as exc:
         return _page(request, "hal/ops/metrics.html", context, exc)
     return _page(request, "hal/ops/metrics.html", context)
@@ -185,8 +209,13 @@ def incidents_page(request: HttpRequest) -> HttpResponse:
     return _page(
         request,
         "hal/ops/incidents.html",
-        {"incidents": rows, "status": status, "form": form, "page": "incidents",
-         "severities": incidents.Incident.SEVERITIES},
+        {
+            "incidents": rows,
+            "status": status,
+            "form": form,
+            "page": "incidents",
+            "severities": incidents.Incident.SEVERITIES,
+        },
         error,
     )
 
@@ -224,9 +253,14 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
     return _page(
         request,
         "hal/ops/incident_detail.html",
-        {"incident": incident, "timeline": incident.events.order_by("id"), "page": "incidents",
-         "selected_type": "incident", "selected_id": incident.pk,
-         "selected_label": incident.identifier},
+        {
+            "incident": incident,
+            "timeline": incident.events.order_by("id"),
+            "page": "incidents",
+            "selected_type": "incident",
+            "selected_id": incident.pk,
+            "selected_label": incident.identifier,
+        },
         error,
     )
 
@@ -330,8 +364,12 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return _page(
         request,
         "hal/ops/settings.html",
-        {"settings_rows": rows, "step": step, "page": "settings",
-         "reauth_url": reverse("hal:reauth") + "?next=" + reverse("hal:settings")},
+        {
+            "settings_rows": rows,
+            "step": step,
+            "page": "settings",
+            "reauth_url": reverse("hal:reauth") + "?next=" + reverse("hal:settings"),
+        },
         error,
     )
 
@@ -448,8 +486,11 @@ def emergency_page(request: HttpRequest) -> HttpResponse:
     return _page(
         request,
         "hal/ops/emergency.html",
-        {"state": state, "page": "emergency",
-         "reauth_url": reverse("hal:reauth") + "?next=" + reverse("hal:emergency")},
+        {
+            "state": state,
+            "page": "emergency",
+            "reauth_url": reverse("hal:reauth") + "?next=" + reverse("hal:emergency"),
+        },
         error,
     )
 

@@ -16,8 +16,16 @@ from hal.errors import HalError
 @login_required
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    """The landing page (the ops dashboard replaces its body)."""
-    return render(request, "hal/overview.html", {"page": "overview"})
+    """The landing page: the ops dashboard (fleet, incidents, jobs, approvals, metrics)."""
+    from hal.views.ops import overview_context
+
+    try:
+        context = overview_context(request)
+    except HalError as exc:
+        return render(
+            request, "hal/overview.html", {"page": "overview", "error": exc}, status=exc.http_status
+        )
+    return render(request, "hal/overview.html", context)
 
 
 @login_required

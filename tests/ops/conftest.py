@@ -25,3 +25,14 @@ def audit_rows(action: str, result: str = "ok"):
     from hal.models import AuditEntry
 
     return list(AuditEntry.objects.filter(action=action, result=result))
+
+
+@pytest.fixture(autouse=True)
+def _emergency_context_processor(settings):
+    """Make sure the banner's context processor is on (the lead adds it to settings)."""
+    templates = [dict(t, OPTIONS=dict(t.get("OPTIONS", {}))) for t in settings.TEMPLATES]
+    processors = list(templates[0]["OPTIONS"].get("context_processors", []))
+    if "hal.context_ops.emergency" not in processors:
+        processors.append("hal.context_ops.emergency")
+        templates[0]["OPTIONS"]["context_processors"] = processors
+        settings.TEMPLATES = templates

@@ -1,0 +1,310 @@
+"""Typed console settings: a registry (name, type, default, validation) and the high-risk
+`settings.change` action with its change history.
+
+Other parts of HAL declare their knobs with `register_setting(...)` and read them with
+`get_setting(name)`; changing one goes through the three-step confirmation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
+from hal.errors import InvalidInput, NotFound
+from hal.events import OPS_GROUP, publish
+from hal.models import Setting, SettingChange
+
+TYPES = ("int", "bool", "str", "choice", "duration")
+CHANGE_CODE = "settings.change"
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class SettingDef:
+    """A registered setting: its type, default, bounds and what it controls."""
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    controls: str = ""
+    choices: tuple[str, ...] = ()
+    min_value: int | None = None
+    max_value: int | None = None
+    max_length: int = 500
+    validator: Callable[[Any], None] | None = field(default=None, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "description": self.description,
+            "controls": self.controls,
+            "choices": list(self.choices),
+            "min": self.min_value,
+            "max": self.max_value,
+        }
+
+
+REGISTRY: dict[str, SettingDef] = {}
+
+
+def register_setting(
+    name: str,
+    *,
+    type: str,
+    default: Any,
+    description: str,
+    controls: str = "",
+    choices: tuple[str, ...] | list[str] = (),
+    min_value: int | None = None,
+    max_value: int | None = None,
+    max_length: int = 500,
+    validator: Callable[[Any], None] | None = None,
+) -> SettingDef:
+    """Declare a setting (idempotent for the same definition); returns its definition."""
+    if type not in TYPES:
+        raise ValueError(f"unknown setting type {type!r}")
+    if type == "choice" and not choices:
+        raise ValueError("a choice setting needs choices")
+    definition = SettingDef(
+        name=name,
+        type=type,
+        default=default,
+        description=description,
+        controls=controls or description,
+        choices=tuple(choices),
+        min_value=min_value,
+        max_value=max_value,
+        max_length=max_length,
+        validator=validator,
+    )
+    # The default must itself be valid, or get_setting could return nonsense.
+    coerce(definition, default)
+    REGISTRY[name] = definition
+    return definition
+
+
+def get_definition(name: Any) -> SettingDef:
+    """The definition of a registered setting, or 404 setting_not_found."""
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise NotFound(f"Unknown setting {name!r}.", code="setting_not_found")
+    return REGISTRY[name]
+
+
+def coerce(definition: SettingDef, value: Any) -> Any:
+    """Validate `value` for the setting and return its stored form (400 on a bad value)."""
+
+    def bad(why: str) -> InvalidInput:
+        return InvalidInput(f"{definition.name}: {why}", code="invalid_setting_value")
+
+    kind = definition.type
+    if kind == "bool":
+        # Forms send text; JSON sends booleans. Nothing else is a boolean here.
+        if isinstance(value, bool):
+            result: Any = value
+        elif isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            result = value.strip().lower() == "true"
+        else:
+            raise bad("expected true or false.")
+    elif kind in ("int", "duration"):
+        if isinstance(value, bool):
+            raise bad("expected a number.")
+        if isinstance(value, int):
+            result = value
+        elif isinstance(value, str) and kind == "int" and re.fullmatch(r"\s*-?\d+\s*", value):
+            result = int(value)
+        elif isinstance(value, str) and kind == "duration" and (m := _DURATION.match(value)):
+            result = int(m.group(1)) * _UNITS[m.group(2)]
+        else:
+            raise bad(
+                "expected a whole number"
+                + (" of seconds (or 90s, 15m, 2h, 1d)." if kind == "duration" else ".")
+            )
+        if definition.min_value is not None and result < definition.min_value:
+            raise bad(f"must be at least {definition.min_value}.")
+        if definition.max_value is not None and result > definition.max_value:
+            raise bad(f"must be at most {definition.max_value}.")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise bad("expected text.")
+        result = value.strip()
+        if len(result) > definition.max_length:
+            raise bad(f"longer than {definition.max_length} characters.")
+    else:  # choice
+        if not isinstance(value, str) or value not in definition.choices:
+            raise bad("expected one of " + ", ".join(definition.choices) + ".")
+        result = value
+    if definition.validator is not None:
+        try:
+            definition.validator(result)
+        except ValueError as exc:
+            raise bad(str(exc)) from None
+    return result
+
+
+def get_setting(name: str) -> Any:
+    """The current value of a registered setting (the stored value, else the default)."""
+    definition = get_definition(name)
+    row = Setting.objects.filter(name=name).only("value").first()
+    if row is None:
+        return definition.default
+    try:
+        return coerce(definition, row.value)
+    except InvalidInput:
+        # A stored value that no longer validates (bounds tightened) falls back safely.
+        return definition.default
+
+
+def describe(name: str) -> dict[str, Any]:
+    definition = get_definition(name)
+    row = Setting.objects.filter(name=name).first()
+    return {
+        **definition.as_dict(),
+        "value": get_setting(name),
+        "is_default": row is None,
+        "updated_at": row.updated_at.isoformat() if row else None,
+        "updated_by": row.updated_by if row else "",
+    }
+
+
+def describe_all() -> list[dict[str, Any]]:
+    return [describe(name) for name in sorted(REGISTRY)]
+
+
+# --- the high-risk change ---------------------------------------------------------------
+
+
+def _reason(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 500:
+        raise InvalidInput("reason must be text (at most 500 characters).", code="invalid_reason")
+    return value.strip()
+
+
+def change_impact(actor: Actor, params: dict[str, Any]) -> Impact:
+    """Step 1 of the confirmation: what changing this setting would do."""
+    definition = get_definition(params.get("name"))
+    new = coerce(definition, params.get("value"))
+    _reason(params.get("reason"))
+    current = get_setting(definition.name)
+    return Impact(
+        subject_type="setting",
+        subject_id=definition.name,
+        target_identifier=definition.name,
+        summary=f"Change {definition.name} from {current!r} to {new!r}.",
+        details={
+            "controls": definition.controls,
+            "before": current,
+            "after": new,
+            "type": definition.type,
+        },
+    )
+
+
+@action(CHANGE_CODE)
+def check_change_setting(
+    *, actor: Actor, name: Any, value: Any, reason: Any = None, confirmation: Any = None
+) -> Setting:
+    """Change a setting (high-risk: administer permission, re-auth and the three steps)."""
+    require_perm(actor, "administer")
+    definition = get_definition(name)
+    new = coerce(definition, value)
+    clean_reason = _reason(reason)
+    # Exactly the arguments step 1 was shown, as the caller sent them (reason optional).
+    shown: dict[str, Any] = {"name": name, "value": value}
+    if reason is not None:
+        shown["reason"] = reason
+    with transaction.atomic():
+        consume_confirmation(
+            actor,
+            token=confirmation,
+            action_code=CHANGE_CODE,
+            subject_type="setting",
+            subject_id=definition.name,
+            params=shown,
+        )
+        return do_change_setting(actor, definition, new, reason=clean_reason)
+
+
+def do_change_setting(actor: Actor, definition: SettingDef, new: Any, *, reason: str) -> Setting:
+    with transaction.atomic():
+        row = Setting.objects.select_for_update().filter(name=definition.name).first()
+        before = get_setting(definition.name)
+        if row is None:
+            row = Setting(name=definition.name)
+        row.value = new
+        row.updated_by = actor.label[:150]
+        row.save()
+        entry = record_audit(
+            actor,
+            CHANGE_CODE,
+            target_type="setting",
+            target_id=definition.name,
+            target_label=definition.name,
+            before={"value": before},
+            after={"value": new},
+            message=reason,
+        )
+        SettingChange.objects.create(
+            name=definition.name,
+            before=before,
+            after=new,
+            reason=reason,
+            actor=actor.user if getattr(actor.user, "pk", None) else None,
+            actor_label=actor.label[:150],
+            via=actor.via,
+            audit=entry,
+        )
+        publish(OPS_GROUP, "setting.changed", {"name": definition.name, "value": new})
+    return row
+
+
+register_high_risk(CHANGE_CODE, impact=change_impact, execute=check_change_setting)
+
+
+# --- settings other parts of HAL read ---------------------------------------------------
+
+register_setting(
+    "proposals.expiry_minutes",
+    type="int",
+    default=60,
+    min_value=1,
+    max_value=7 * 24 * 60,
+    description="Minutes after which a pending AI proposal expires unapproved.",
+    controls="How long an AI model's proposed change stays approvable.",
+)
+register_setting(
+    "webfetch.auto_fetch_default",
+    type="bool",
+    default=True,
+    description="Whether new operators pre-fetch URLs they paste into the AI chat.",
+    controls="The default of the per-operator web pre-fetch switch.",
+)
+register_setting(
+    "mail.check_timeout_seconds",
+    type="duration",
+    default=5,
+    min_value=1,
+    max_value=60,
+    description="How long a mail relay check waits for the SMTP server.",
+    controls="The timeout of the SMTP relay reachability check.",
+)
+register_setting(
+    "dr.keep_snapshots",
+    type="int",
+    default=14,
+    min_value=1,
+    max_value=1000,
+    description="How many successful DR snapshots to keep; older ones are pruned.",
+    controls="DR snapshot retention (older snapshot directories are deleted).",
+)
