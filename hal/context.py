@@ -78,5 +78,9 @@ MENU = [
     ("hal:audit", _noop("Audit log")),
     ("hal:settings", _noop("Settings")),
     ("hal:dr", _noop("DR")),
+    ("hal:changes", _noop("Change history")),
+    ("hal:mail", _noop("Mail service")),
+    ("hal:emergency", _noop("Emergency recovery")),
     ("providers:ops_ai", _noop("AI connections")),
+    ("webfetch:web", _noop("Web context")),
 ]
