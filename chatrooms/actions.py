@@ -14,7 +14,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from chatrooms import integration
@@ -339,30 +338,51 @@ def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
 # ----- the orchestrator's bookkeeping (no audit; events are sent by the caller) ----------
 
 
-def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
-    """queued → streaming for exactly one runner; creates the streaming reply message."""
+def do_start_turns(turn_ids: list[int]) -> list[tuple[Turn, Message]]:
+    """queued → streaming for exactly one runner each; creates the streaming replies.
+
+    One transaction for the turns started together (a fan-out): this runs on the hot path
+    of every model call."""
+    now = timezone.now()
     with transaction.atomic():
-        claimed = Turn.objects.filter(pk=turn_id, status=Turn.QUEUED).update(
-            status=Turn.STREAMING, updated_at=timezone.now()
+        # One conditional UPDATE claims them; a concurrent claimer blocks on the rows (or on
+        # SQLite's write lock) and then finds them no longer queued. Ours are those streaming
+        # without a reply yet (a claimer always sets the reply in the same transaction).
+        if not Turn.objects.filter(pk__in=turn_ids, status=Turn.QUEUED).update(
+            status=Turn.STREAMING, updated_at=now
+        ):
+            return []
+        turns = list(
+            Turn.objects.select_related("connection", "room__operator")
+            .filter(pk__in=turn_ids, status=Turn.STREAMING, reply__isnull=True)
+            .order_by("id")
         )
-        if not claimed:
-            return None
-        turn = Turn.objects.select_related("connection", "room", "trigger").get(pk=turn_id)
-        connection = turn.connection
-        reply = Message.objects.create(
-            room_id=turn.room_id,
-            author_kind=Message.MODEL,
-            author=connection.name if connection else "model",
-            connection=connection,
-            status=Message.STREAMING,
-            relay_depth=turn.relay_depth,
-            reply_to_id=turn.trigger_id,
+        replies = Message.objects.bulk_create(
+            [
+                Message(
+                    room_id=turn.room_id,
+                    author_kind=Message.MODEL,
+                    author=turn.connection.name if turn.connection else "model",
+                    connection=turn.connection,
+                    status=Message.STREAMING,
+                    relay_depth=turn.relay_depth,
+                    reply_to_id=turn.trigger_id,
+                )
+                for turn in turns
+            ]
         )
-        turn.reply = reply
-        if turn.started_at is None:
-            turn.started_at = timezone.now()
-        turn.save(update_fields=["reply", "started_at"])
-    return turn, reply
+        for turn, reply in zip(turns, replies, strict=True):
+            turn.reply = reply
+            turn.status = Turn.STREAMING
+            turn.started_at = turn.started_at or now
+        Turn.objects.bulk_update(turns, ["reply", "started_at"])
+    return list(zip(turns, replies, strict=True))
+
+
+def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
+    """do_start_turns for one turn."""
+    started = do_start_turns([turn_id])
+    return started[0] if started else None
 
 
 def do_save_partial(message_id: int, text: str) -> None:
@@ -373,22 +393,25 @@ def do_save_partial(message_id: int, text: str) -> None:
 
 
 def do_complete_turn(
-    turn_id: int, text: str, *, usage: dict[str, int], rounds: int
+    turn_id: int, text: str, *, usage: dict[str, int], rounds: int, reply: Message | None = None
 ) -> Message | None:
-    """The reply is done: message complete, turn complete."""
+    """The reply is done: message complete, turn complete (conditional: a reset or a
+    recovery that got there first wins)."""
+    now = timezone.now()
     with transaction.atomic():
-        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
-        if turn is None or turn.status != Turn.STREAMING:
+        done = Turn.objects.filter(pk=turn_id, status=Turn.STREAMING).update(
+            status=Turn.COMPLETE, usage=usage, rounds=rounds, finished_at=now, updated_at=now
+        )
+        if not done:
             return None
-        reply = Message.objects.get(pk=turn.reply_id)
-        reply.text = text
-        reply.status = Message.COMPLETE
-        reply.save(update_fields=["text", "status", "updated_at"])
-        turn.status = Turn.COMPLETE
-        turn.usage = usage
-        turn.rounds = rounds
-        turn.finished_at = timezone.now()
-        turn.save(update_fields=["status", "usage", "rounds", "finished_at", "updated_at"])
+        if reply is None:
+            reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)
+        Message.objects.filter(pk=reply.pk).update(
+            text=text, status=Message.COMPLETE, updated_at=now
+        )
+    reply.text = text
+    reply.status = Message.COMPLETE
+    reply.updated_at = now
     return reply
 
 
@@ -473,7 +496,8 @@ def do_record_decision(
         if not last["pending"]:
             last.pop("pending")
             turn.status = Turn.QUEUED
-        turn.save(update_fields=["transcript", "status", "updated_at"])
+            turn.reply = None  # the continuation writes a new reply message
+        turn.save(update_fields=["transcript", "status", "reply", "updated_at"])
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
@@ -560,8 +584,8 @@ def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Messag
 def history_queryset(room_id: int, upto_id: int, limit: int) -> list[Message]:
     """The last `limit` complete messages of a room up to a message id, oldest first."""
     rows = list(
-        Message.objects.filter(room_id=room_id, id__lte=upto_id)
-        .filter(Q(status=Message.COMPLETE))
+        Message.objects.filter(room_id=room_id, id__lte=upto_id, status=Message.COMPLETE)
+        .only("id", "author_kind", "author", "connection_id", "text", "context")
         .order_by("-id")[:limit]
     )
     rows.reverse()

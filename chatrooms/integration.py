@@ -58,11 +58,23 @@ def provider_for(connection: Any) -> Any:
 # ----- tools, skill, proposals -----------------------------------------------------------
 
 
+_SPECS_CACHE: dict[tuple[str, ...], list[Any]] = {}
+
+
 def tool_specs() -> list[Any]:
-    """Every tool a model may call, as provider ToolSpecs."""
+    """Every tool a model may call, as provider ToolSpecs.
+
+    Building the JSON schemas takes ~10 ms, so they are kept until the set of registered
+    tools changes (tools register at import; tests may add or remove some)."""
+    from hal.tools import all_tools
     from hal.tools import tool_specs as specs
 
-    return list(specs())
+    key = tuple(tool.name for tool in all_tools())
+    cached = _SPECS_CACHE.get(key)
+    if cached is None:
+        _SPECS_CACHE.clear()
+        cached = _SPECS_CACHE[key] = list(specs())
+    return list(cached)
 
 
 def skill_document() -> str:

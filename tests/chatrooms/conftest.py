@@ -117,12 +117,13 @@ async def orchestrator():
     from channels.db import database_sync_to_async
     from django.db import connections
 
-    from chatrooms.orchestrator import get_orchestrator
+    from chatrooms.orchestrator import close_db_connections, get_orchestrator
 
     orchestrator = get_orchestrator()
     yield orchestrator
     await orchestrator.wait_idle()
     await database_sync_to_async(connections.close_all)()
+    close_db_connections()
 
 
 async def rooms_of(client) -> list[dict]:
