@@ -8,3 +8,7 @@ class HalConfig(AppConfig):
 
     def ready(self) -> None:
         from hal import checks  # noqa: F401  (registers system checks)
+
+        # High-risk actions register their three-step impact at import; load them all so
+        # every entry point (web, tools, MCP, worker, commands) sees the same registry.
+        from hal.actions import jobs, releases, servers, settings  # noqa: F401

@@ -78,6 +78,7 @@ MENU = [
     ("hal:audit", _noop("Audit log")),
     ("hal:settings", _noop("Settings")),
     ("hal:dr", _noop("DR")),
+    ("hal:metrics", _noop("Metrics")),
     ("hal:changes", _noop("Change history")),
     ("hal:mail", _noop("Mail service")),
     ("hal:emergency", _noop("Emergency recovery")),

@@ -92,6 +92,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "hal.context.console",
+                "hal.context_ops.emergency",
             ],
         },
     }
