@@ -9,6 +9,9 @@ import pytest
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+# Wire-true fake providers, OAuth server and claude CLI, for every test package.
+pytest_plugins = ["tests.fakes.fixtures"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path, settings):
