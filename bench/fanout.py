@@ -119,15 +119,24 @@ async def _main(args: argparse.Namespace) -> int:
         f"fake model: latency {args.latency * 1000:.0f} ms, {args.tokens} tokens every "
         f"{args.token_delay * 1000:.1f} ms; one model alone: {baseline * 1000:.1f} ms (median)"
     )
-    print(f"{'N':>3} {'calls':>6} {'overhead p50':>13} {'p99':>9} {'ratio':>7}")
+    print(
+        f"{'N':>3} {'calls':>6} {'overhead p50':>13} {'p99':>9} {'ratio':>7}"
+        f"   {'prepare p50 (per fan-out)':>26} {'complete p50':>13}"
+    )
     failed = False
     for n in (1, 3, 8):
         orchestrator.timings.clear()
+        orchestrator.phases.clear()
         walls = [await one_message(names[:n]) for _ in range(args.rounds)]
         overheads = [(wall - provider) * 1000 for wall, provider in orchestrator.timings]
         p50, p99 = pct(overheads, 0.5), pct(overheads, 0.99)
         ratio = statistics.median(walls) / baseline
-        print(f"{n:>3} {len(overheads):>6} {p50:>10.2f} ms {p99:>6.2f} ms {ratio:>7.2f}")
+        prepare = [p["prepare"] * 1000 for p in orchestrator.phases if "prepare" in p]
+        complete = [p["complete"] * 1000 for p in orchestrator.phases if "complete" in p]
+        print(
+            f"{n:>3} {len(overheads):>6} {p50:>10.2f} ms {p99:>6.2f} ms {ratio:>7.2f}"
+            f"   {pct(prepare, 0.5):>23.2f} ms {pct(complete, 0.5):>10.2f} ms"
+        )
         failed |= p50 > 5 or p99 > 20
     # Leave a shared database as it was.
     await database_sync_to_async(_cleanup)(user, names)

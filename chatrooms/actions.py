@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -341,22 +341,18 @@ def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
 def do_start_turns(turn_ids: list[int]) -> list[tuple[Turn, Message]]:
     """queued → streaming for exactly one runner each; creates the streaming replies.
 
-    One transaction for the turns started together (a fan-out): this runs on the hot path
-    of every model call."""
+    One transaction for the turns started together (a fan-out), and few statements: this
+    runs on the hot path of every model call. Each turn is claimed by a conditional UPDATE
+    that also links its reply; a turn someone else claimed first rolls its reply back."""
     now = timezone.now()
     with transaction.atomic():
-        # One conditional UPDATE claims them; a concurrent claimer blocks on the rows (or on
-        # SQLite's write lock) and then finds them no longer queued. Ours are those streaming
-        # without a reply yet (a claimer always sets the reply in the same transaction).
-        if not Turn.objects.filter(pk__in=turn_ids, status=Turn.QUEUED).update(
-            status=Turn.STREAMING, updated_at=now
-        ):
-            return []
         turns = list(
             Turn.objects.select_related("connection", "room__operator")
-            .filter(pk__in=turn_ids, status=Turn.STREAMING, reply__isnull=True)
+            .filter(pk__in=turn_ids, status=Turn.QUEUED)
             .order_by("id")
         )
+        if not turns:
+            return []
         replies = Message.objects.bulk_create(
             [
                 Message(
@@ -371,12 +367,21 @@ def do_start_turns(turn_ids: list[int]) -> list[tuple[Turn, Message]]:
                 for turn in turns
             ]
         )
+        started: list[tuple[Turn, Message]] = []
+        lost: list[int] = []
         for turn, reply in zip(turns, replies, strict=True):
-            turn.reply = reply
-            turn.status = Turn.STREAMING
             turn.started_at = turn.started_at or now
-        Turn.objects.bulk_update(turns, ["reply", "started_at"])
-    return list(zip(turns, replies, strict=True))
+            if Turn.objects.filter(pk=turn.pk, status=Turn.QUEUED).update(
+                status=Turn.STREAMING, reply=reply, started_at=turn.started_at, updated_at=now
+            ):
+                turn.status = Turn.STREAMING
+                turn.reply = reply
+                started.append((turn, reply))
+            else:
+                lost.append(reply.pk)
+        if lost:
+            Message.objects.filter(pk__in=lost).delete()
+    return started
 
 
 def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
@@ -581,12 +586,23 @@ def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Messag
     return notices
 
 
-def history_queryset(room_id: int, upto_id: int, limit: int) -> list[Message]:
+class HistoryItem(NamedTuple):
+    """The fields of a message a model's prompt needs (no model instances: hot path)."""
+
+    id: int
+    author_kind: str
+    author: str
+    connection_id: int | None
+    text: str
+    context: dict[str, Any]
+
+
+def history_queryset(room_id: int, upto_id: int, limit: int) -> list[HistoryItem]:
     """The last `limit` complete messages of a room up to a message id, oldest first."""
     rows = list(
         Message.objects.filter(room_id=room_id, id__lte=upto_id, status=Message.COMPLETE)
-        .only("id", "author_kind", "author", "connection_id", "text", "context")
-        .order_by("-id")[:limit]
+        .order_by("-id")
+        .values_list("id", "author_kind", "author", "connection_id", "text", "context")[:limit]
     )
     rows.reverse()
-    return rows
+    return [HistoryItem(*row) for row in rows]

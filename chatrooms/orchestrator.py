@@ -152,7 +152,7 @@ class Prepared:
     tools: list[Any] = field(default_factory=list)
 
 
-def speaker_label(message: Message) -> str:
+def speaker_label(message: Any) -> str:
     if message.author_kind == Message.OPERATOR:
         return f"{message.author} (operator)"
     if message.author_kind == Message.HAL:
@@ -160,7 +160,7 @@ def speaker_label(message: Message) -> str:
     return f"@{message.author}"
 
 
-def to_chat_messages(history: Iterable[Message], connection_id: int) -> list[ChatMessage]:
+def to_chat_messages(history: Iterable[Any], connection_id: int) -> list[ChatMessage]:
     """The room as one model sees it: its own replies as assistant turns, everyone else
     (operator, other models, HAL notices) as named user turns."""
     out: list[ChatMessage] = []
@@ -257,7 +257,7 @@ def prepare_turns(turn_ids: list[int]) -> list[Prepared]:
     started = actions.do_start_turns(list(turn_ids))
     if not started:
         return []
-    histories: dict[tuple[int, int], list[Message]] = {}
+    histories: dict[tuple[int, int], list[Any]] = {}
     connections: list[Any] | None = None
     prepared: list[Prepared] = []
     for turn, reply in started:
@@ -382,8 +382,10 @@ class Orchestrator:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.room_tasks: dict[int, set[asyncio.Task[Any]]] = {}
         self.recovered = False
-        # (wall seconds, provider seconds) per model call, for bench/fanout.py.
+        # (wall seconds, provider seconds) per model call, for bench/fanout.py, and the
+        # seconds of the main non-provider phases (prepare, first_event, complete).
         self.timings: deque[tuple[float, float]] = deque(maxlen=10_000)
+        self.phases: deque[dict[str, float]] = deque(maxlen=10_000)
         self._lock = threading.Lock()
 
     # -- scheduling --
@@ -472,6 +474,7 @@ class Orchestrator:
         await self.ensure_recovered()
         began = time.perf_counter()
         prepared = await db(prepare_turns)(turn_ids)
+        self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
         await asyncio.gather(*(self._run_one(item, began) for item in prepared))
 
     async def _run_one(self, prepared: Prepared, began: float) -> None:
@@ -583,6 +586,7 @@ class Orchestrator:
         finally:
             clock["provider"] = provider_seconds
         await framer.flush()
+        completing = time.perf_counter()
         reply = await db(actions.do_complete_turn)(
             prepared.turn_id,
             framer.full_text(),
@@ -593,6 +597,7 @@ class Orchestrator:
         if reply is None:
             return None
         await self.send(group, "message.completed", reply.as_dict())
+        self.phases.append({"complete": time.perf_counter() - completing})
         return reply
 
     async def _run_tools(
