@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -29,7 +30,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.groups_joined.add(actions.operator_group(user.pk))
         await self._join_rooms()
         # Remember this loop: decisions taken in sync threads resume turns here.
-        get_orchestrator().loop = get_orchestrator().loop or _running_loop()
+        get_orchestrator().remember_loop(asyncio.get_running_loop())
         await self.accept()
 
     async def _join_rooms(self) -> None:
@@ -77,9 +78,3 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if message["event"] in ("connection.updated", "room.updated"):
             await self._join_rooms()  # a new connection brings a new room to listen to
         await self.send_json({"type": message["event"], "data": message["data"]})
-
-
-def _running_loop() -> Any:
-    import asyncio
-
-    return asyncio.get_running_loop()

@@ -150,6 +150,7 @@ class Prepared:
     usage: dict[str, int]
     provider: Any = None
     tools: list[Any] = field(default_factory=list)
+    framer: Framer | None = None
 
 
 def speaker_label(message: Any) -> str:
@@ -315,7 +316,9 @@ def prepare_turns(turn_ids: list[int]) -> list[Prepared]:
 
 
 class Framer:
-    """Batches text deltas into frames (30–50 ms) for the room's group; order is kept."""
+    """One reply's events, in order: created, deltas batched into 30–50 ms frames, then
+    completed or failed. A sender task delivers them, so the stream loop never waits for
+    the channel layer (a network round trip with Redis)."""
 
     def __init__(self, orchestrator: Orchestrator, group: str, message: Message) -> None:
         self.orchestrator = orchestrator
@@ -330,45 +333,63 @@ class Framer:
         self.seq = 0
         self.last_sent = 0.0
         self.timer: asyncio.TimerHandle | None = None
-        self.lock = asyncio.Lock()
+        self.closed = False
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        orchestrator.spawn(self._deliver())
+
+    async def _deliver(self) -> None:
+        while (item := await self.queue.get()) is not None:
+            await self.orchestrator.send(self.group, *item)
+
+    def post(self, event: str, data: dict[str, Any]) -> None:
+        if not self.closed:
+            self.queue.put_nowait((event, data))
 
     def full_text(self) -> str:
         return "".join(self.text)
 
-    async def add(self, piece: str) -> None:
+    def add(self, piece: str) -> None:
         self.text.append(piece)
         self.pending.append(piece)
         now = time.monotonic()
         if now - self.last_sent >= self.frame:
-            await self.flush()
+            self.flush()
         elif self.timer is None:
-            loop = asyncio.get_running_loop()
-            self.timer = loop.call_later(
-                self.frame - (now - self.last_sent),
-                lambda: self.orchestrator.spawn(self.flush()),
+            self.timer = asyncio.get_running_loop().call_later(
+                self.frame - (now - self.last_sent), self.flush
             )
 
-    async def flush(self) -> None:
-        async with self.lock:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-            if not self.pending:
-                return
-            delta = "".join(self.pending)
-            self.pending.clear()
-            self.seq += 1
-            payload = {
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.pending:
+            return
+        delta = "".join(self.pending)
+        self.pending.clear()
+        self.seq += 1
+        self.post(
+            "message.delta",
+            {
                 "id": self.message_id,
                 "room_id": self.room_id,
                 "connection_id": self.connection_id,
                 "delta": delta,
                 "offset": self.sent_chars,
                 "seq": self.seq,
-            }
-            self.sent_chars += len(delta)
-            self.last_sent = time.monotonic()
-            await self.orchestrator.send(self.group, "message.delta", payload)
+            },
+        )
+        self.sent_chars += len(delta)
+        self.last_sent = time.monotonic()
+
+    def close(self, event: str | None = None, data: dict[str, Any] | None = None) -> None:
+        """Send what is pending, then the final event (if any); nothing after that."""
+        self.flush()
+        if event is not None and data is not None:
+            self.post(event, data)
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
 
 
 # ----- the orchestrator ------------------------------------------------------------------
@@ -403,7 +424,7 @@ class Orchestrator:
         except RuntimeError:
             loop = None
         if loop is not None:
-            self.loop = loop
+            self.remember_loop(loop)
             self._track(loop.create_task(coro, context=contextvars.Context()), room_id)
             return
         target = self.loop
@@ -415,6 +436,13 @@ class Orchestrator:
             )
             return
         threading.Thread(target=asyncio.run, args=(coro,), daemon=True, name="hal-chat").start()
+
+    def remember_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The long-lived loop (daphne's) that threads hand work to; a short-lived loop of a
+        fallback thread never replaces a running one."""
+        current = self.loop
+        if current is None or current.is_closed() or not current.is_running():
+            self.loop = loop
 
     def _track(self, task: asyncio.Task[Any], room_id: int | None) -> None:
         self.tasks.add(task)
@@ -485,6 +513,8 @@ class Orchestrator:
         finally:
             # Wall time of this model call and the part spent waiting for the provider.
             self.timings.append((time.perf_counter() - began, clock["provider"]))
+            if prepared.framer is not None:
+                prepared.framer.close()  # idempotent; ends the sender on any path
         if done is not None and prepared.room_kind == Room.UNIFIED:
             await self._relay(prepared, done)
 
@@ -493,8 +523,8 @@ class Orchestrator:
         provider_seconds = 0.0
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
-        await self.send(group, "message.created", prepared.reply.as_dict())
-        framer = Framer(self, group, prepared.reply)
+        framer = prepared.framer = Framer(self, group, prepared.reply)
+        framer.post("message.created", prepared.reply.as_dict())
         usage = prepared.usage
         rounds = prepared.rounds
         messages = list(prepared.messages)
@@ -525,7 +555,7 @@ class Orchestrator:
                                 break
                             provider_seconds += time.perf_counter() - waited
                             if isinstance(event, TextDelta):
-                                await framer.add(event.text)
+                                framer.add(event.text)
                                 if time.monotonic() - last_saved >= 1.0:
                                     last_saved = time.monotonic()
                                     await db(actions.do_save_partial)(
@@ -549,7 +579,6 @@ class Orchestrator:
                     round_text = "".join(framer.text[round_start:])
                     done = await self._run_tools(prepared, calls, round_text, transcript)
                     if done is None:  # waiting for an operator's decision
-                        await framer.flush()
                         await self._wait_for_approval(prepared, framer, transcript, usage, rounds)
                         return None
                     messages.extend(transcript_messages(transcript[-2:]))
@@ -585,7 +614,7 @@ class Orchestrator:
             return None
         finally:
             clock["provider"] = provider_seconds
-        await framer.flush()
+            framer.flush()
         completing = time.perf_counter()
         reply = await db(actions.do_complete_turn)(
             prepared.turn_id,
@@ -595,8 +624,9 @@ class Orchestrator:
             reply=prepared.reply,
         )
         if reply is None:
+            framer.close()
             return None
-        await self.send(group, "message.completed", reply.as_dict())
+        framer.close("message.completed", reply.as_dict())
         self.phases.append({"complete": time.perf_counter() - completing})
         return reply
 
@@ -665,9 +695,9 @@ class Orchestrator:
             rounds=rounds,
         )
         if reply is not None:
-            await self.send(
-                actions.room_group(prepared.room_id), "message.completed", reply.as_dict()
-            )
+            framer.close("message.completed", reply.as_dict())
+        else:
+            framer.close()
         # A decision may have landed while we were saving; pick it up now.
         for proposal_id in proposal_ids:
             await db(self._maybe_already_decided)(proposal_id)
@@ -688,12 +718,14 @@ class Orchestrator:
         reason: str,
         status: str = Turn.FAILED,
     ) -> None:
-        await framer.flush()
+        framer.flush()
         reply = await db(actions.do_fail_turn)(
             prepared.turn_id, framer.full_text(), code=code, message=reason, status=status
         )
         if reply is not None:
-            await self.send(actions.room_group(prepared.room_id), "message.failed", reply.as_dict())
+            framer.close("message.failed", reply.as_dict())
+        else:
+            framer.close()
 
     async def _notice(
         self, room_id: int, text: str, *, reply_to: int | None = None, relay_depth: int = 0
