@@ -60,7 +60,8 @@ def _snapshot(job: Job) -> dict:
 
 def _locked(job: Job) -> Job:
     return (
-        Job.objects.select_for_update()
+        # of=("self",): PostgreSQL refuses FOR UPDATE on the nullable side of an outer join.
+        Job.objects.select_for_update(of=("self",))
         .select_related("server", "module", "release__module")
         .get(pk=job.pk)
     )
