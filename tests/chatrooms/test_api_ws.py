@@ -204,6 +204,14 @@ async def test_send_through_the_socket(models, operator, orchestrator):
         await orchestrator.wait_idle()
     finally:
         await comm.disconnect()
+    from hal.models import AuditEntry
+
+    rows = [a async for a in AuditEntry.objects.filter(action="chat.message.send", result="ok")]
+    assert [(a.via, a.result) for a in rows] == [("ws", "ok")]
+    refused = [
+        a async for a in AuditEntry.objects.filter(action="chat.message.send", result="refused")
+    ]
+    assert refused[0].error_code == "unknown_addressee" and refused[0].via == "ws"
     accepted = next(e for e in events if e["type"] == "message.accepted")
     assert accepted["ref"] == "r1" and accepted["data"]["text"] == "@beta hi"
     assert events[-1]["data"]["text"] == "via socket"
