@@ -204,3 +204,12 @@ def test_moving_a_keyed_connection_needs_reauth_and_clears_models(
         client_op, "PATCH", f"{API}/{c['id']}", {"base_url": "https://other.example.test"}
     ).json()
     assert body["base_url"] == "https://other.example.test" and body["models"] == []
+
+
+def test_deleting_a_key_needs_reauth(client_op, operator, make_connection, canary, settings):
+    c = make_connection()
+    call(client_op, "PUT", f"{API}/{c['id']}/secret", {"api_key": canary})
+    settings.HAL_REAUTH_SECONDS = 0
+    response = call(client_op, "DELETE", f"{API}/{c['id']}/secret")
+    assert response.status_code == 403 and error_code(response) == "reauth_required"
+    assert Secret.objects.count() == 1
