@@ -104,9 +104,13 @@ def live_asgi(django_db_setup, django_db_blocker, tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
-    """Debian's chromium, headless, driven by Playwright."""
+    """Debian's chromium, headless, driven by Playwright.
+
+    Package-scoped on purpose: Playwright's sync API keeps an asyncio loop running in the
+    main thread while it is open, which would break every async test that runs after it.
+    """
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run `make test` (it installs Debian chromium)")
     from playwright.sync_api import sync_playwright
