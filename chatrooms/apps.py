@@ -9,7 +9,9 @@ def _on_connection_changed(
     sender: Any, *, connection: Any, deleted: bool = False, **kw: Any
 ) -> None:
     from chatrooms.actions import sync_connection_rooms
+    from chatrooms.integration import forget_connections
 
+    forget_connections()
     sync_connection_rooms(connection, deleted=deleted)
 
 

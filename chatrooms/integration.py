@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,30 @@ def connection_model() -> Any:
 def list_connections() -> list[Any]:
     """Every connection in connection order (the tabs' order)."""
     return list(connection_model().objects.order_by("position", "id"))
+
+
+_CONNECTIONS_CACHE: dict[str, tuple[float, list[Any]]] = {}
+_CONNECTIONS_LOCK = threading.Lock()
+
+
+def recent_connections(max_age: float = 1.0) -> list[Any]:
+    """list_connections() reused for up to `max_age` seconds (the orchestrator's prompt and
+    relay choices; never the send checks, which always read fresh). A change in this
+    process invalidates it at once (`forget_connections`)."""
+    now = time.monotonic()
+    with _CONNECTIONS_LOCK:
+        cached = _CONNECTIONS_CACHE.get("all")
+        if cached is not None and now - cached[0] < max_age:
+            return list(cached[1])
+    connections = list_connections()
+    with _CONNECTIONS_LOCK:
+        _CONNECTIONS_CACHE["all"] = (now, connections)
+    return list(connections)
+
+
+def forget_connections() -> None:
+    with _CONNECTIONS_LOCK:
+        _CONNECTIONS_CACHE.clear()
 
 
 def participant(connection: Any) -> Participant:

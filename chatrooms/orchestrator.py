@@ -1,9 +1,10 @@
 """Runs model turns on the web process's event loop: concurrent fan-out, streaming frames,
 the tool loop, proposals and their continuation, single-hop relay, failures.
 
-The database is reached only through `database_sync_to_async` (actions in chatrooms/actions),
-never inside a provider call; deltas go to the channel layer in 30–50 ms frames and the DB
-is written when a reply completes (and at most once a second while it streams).
+The database is reached only through `db()` (the orchestrator's own DB threads, running
+the do_* functions of chatrooms/actions), never inside a provider call; deltas go to the
+channel layer in 30–50 ms frames and the DB is written when a reply starts and completes
+(and at most once a second while it streams).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def prepare_turns(turn_ids: list[int]) -> list[Prepared]:
         context = operator_messages[-1].context if operator_messages else {}
         if room.kind == Room.UNIFIED:
             if connections is None:
-                connections = integration.list_connections()
+                connections = integration.recent_connections()
             present = connections
         else:
             present = [connection]  # individual rooms name no one else and never relay
@@ -766,7 +767,7 @@ class Orchestrator:
         ids = {p.connection_id for p in mentions.relay}
         connections = [
             c
-            for c in await db(integration.list_connections)()
+            for c in await db(integration.recent_connections)()
             if c.pk in ids and c.status == integration.ACTIVE
         ]
         turn_ids = await db(actions.do_queue_relays)(reply, connections)
