@@ -1,0 +1,136 @@
+"""deploy/release.py: clean tree only, tests must pass, artifact + sha256, verify."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RELEASE = REPO / "deploy" / "release.py"
+GIT_ID = ["-c", "user.name=HAL tests", "-c", "user.email=tests@example.test"]
+
+
+def run_release(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(RELEASE), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def make_repo(tmp_path: Path, test_recipe: str = "\ttrue") -> Path:
+    """A tiny project: pyproject with a version and a Makefile whose `test` target is given."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "hal"\nversion = "9.8.7"\n')
+    (repo / "Makefile").write_text(f"test:\n{test_recipe}\n")
+    (repo / "app.py").write_text("print('hi')\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def test_refuses_a_dirty_tree(tmp_path):
+    repo = make_repo(tmp_path)
+    (repo / "app.py").write_text("print('changed')\n")
+    out = tmp_path / "dist"
+    done = run_release("build", "--repo", str(repo), "--out", str(out))
+    assert done.returncode != 0
+    assert "not clean" in done.stderr
+    assert "app.py" in done.stderr
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_refuses_an_untracked_file_too(tmp_path):
+    repo = make_repo(tmp_path)
+    (repo / "stray.txt").write_text("x")
+    done = run_release("build", "--repo", str(repo), "--out", str(tmp_path / "dist"))
+    assert done.returncode != 0
+    assert "stray.txt" in done.stderr
+
+
+def test_refuses_when_the_tests_fail(tmp_path):
+    repo = make_repo(tmp_path, test_recipe="\t@echo failing-suite; exit 3")
+    out = tmp_path / "dist"
+    done = run_release("build", "--repo", str(repo), "--out", str(out))
+    assert done.returncode != 0
+    assert "failing-suite" in done.stdout + done.stderr
+    assert "tests failed" in done.stderr
+    assert not list(out.glob("*.tar.gz"))
+
+
+def test_builds_after_passing_tests_and_verifies(tmp_path):
+    repo = make_repo(tmp_path, test_recipe="\t@echo suite-ran")
+    out = tmp_path / "dist"
+    done = run_release("build", "--repo", str(repo), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "suite-ran" in done.stdout
+    assert "NOT A RELEASE" not in done.stdout + done.stderr
+    artifact = out / "hal-9.8.7.tar.gz"
+    digest = hashlib.sha256(artifact.read_bytes()).hexdigest()
+    assert (out / "hal-9.8.7.tar.gz.sha256").read_text() == f"{digest}  hal-9.8.7.tar.gz\n"
+    with tarfile.open(artifact) as tar:
+        names = tar.getnames()
+    assert "hal-9.8.7/app.py" in names
+    assert "hal-9.8.7/pyproject.toml" in names
+
+    assert run_release("verify", str(artifact)).returncode == 0
+    # One flipped byte: verify must fail.
+    data = bytearray(artifact.read_bytes())
+    data[-1] ^= 0xFF
+    artifact.write_bytes(bytes(data))
+    bad = run_release("verify", str(artifact))
+    assert bad.returncode != 0
+    assert "MISMATCH" in bad.stderr
+
+
+def test_verify_needs_the_checksum_file(tmp_path):
+    artifact = tmp_path / "hal-1.0.0.tar.gz"
+    artifact.write_bytes(b"not really")
+    done = run_release("verify", str(artifact))
+    assert done.returncode != 0
+    assert ".sha256" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """A clean clone of this repository (the shared tree itself is rarely clean)."""
+    dest = tmp_path_factory.mktemp("clone") / "hal"
+    subprocess.run(
+        ["git", "clone", "-q", "--no-hardlinks", str(REPO), str(dest)],
+        check=True,
+        capture_output=True,
+    )
+    return dest
+
+
+def test_skip_tests_builds_this_repo_and_says_it_is_not_a_release(clone, tmp_path):
+    out = tmp_path / "dist"
+    done = run_release("build", "--skip-tests", "--repo", str(clone), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "NOT A RELEASE" in done.stdout + done.stderr
+    import tomllib
+
+    version = tomllib.loads((clone / "pyproject.toml").read_text())["project"]["version"]
+    artifact = out / f"hal-{version}.tar.gz"
+    assert artifact.exists()
+    with tarfile.open(artifact) as tar:
+        names = set(tar.getnames())
+    assert f"hal-{version}/manage.py" in names
+    assert f"hal-{version}/hal/settings.py" in names
+    assert not any("/.venv/" in n or n.endswith(".sqlite3") for n in names)
+    assert run_release("verify", str(artifact)).returncode == 0
