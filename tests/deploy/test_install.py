@@ -1,0 +1,322 @@
+"""deploy/install.py: verify, back up, stage, switch, restart, read back health, roll back."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import importlib.util
+import io
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL = REPO / "deploy" / "install.py"
+FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
+
+
+def load_install():
+    spec = importlib.util.spec_from_file_location("hal_deploy_install", INSTALL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env() -> dict[str, str]:
+    """No DATABASE_URL/REDIS_URL/HAL_* from the outer run (CI runs on PostgreSQL too).
+
+    PYTHONPATH lends the release venv this checkout's installed dependencies, so pip finds
+    every requirement satisfied and (with --no-index) nothing is downloaded.
+    """
+    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
+    keep["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+    keep["PIP_NO_INDEX"] = "1"
+    keep["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return keep
+
+
+def run_install(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=clean_env(),
+    )
+    print(done.stdout, done.stderr, sep="\n")
+    return done
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_env_file(path: Path, data: Path) -> None:
+    path.write_text(
+        "# test hal.env\n"
+        "HAL_PRODUCTION=1\n"
+        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
+        "HAL_ALLOWED_HOSTS=127.0.0.1,localhost\n"
+        f"HAL_DATA_DIR={data}\n"
+        "HAL_HEALTH_REQUIRE_WORKER=0\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def version() -> str:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory, version):
+    """hal-<v>.tar.gz from `git archive HEAD` of this repo, and a .post1 copy of it."""
+    out = tmp_path_factory.mktemp("artifacts")
+    first = out / f"hal-{version}.tar.gz"
+    subprocess.run(
+        ["git", "archive", "--format=tar.gz", f"--prefix=hal-{version}/", "-o", str(first), "HEAD"],
+        cwd=REPO,
+        check=True,
+    )
+    second_version = f"{version}.post1"
+    second = out / f"hal-{second_version}.tar.gz"
+    with tarfile.open(first) as src, tarfile.open(second, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            member.name = member.name.replace(f"hal-{version}", f"hal-{second_version}", 1)
+            if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
+                data = data.replace(
+                    f'version = "{version}"'.encode(), f'version = "{second_version}"'.encode()
+                )
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    return {"first": first, "second": second, "second_version": second_version}
+
+
+@pytest.fixture(scope="module")
+def artifact_server(artifacts):
+    """A real loopback HTTP server for the artifact download (http:// only on loopback)."""
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(artifacts["first"].parent)
+    )
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """An ops host in a temp dir: root, data dir, env file, and the fake service."""
+    base = tmp_path_factory.mktemp("ops")
+    data = base / "data"
+    data.mkdir()
+    env_file = base / "hal.env"
+    write_env_file(env_file, data)
+    port = free_port()
+    state = base / "service"
+    info = {
+        "root": base / "srv",
+        "data": data,
+        "env_file": env_file,
+        "port": port,
+        "state": state,
+        "health": f"http://127.0.0.1:{port}/api/health",
+    }
+    yield info
+    pidfile = state / "pid"
+    if pidfile.exists():
+        try:
+            os.killpg(int(pidfile.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def restart_cmd(site, bad_release: str = "") -> str:
+    cmd = (
+        f"{sys.executable} {FAKE_SERVICE} --root {site['root']} --env-file {site['env_file']}"
+        f" --port {site['port']} --state {site['state']}"
+    )
+    return cmd + (f" --bad-release {bad_release}" if bad_release else "")
+
+
+def common_args(site) -> list[str]:
+    return [
+        "--root",
+        str(site["root"]),
+        "--env-file",
+        str(site["env_file"]),
+        "--health-url",
+        site["health"],
+        "--health-timeout",
+        "30",
+        "--pip-args=--no-index",
+    ]
+
+
+def test_end_to_end_install_then_failed_upgrade_rolls_back(
+    site, artifacts, artifact_server, version
+):
+    root = site["root"]
+    started = time.monotonic()
+    first = artifacts["first"]
+    done = run_install(
+        "--artifact-url",
+        f"{artifact_server}/{first.name}",
+        "--sha256",
+        sha256(first),
+        "--restart-cmd",
+        restart_cmd(site),
+        *common_args(site),
+    )
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(root / "current") == f"releases/{version}"
+    release = root / "releases" / version
+    assert (release / "manage.py").exists()
+    assert (release / ".venv" / "bin" / "python").exists()
+    assert (release / "staticfiles" / "hal").is_dir()  # collectstatic ran
+    assert (site["data"] / "hal.sqlite3").exists()  # migrate ran against the data dir
+    assert not (site["data"] / "snapshots").exists()  # nothing to back up on a first install
+    record = json.loads((release / ".hal-release.json").read_text())
+    assert record["sha256"] == sha256(first)
+    assert f"health OK: version {version}" in done.stdout
+    first_install_seconds = time.monotonic() - started
+
+    # The upgrade's service answers with another version: back to the first release.
+    second = artifacts["second"]
+    bad = artifacts["second_version"]
+    done = run_install(
+        "--artifact",
+        str(second),
+        "--sha256",
+        sha256(second),
+        "--restart-cmd",
+        restart_cmd(site, bad_release=bad),
+        *common_args(site)[:-3],
+        "--health-timeout",
+        "3",
+        "--pip-args=--no-index",
+    )
+    assert done.returncode == 3, done.stderr
+    assert "ROLLED BACK" in done.stderr
+    assert "0.0.0-other" in done.stderr
+    assert os.readlink(root / "current") == f"releases/{version}"
+    assert (root / "releases" / bad / "manage.py").exists()  # kept for the post-mortem
+    # Backed up first: a DR snapshot of the data, taken by the then-current release.
+    snapshots = [p for p in (site["data"] / "snapshots").iterdir() if p.is_dir()]
+    assert len(snapshots) == 1
+    assert (snapshots[0] / "MANIFEST.json").exists()
+    assert f"backup taken: {snapshots[0]}" in done.stdout
+    # Restarted twice: into the bad release, then back into the good one, which is healthy.
+    restarts = (site["state"] / "restarts.log").read_text().split()
+    assert restarts == [f"releases/{version}", f"releases/{bad}", f"releases/{version}"]
+    assert f"health OK: version {version}" in done.stdout + done.stderr
+    print(f"first install {first_install_seconds:.1f}s, total {time.monotonic() - started:.1f}s")
+
+
+def test_refuses_plain_http_except_loopback(tmp_path):
+    done = run_install(
+        "--artifact-url",
+        "http://hal.example.org/hal-1.0.0.tar.gz",
+        "--sha256",
+        "0" * 64,
+        "--root",
+        str(tmp_path / "srv"),
+        "--env-file",
+        str(tmp_path / "hal.env"),
+    )
+    assert done.returncode != 0
+    assert "https" in done.stderr
+    assert not (tmp_path / "srv").exists()
+
+
+def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
+    (tmp_path / "hal.env").write_text("HAL_PRODUCTION=1\n")
+    done = run_install(
+        "--artifact",
+        str(artifacts["first"]),
+        "--sha256",
+        "0" * 64,
+        "--root",
+        str(tmp_path / "srv"),
+        "--env-file",
+        str(tmp_path / "hal.env"),
+    )
+    assert done.returncode != 0
+    assert "sha256 mismatch" in done.stderr
+    assert not (tmp_path / "srv" / "releases").exists()
+    assert not (tmp_path / "srv" / "current").exists()
+
+
+def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):
+    install = load_install()
+    env = tmp_path / "hal.env"
+    env.write_text(
+        '# comment\n; also a comment\n\nA=1\nexport B = two words\nC="quoted # not a comment"\n'
+        "D='single'\nE=\n"
+    )
+    assert install.load_env_file(env) == {
+        "A": "1",
+        "B": "two words",
+        "C": "quoted # not a comment",
+        "D": "single",
+        "E": "",
+    }
+    env.write_text("HAL_DATA_DIR=/var/lib/hal    # SQLite DB\n")
+    with pytest.raises(install.InstallError, match="inline comment"):
+        install.load_env_file(env)
+
+
+def test_switch_is_atomic_and_prune_keeps_current_and_previous(tmp_path):
+    install = load_install()
+    root = tmp_path / "srv"
+    for i, name in enumerate(["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]):
+        rel = root / "releases" / name
+        rel.mkdir(parents=True)
+        marker = rel / ".hal-release.json"
+        marker.write_text("{}")
+        os.utime(marker, (1000 + i, 1000 + i))
+    assert install.current_release(root) is None
+    install.switch_current(root, "1.0.0")
+    assert os.readlink(root / "current") == "releases/1.0.0"
+    install.switch_current(root, "1.4.0")
+    assert install.current_release(root) == "1.4.0"
+    assert not [p for p in root.iterdir() if p.name.startswith(".current")]
+    # Keep 2: current (1.4.0) and the rollback target (1.0.0) survive though oldest.
+    removed = install.prune_releases(root, keep=2, protect={"1.0.0"})
+    assert sorted(removed) == ["1.1.0", "1.2.0", "1.3.0"]
+    assert sorted(p.name for p in (root / "releases").iterdir()) == ["1.0.0", "1.4.0"]
+
+
+def test_health_check_reads_version_and_refuses_plain_http_elsewhere():
+    install = load_install()
+    with pytest.raises(install.InstallError, match="https"):
+        install.check_url("http://hal.example.org/api/health", what="health URL")
+    install.check_url("http://127.0.0.1:8000/api/health", what="health URL")
+    install.check_url("https://hal.example.org/api/health", what="health URL")
+
+
+def test_unknown_service_user_is_refused():
+    install = load_install()
+    with pytest.raises(install.InstallError, match="no such user"):
+        install.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
