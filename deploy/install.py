@@ -286,7 +286,8 @@ class Runner:
     """Runs the release's manage.py (as --user, with the env file) and the restart command."""
 
     def __init__(self, env_file_values: dict[str, str], user: str | None) -> None:
-        self.env = {**os.environ, **env_file_values}
+        # As the systemd units do (Environment=HAL_PRODUCTION=1); hal.env may not unset it.
+        self.env = {**os.environ, **env_file_values, "HAL_PRODUCTION": "1"}
         try:
             self.user = pwd.getpwnam(user) if user else None
         except KeyError as exc:

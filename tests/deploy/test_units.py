@@ -1,0 +1,148 @@
+"""deploy/systemd and deploy/proxy: the files say what docs/deploy.md and install.py assume."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEMD = REPO / "deploy" / "systemd"
+PROXY = REPO / "deploy" / "proxy"
+PYTHON = "/srv/hal/current/.venv/bin/python"
+
+
+def unit(name: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=True, interpolation=None)
+    parser.optionxform = str  # systemd keys are case-sensitive
+    parser.read_string((SYSTEMD / name).read_text())
+    return parser
+
+
+def argv(parser: configparser.ConfigParser) -> list[str]:
+    return shlex.split(parser["Service"]["ExecStart"])
+
+
+HARDENING = {
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "PrivateDevices": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+}
+
+
+@pytest.mark.parametrize("name", ["hal-web.service", "hal-worker.service"])
+def test_console_units_share_release_env_user_and_hardening(name):
+    u = unit(name)
+    service = u["Service"]
+    assert service["User"] == "hal"
+    assert service["Group"] == "hal"
+    assert service["EnvironmentFile"] == "/etc/hal/hal.env"
+    assert service["WorkingDirectory"] == "/srv/hal/current"
+    assert "HAL_PRODUCTION=1" in shlex.split(service["Environment"])
+    for key, value in HARDENING.items():
+        assert service[key] == value, key
+    # The only writable place is the data dir (DB, vault.keys, artifacts, snapshots).
+    assert service["ReadWritePaths"] == "/var/lib/hal"
+    assert service["StateDirectory"] == "hal"
+    assert service["UMask"] == "0077"
+    assert service["Restart"] == "on-failure"
+    assert argv(u)[0] == PYTHON  # the venv install.py creates in each release
+    assert u["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_web_unit_runs_daphne_on_loopback_only():
+    args = argv(unit("hal-web.service"))
+    # `python -m daphne` puts the working directory (the release) first on sys.path.
+    assert args[1:3] == ["-m", "daphne"]
+    assert args[args.index("-b") + 1] == "127.0.0.1"
+    assert args[args.index("-p") + 1] == "8000"
+    assert "--proxy-headers" in args
+    assert args[-1] == "hal.asgi:application"
+
+
+def test_worker_unit_runs_the_task_worker():
+    u = unit("hal-worker.service")
+    assert argv(u)[1:] == ["manage.py", "hal_worker"]
+    assert "hal-web.service" not in u["Unit"].get("Requires", "")
+
+
+def test_agent_unit_uses_the_real_agent_flags():
+    u = unit("hal-agent.service")
+    args = argv(u)
+    assert args[1:3] == ["-m", "hal.agent"]
+    flags = [a for a in args if a.startswith("--")]
+    assert {"--hal", "--token-file", "--root"} <= set(flags)
+    assert args[args.index("--hal") + 1].startswith("https://")
+    helptext = subprocess.run(
+        [sys.executable, "-m", "hal.agent", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for flag in flags:
+        assert flag in helptext, flag
+    service = u["Service"]
+    assert service["User"] == "hal-agent"
+    assert service["NoNewPrivileges"] == "yes"
+    assert service["ProtectSystem"] == "strict"
+    root = args[args.index("--root") + 1]
+    token = args[args.index("--token-file") + 1]
+    writable = service["ReadWritePaths"].split()
+    assert root in writable
+    assert any(token.startswith(p + "/") for p in writable)
+
+
+def nginx() -> str:
+    return (PROXY / "nginx-hal.conf").read_text()
+
+
+def caddy() -> str:
+    return (PROXY / "Caddyfile").read_text()
+
+
+def test_nginx_terminates_tls_serves_static_and_proxies_websockets():
+    conf = nginx()
+    assert re.search(r"listen 443 ssl( http2)?;", conf)
+    assert "ssl_certificate " in conf and "ssl_certificate_key " in conf
+    assert "return 301 https://$host$request_uri;" in conf
+    assert re.search(r"location /static/ \{\s*alias /srv/hal/current/staticfiles/;", conf)
+    assert conf.count("proxy_pass http://hal_daphne;") == 2
+    assert "server 127.0.0.1:8000;" in conf
+    ws = conf[conf.index("location /ws/") :]
+    ws = ws[: ws.index("}")]
+    assert "proxy_http_version 1.1;" in ws
+    assert "proxy_set_header Upgrade $http_upgrade;" in ws
+    assert 'proxy_set_header Connection "upgrade";' in ws
+    assert conf.count("proxy_set_header X-Forwarded-Proto https;") == 2
+    assert conf.count("proxy_set_header Host $host;") == 2
+    # One HSTS header, from the proxy, on every response (static files too).
+    assert (
+        'add_header Strict-Transport-Security "max-age=31536000; includeSubDomains" always;' in conf
+    )
+    assert "proxy_hide_header Strict-Transport-Security;" in conf
+    assert "client_max_body_size 512m;" in conf
+
+
+def test_caddy_terminates_tls_serves_static_and_proxies():
+    conf = caddy()
+    assert "hal.example.org {" in conf
+    assert re.search(r"handle_path /static/\* \{\s*root \* /srv/hal/current/staticfiles", conf)
+    assert "file_server" in conf
+    assert "reverse_proxy 127.0.0.1:8000" in conf
+    assert "header_up X-Forwarded-Proto {scheme}" in conf
+    assert "header_down -Strict-Transport-Security" in conf
+    assert 'Strict-Transport-Security "max-age=31536000; includeSubDomains"' in conf
+    assert "max_size 512MB" in conf
