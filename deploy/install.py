@@ -122,6 +122,33 @@ def load_env_file(path: Path) -> dict[str, str]:
     return env
 
 
+PATH_SETTINGS = ("HAL_DATA_DIR", "HAL_SQLITE_PATH", "HAL_VAULT_KEY_FILE")
+
+
+def check_env(values: dict[str, str]) -> list[str]:
+    """Problems in hal.env that would make a production install misbehave (empty: none)."""
+    problems = []
+    if not values.get("DJANGO_SECRET_KEY"):
+        problems.append(
+            "DJANGO_SECRET_KEY must be set (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))')"
+        )
+    if not values.get("HAL_DATA_DIR"):
+        problems.append("HAL_DATA_DIR must be set (e.g. /var/lib/hal)")
+    for name in PATH_SETTINGS:
+        value = values.get(name, "")
+        if value and not value.startswith("/"):
+            # Relative to the service's working directory: the read-only release.
+            problems.append(f"{name}={value} must be an absolute path (or left empty)")
+    if values.get("HAL_PRODUCTION", "1").lower() not in {"1", "true", "yes", "on"}:
+        problems.append("HAL_PRODUCTION must be 1 (or absent: the units set it)")
+    if values.get("HAL_WEBFETCH_ALLOW_LOOPBACK", "0").lower() in {"1", "true", "yes", "on"}:
+        problems.append("HAL_WEBFETCH_ALLOW_LOOPBACK is for tests only")
+    if values.get("HAL_STATIC_ROOT"):
+        problems.append("HAL_STATIC_ROOT: leave it unset; the proxy serves current/staticfiles")
+    return problems
+
+
 def sha256_file(path: Path) -> str:
     """The hex sha256 of a file."""
     digest = hashlib.sha256()
@@ -453,6 +480,8 @@ def install(args: argparse.Namespace) -> int:
     if not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise InstallError("--sha256 must be 64 hex digits")
     env_values = load_env_file(args.env_file)
+    if problems := check_env(env_values):
+        raise InstallError(f"{args.env_file}:\n  " + "\n  ".join(problems))
     runner = Runner(env_values, args.user)
     root: Path = args.root
     with install_lock(root):

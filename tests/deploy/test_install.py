@@ -251,7 +251,7 @@ def test_refuses_plain_http_except_loopback(tmp_path):
 
 
 def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
-    (tmp_path / "hal.env").write_text("HAL_PRODUCTION=1\n")
+    write_env_file(tmp_path / "hal.env", tmp_path / "data")
     done = run_install(
         "--artifact",
         str(artifacts["first"]),
@@ -320,3 +320,30 @@ def test_unknown_service_user_is_refused():
     install = load_install()
     with pytest.raises(install.InstallError, match="no such user"):
         install.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
+
+
+def test_env_file_values_that_would_break_a_production_install_are_refused():
+    install = load_install()
+    good = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "HAL_DATA_DIR": "/var/lib/hal"}
+    assert install.check_env(good) == []
+    problems = install.check_env(
+        {
+            "HAL_DATA_DIR": "./data",
+            "HAL_SQLITE_PATH": "./data/hal.sqlite3",
+            "HAL_VAULT_KEY_FILE": "",
+            "HAL_PRODUCTION": "0",
+            "HAL_WEBFETCH_ALLOW_LOOPBACK": "1",
+            "HAL_STATIC_ROOT": "/var/www/static",
+        }
+    )
+    text = "\n".join(problems)
+    for needle in (
+        "DJANGO_SECRET_KEY",
+        "HAL_DATA_DIR",
+        "HAL_SQLITE_PATH",
+        "HAL_PRODUCTION",
+        "HAL_WEBFETCH_ALLOW_LOOPBACK",
+        "HAL_STATIC_ROOT",
+    ):
+        assert needle in text, needle
+    assert "HAL_VAULT_KEY_FILE" not in text  # empty: the default under HAL_DATA_DIR
