@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import shlex
 import subprocess
@@ -146,3 +147,27 @@ def test_caddy_terminates_tls_serves_static_and_proxies():
     assert "header_down -Strict-Transport-Security" in conf
     assert 'Strict-Transport-Security "max-age=31536000; includeSubDomains"' in conf
     assert "max_size 512MB" in conf
+
+
+def test_snapshot_timer_runs_dr_snapshot_as_the_service_does():
+    u = unit("hal-snapshot.service")
+    service = u["Service"]
+    web = unit("hal-web.service")["Service"]
+    assert service["Type"] == "oneshot"
+    assert argv(u) == [PYTHON, "manage.py", "dr_snapshot"]
+    for key in ("User", "EnvironmentFile", "WorkingDirectory", "ReadWritePaths", "Environment"):
+        assert service[key] == web[key], key
+    timer = unit("hal-snapshot.timer")
+    assert timer["Timer"]["Persistent"] == "true"
+    assert timer["Install"]["WantedBy"] == "timers.target"
+
+
+def test_hal_manage_runs_like_the_units():
+    script = REPO / "deploy" / "hal-manage"
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    web = unit("hal-web.service")["Service"]
+    for key in ("User", "EnvironmentFile", "WorkingDirectory", "ReadWritePaths"):
+        assert f"{key}={web[key]}" in text, key
+    assert f'"Environment={web["Environment"]}"' in text
+    assert f'{PYTHON} manage.py "$@"' in text
