@@ -136,16 +136,19 @@ def check_env(values: dict[str, str]) -> list[str]:
     if not values.get("HAL_DATA_DIR"):
         problems.append("HAL_DATA_DIR must be set (e.g. /var/lib/hal)")
     for name in PATH_SETTINGS:
-        value = values.get(name, "")
-        if value and not value.startswith("/"):
-            # Relative to the service's working directory: the read-only release.
-            problems.append(f"{name}={value} must be an absolute path (or left empty)")
+        if name not in values:
+            continue  # the default, under HAL_DATA_DIR
+        value = values[name]
+        # Relative (and empty, which settings read as ".") means the service's working
+        # directory: the read-only release.
+        if not value.startswith("/"):
+            problems.append(f"{name}={value} must be an absolute path (or the line removed)")
     if values.get("HAL_PRODUCTION", "1").lower() not in {"1", "true", "yes", "on"}:
         problems.append("HAL_PRODUCTION must be 1 (or absent: the units set it)")
     if values.get("HAL_WEBFETCH_ALLOW_LOOPBACK", "0").lower() in {"1", "true", "yes", "on"}:
         problems.append("HAL_WEBFETCH_ALLOW_LOOPBACK is for tests only")
-    if values.get("HAL_STATIC_ROOT"):
-        problems.append("HAL_STATIC_ROOT: leave it unset; the proxy serves current/staticfiles")
+    if "HAL_STATIC_ROOT" in values:
+        problems.append("HAL_STATIC_ROOT: remove the line; the proxy serves current/staticfiles")
     return problems
 
 

@@ -331,9 +331,9 @@ def test_env_file_values_that_would_break_a_production_install_are_refused():
             "HAL_DATA_DIR": "./data",
             "HAL_SQLITE_PATH": "./data/hal.sqlite3",
             "HAL_VAULT_KEY_FILE": "",
+            "HAL_STATIC_ROOT": "",
             "HAL_PRODUCTION": "0",
             "HAL_WEBFETCH_ALLOW_LOOPBACK": "1",
-            "HAL_STATIC_ROOT": "/var/www/static",
         }
     )
     text = "\n".join(problems)
@@ -346,4 +346,6 @@ def test_env_file_values_that_would_break_a_production_install_are_refused():
         "HAL_STATIC_ROOT",
     ):
         assert needle in text, needle
-    assert "HAL_VAULT_KEY_FILE" not in text  # empty: the default under HAL_DATA_DIR
+    # Present but empty is not the default: settings would read it as the working directory.
+    assert "HAL_VAULT_KEY_FILE= must be an absolute path" in text
+    assert install.check_env({**good, "HAL_VAULT_KEY_FILE": "/var/lib/hal/vault.keys"}) == []
