@@ -6,6 +6,7 @@ import configparser
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,35 @@ def test_hal_manage_runs_like_the_units():
         assert f"{key}={web[key]}" in text, key
     assert f'"Environment={web["Environment"]}"' in text
     assert f'{PYTHON} manage.py "$@"' in text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hal-web.service",
+        "hal-worker.service",
+        "hal-agent.service",
+        "hal-snapshot.service",
+        "hal-snapshot.timer",
+    ],
+)
+def test_systemd_accepts_every_directive(name, tmp_path):
+    """systemd-analyze verify, with the not-yet-installed interpreters pointed at this one."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed")
+    for path in SYSTEMD.iterdir():
+        text = path.read_text()
+        for python in (PYTHON, "/opt/hal-agent/venv/bin/python"):
+            text = text.replace(python, sys.executable)
+        (tmp_path / path.name).write_text(text)
+    done = subprocess.run(
+        [tool, "verify", "--man=no", str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
+        timeout=60,
+    )
+    output = done.stdout + done.stderr
+    assert "Unknown" not in output and "Failed to parse" not in output, output
+    assert done.returncode == 0, output
