@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import secrets
 import time
 from dataclasses import dataclass
@@ -35,6 +36,22 @@ class Model:
         if isinstance(self.fake, FakeAnthropic):
             return self.fake.message_requests
         return self.fake.completion_requests
+
+
+@pytest.fixture(autouse=True)
+async def _release_thread_connections():
+    """Async tests run ORM work in other threads (asgiref's shared sync thread, e.g. for
+    `aforce_login`; the test client's per-request executors; the orchestrator's DB
+    threads); close or collect their connections so PostgreSQL can drop the test database."""
+    yield
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from chatrooms.orchestrator import close_db_connections
+
+    await sync_to_async(connections.close_all)()
+    close_db_connections()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
