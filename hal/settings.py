@@ -176,6 +176,10 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = int(env("HAL_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("HAL_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Joining browsers' preload list is a deliberate, hard-to-undo choice for the
+        # whole domain; HAL leaves it to the operator (HAL_HSTS_PRELOAD=1).
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # No inline scripts or styles anywhere: every script is an ES module from /static.
 CONTENT_SECURITY_POLICY = {
