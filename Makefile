@@ -33,6 +33,7 @@ migrate: venv
 # and a node agent for this machine so the fleet has a real server with live metrics.
 run: migrate
 	$(BIN)/python manage.py hal_bootstrap
+	$(BIN)/python manage.py chat_recover
 	@echo "HAL is starting on http://$(HOST):$(PORT)/  (Ctrl-C stops everything)"
 	@trap 'kill 0' INT TERM EXIT; \
 	  $(BIN)/python manage.py hal_worker & \
