@@ -595,6 +595,12 @@ class HistoryItem(NamedTuple):
     connection_id: int | None
     text: str
     context: dict[str, Any]
+    meta: dict[str, Any]
+
+    @property
+    def web_context(self) -> str:
+        """The pre-fetched web pages of an operator message (empty when none)."""
+        return ((self.meta or {}).get("web") or {}).get("text", "")
 
 
 def history_queryset(room_id: int, upto_id: int, limit: int) -> list[HistoryItem]:
@@ -602,7 +608,70 @@ def history_queryset(room_id: int, upto_id: int, limit: int) -> list[HistoryItem
     rows = list(
         Message.objects.filter(room_id=room_id, id__lte=upto_id, status=Message.COMPLETE)
         .order_by("-id")
-        .values_list("id", "author_kind", "author", "connection_id", "text", "context")[:limit]
+        .values_list("id", "author_kind", "author", "connection_id", "text", "context", "meta")[
+            :limit
+        ]
     )
     rows.reverse()
     return [HistoryItem(*row) for row in rows]
+
+
+# ----- web pre-fetch (SPEC §6): once per operator message, before any model is called ---
+
+
+@dataclass(frozen=True)
+class WebTarget:
+    """An operator message whose URLs must be fetched before its turns run."""
+
+    message_id: int
+    text: str
+    operator_id: int
+    shared: bool
+    connection_ids: tuple[int, ...]
+
+
+def web_context_targets(turn_ids: list[int]) -> list[WebTarget]:
+    """Operator messages triggering these turns that have no web context attached yet."""
+    by_message: dict[int, dict[str, Any]] = {}
+    rows = Turn.objects.filter(
+        pk__in=list(turn_ids), trigger__author_kind=Message.OPERATOR
+    ).values_list(
+        "trigger_id",
+        "trigger__text",
+        "trigger__meta",
+        "room__operator_id",
+        "room__kind",
+        "connection_id",
+    )
+    for message_id, text, meta, operator_id, kind, connection_id in rows:
+        if "web" in (meta or {}):
+            continue
+        entry = by_message.setdefault(
+            message_id,
+            {"text": text, "operator_id": operator_id, "shared": kind == Room.UNIFIED, "ids": []},
+        )
+        entry["ids"].append(connection_id)
+    return [
+        WebTarget(mid, e["text"], e["operator_id"], e["shared"], tuple(e["ids"]))
+        for mid, e in by_message.items()
+    ]
+
+
+def do_attach_web_context(message_id: int, web: dict[str, Any]) -> None:
+    """Attach pre-fetched pages to an operator message (once; audited with their URLs)."""
+    with transaction.atomic():
+        message = Message.objects.select_for_update().get(pk=message_id)
+        meta = dict(message.meta or {})
+        if "web" in meta:
+            return
+        meta["web"] = web
+        message.meta = meta
+        message.save(update_fields=["meta"])
+        if web.get("urls"):
+            record_audit(
+                Actor.for_system("system", label="webfetch"),
+                "chat.web_context",
+                target_type="message",
+                target_id=message_id,
+                after={k: web.get(k) for k in ("urls", "ok", "degraded", "skipped")},
+            )

@@ -180,3 +180,39 @@ def cancel_room_proposals(room_id: int, *, actor: Any) -> int:
     from hal.actions.proposals import check_cancel_room_proposals
 
     return len(check_cancel_room_proposals(actor=actor, room_id=room_id))
+
+
+# ----- web context and budgets (webfetch) -------------------------------------------
+
+
+async def prefetch_web(target: Any) -> dict[str, Any]:
+    """Pre-fetch an operator message's URLs; the JSON stored on the message (meta["web"])."""
+    from webfetch.prefetch import prefetch_context
+
+    try:
+        pre = await prefetch_context(
+            target.text,
+            operator_id=target.operator_id,
+            shared=target.shared,
+            connection_ids=target.connection_ids,
+        )
+    except Exception:  # web context is an aid: a broken fetch stage never blocks the reply
+        log.exception("pre-fetch failed for message %s", target.message_id)
+        return {"text": "", "urls": [], "ok": [], "skipped": "error", "degraded": False}
+    return {
+        "text": pre.text,
+        "urls": list(pre.urls),
+        "ok": [r.ok for r in pre.results],
+        "skipped": pre.skipped,
+        "degraded": pre.degraded,
+    }
+
+
+async def record_usage(connection_id: int, input_tokens: int, output_tokens: int) -> None:
+    """Charge a model call's tokens to its connection's daily budget (flags, never stops)."""
+    from webfetch.budgets import arecord_usage
+
+    try:
+        await arecord_usage(connection_id, input_tokens, output_tokens)
+    except Exception:  # accounting must not fail a reply the model already gave
+        log.exception("could not record usage for connection %s", connection_id)

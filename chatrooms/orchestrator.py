@@ -172,7 +172,13 @@ def to_chat_messages(history: Iterable[Any], connection_id: int) -> list[ChatMes
         if message.author_kind == Message.MODEL and message.connection_id == connection_id:
             out.append(ChatMessage.assistant(message.text))
         else:
-            out.append(ChatMessage.user(message.text, speaker=speaker_label(message)))
+            text = message.text
+            web = getattr(message, "web_context", "")
+            if web:
+                # The same fetched pages follow the operator's words for every model that
+                # reads this message, in every room (mode parity).
+                text = f"{text}\n\n{web}"
+            out.append(ChatMessage.user(text, speaker=speaker_label(message)))
     while out and out[0].role != "user":
         out.pop(0)  # a window cut mid-conversation must still start with someone else
     return out
@@ -501,10 +507,17 @@ class Orchestrator:
     async def run_turns(self, turn_ids: list[int]) -> None:
         """Claim turns started together, then run each concurrently."""
         await self.ensure_recovered()
+        await self._prefetch_web(turn_ids)
         began = time.perf_counter()
         prepared = await db(prepare_turns)(turn_ids)
         self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
         await asyncio.gather(*(self._run_one(item, began) for item in prepared))
+
+    async def _prefetch_web(self, turn_ids: list[int]) -> None:
+        """Fetch the URLs of the operator messages behind these turns before any model runs."""
+        for target in await db(actions.web_context_targets)(list(turn_ids)):
+            web = await integration.prefetch_web(target)
+            await db(actions.do_attach_web_context)(target.message_id, web)
 
     async def _run_one(self, prepared: Prepared, began: float) -> None:
         """Stream, run tools, finish or fail one turn; then relay if it mentioned someone."""
@@ -565,6 +578,9 @@ class Orchestrator:
                             elif isinstance(event, ToolCall):
                                 calls.append(event)
                             elif isinstance(event, Usage):
+                                await integration.record_usage(
+                                    prepared.connection.pk, event.input_tokens, event.output_tokens
+                                )
                                 usage["input_tokens"] = (
                                     usage.get("input_tokens", 0) + event.input_tokens
                                 )
