@@ -10,6 +10,7 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from protego import Protego
@@ -41,6 +42,7 @@ FAILURE_REASONS = (
     "http_5xx",
     "blocked_address",
     "too_many_redirects",
+    "redirect_blocked",
     "network",
     "invalid_url",
 )
@@ -198,6 +200,7 @@ class _Options:
     max_redirects: int
     use_cache: bool
     ssl_context: ssl.SSLContext | None
+    redirect_hosts: frozenset[str] | None = None
 
 
 def _failure(
@@ -225,6 +228,14 @@ async def _fetch_one(
 
     async def before_hop(target: Target, hop: int) -> None:
         hop_url = url if hop == 0 else f"{target.scheme}://{target.authority}{target.target}"
+        if (
+            hop
+            and opts.redirect_hosts is not None
+            and not _host_matches(target.host, opts.redirect_hosts)
+        ):
+            raise FetchFailure(
+                "redirect_blocked", f"redirect to {target.host}, which is not an allowed domain"
+            )
         if opts.robots and not await robots.allowed(target, hop_url):
             raise FetchFailure("robots", f"robots.txt of {target.host} disallows {hop_url}")
         wait = throttle().reserve(target.host, opts.min_interval)
@@ -309,6 +320,7 @@ async def fetch_many(
     curated_domains: Collection[str] | None = None,
     ssl_context: ssl.SSLContext | None = None,
     concurrency: int = 4,
+    redirect_hosts: Collection[str] | None = None,
 ) -> list[FetchResult]:
     """Fetch `urls` concurrently; one FetchResult per input URL, in input order.
 
@@ -332,6 +344,7 @@ async def fetch_many(
         max_redirects=max_redirects,
         use_cache=use_cache,
         ssl_context=ssl_context,
+        redirect_hosts=frozenset(redirect_hosts) if redirect_hosts is not None else None,
     )
     curated = set(curated_domains) if curated_domains is not None else await load_curated_domains()
     robots_cache = RobotsCache(timeouts=timeouts, ssl_context=ssl_context)
@@ -342,7 +355,10 @@ async def fetch_many(
     async def run(url: str) -> FetchResult:
         if use_cache:
             hit = cache.get(url, max_bytes=max_bytes)
-            if hit is not None:
+            if hit is not None and (
+                opts.redirect_hosts is None
+                or _host_matches(urlsplit(hit.final_url).hostname or "", opts.redirect_hosts)
+            ):
                 return replace(hit, url=url, from_cache=True)
         async with gate:
             result = await _fetch_one(url, opts, robots_cache, curated)

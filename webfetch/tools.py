@@ -56,6 +56,12 @@ def url_host(url: str) -> str:
         return ""
 
 
+def _allow_domains() -> list[str]:
+    from webfetch.models import FetchAllowDomain
+
+    return list(FetchAllowDomain.objects.values_list("domain", flat=True))
+
+
 def allowlisted(url: str) -> bool:
     """Whether the URL's host is an allowlisted domain or one of its subdomains."""
     from webfetch.models import FetchAllowDomain
@@ -118,8 +124,14 @@ def fetch_url(actor: Actor, arguments: dict[str, Any], confirmation: str | None 
     url = arguments["url"]
     cid = _connection_id()
     plan = budgets.fetch_plan([cid])
+    # A read-tier fetch ran without an operator looking: an open redirect on an allowlisted
+    # site must not carry it to another domain. (An approved URL was seen in full.)
+    redirect_hosts = _allow_domains() if allowlisted(url) else None
     (result,) = async_to_sync(fetch_many)(
-        [url], max_bytes=plan.max_bytes, curated_domains=_curated_domains()
+        [url],
+        max_bytes=plan.max_bytes,
+        curated_domains=_curated_domains(),
+        redirect_hosts=redirect_hosts,
     )
     if not result.from_cache:
         budgets.record_fetch([cid], result.bytes_read, 1)

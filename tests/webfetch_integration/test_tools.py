@@ -273,3 +273,25 @@ def test_registry_per_call_tier_and_turn_limit(operator):
         assert refused.error["code"] == "tool_call_limit"
     finally:
         unregister_tool("echo_tiered")
+
+
+async def test_an_open_redirect_on_an_allowlisted_site_cannot_leave_the_allowlist(
+    server, allow_loopback, names, operator
+):
+    """A read-tier fetch runs unseen: a redirect to another domain is refused."""
+    from tests.webfetch.test_pipeline import redirect
+
+    await sync_to_async(_allow)("allowed.test")
+    leak = "/collect?d=" + secrets.token_hex(6)
+    add_page(server, leak, "Sink", "data received")
+    redirect(server, "/go", named(server, "elsewhere.test", leak))
+    outcome = await call(
+        "fetch_url",
+        {"url": named(server, "docs.allowed.test", "/go")},
+        actor=ai_actor(operator),
+        origin={"turn_id": "t-redirect"},
+    )
+    assert outcome.ok and outcome.proposal is None
+    assert outcome.result["ok"] is False
+    assert outcome.result["failure_reason"] == "redirect_blocked"
+    assert [r.path for r in server.requests] == ["/robots.txt", "/go"]
