@@ -45,6 +45,29 @@ _ERROR_HINTS = (
 )
 
 
+# What HAL's MCP server process needs to reach the same database and settings as HAL.
+# The CLI itself still gets only PATH and HOME; these go to the MCP server it starts, via
+# a private config file. No vault keys: the MCP server runs read tools only.
+MCP_ENV_PASSTHROUGH = (
+    "DJANGO_SETTINGS_MODULE",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "HAL_REDIS_PREFIX",
+    "HAL_DATA_DIR",
+    "HAL_SQLITE_PATH",
+    "DJANGO_SECRET_KEY",
+    "HAL_PRODUCTION",
+    "HAL_ALLOWED_HOSTS",
+    "HAL_VAULT_KEY_FILE",
+    "HAL_TIME_ZONE",
+)
+
+
+def mcp_server_environment() -> dict[str, str]:
+    """The environment of HAL's MCP server process (set variables of the passthrough list)."""
+    return {name: os.environ[name] for name in MCP_ENV_PASSTHROUGH if os.environ.get(name)}
+
+
 def default_mcp_command(operator: str) -> list[str]:
     """The command that starts HAL's MCP server acting for `operator` (absolute paths: the
     CLI runs in a scratch directory)."""
@@ -137,13 +160,30 @@ class LocalCLIProvider:
                     "type": "stdio",
                     "command": command[0],
                     "args": command[1:],
-                    "env": {},
+                    "env": mcp_server_environment(),
                 }
             }
         }
 
-    def command(self, binary: str, *, system: str, model: str, operator: str | None) -> list[str]:
-        """The exact argument list (a test pins it)."""
+    def command(
+        self,
+        binary: str,
+        *,
+        system: str,
+        model: str,
+        operator: str | None,
+        mcp_config_path: str | None = None,
+    ) -> list[str]:
+        """The exact argument list (a test pins it).
+
+        With an operator, the MCP config (which carries HAL's database settings for the MCP
+        server) is passed as a path to a private 0600 file, never inline: argv is visible
+        to every local user in `ps`."""
+        config = (
+            mcp_config_path
+            if operator and mcp_config_path
+            else json.dumps(self.mcp_config(None), separators=(",", ":"))
+        )
         argv = [
             binary,
             "-p",
@@ -153,7 +193,7 @@ class LocalCLIProvider:
             "",  # every built-in tool off: no shell, no file access
             "--strict-mcp-config",  # ignore the user's own MCP servers
             "--mcp-config",
-            json.dumps(self.mcp_config(operator), separators=(",", ":")),
+            config,
         ]
         if operator:
             # -p cannot ask for permission; HAL's own gates (proposals, three-step) apply.
@@ -217,13 +257,23 @@ class LocalCLIProvider:
     ) -> AsyncIterator[StreamEvent]:
         """One CLI run. `tools` is unused: the CLI reaches HAL's tools through the MCP server
         started for `operator` (none when no operator is given)."""
-        argv = self.command(self.resolve_binary(), system=system, model=model, operator=operator)
-        try:
-            code, out, err = await self._run(argv, render_transcript(messages), self.timeout)
-        except TimeoutError as exc:
-            raise ProviderError(
-                "timeout", f"claude CLI took longer than {self.timeout:g} s"
-            ) from exc
+        binary = self.resolve_binary()
+        with tempfile.TemporaryDirectory(prefix="hal-mcp-") as private:
+            config_path = None
+            if operator:
+                config_path = os.path.join(private, "mcp.json")
+                fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(self.mcp_config(operator), fh)
+            argv = self.command(
+                binary, system=system, model=model, operator=operator, mcp_config_path=config_path
+            )
+            try:
+                code, out, err = await self._run(argv, render_transcript(messages), self.timeout)
+            except TimeoutError as exc:
+                raise ProviderError(
+                    "timeout", f"claude CLI took longer than {self.timeout:g} s"
+                ) from exc
         result = self._parse(code, out, err)
         text = result.get("result") or ""
         if not isinstance(text, str):

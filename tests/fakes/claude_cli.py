@@ -31,6 +31,15 @@ record = {{
     "stdin": stdin,
     "pid": os.getpid(),
 }}
+args = sys.argv[1:]
+if "--mcp-config" in args:
+    value = args[args.index("--mcp-config") + 1]
+    if os.path.isfile(value):
+        record["mcp_config_file"] = value
+        record["mcp_config_mode"] = oct(os.stat(value).st_mode & 0o777)
+        record["mcp_config"] = json.load(open(value))
+    else:
+        record["mcp_config"] = json.loads(value)
 with open(os.path.join(HERE, "call-%04d.json" % len(calls)), "w") as fh:
     json.dump(record, fh)
 if "--version" in sys.argv[1:]:

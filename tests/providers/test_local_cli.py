@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -28,7 +28,17 @@ def make(**kw) -> LocalCLIProvider:
     return LocalCLIProvider(**kw)
 
 
-async def test_runs_claude_with_exactly_the_locked_down_arguments(fake_claude, home, settings):
+async def test_runs_claude_with_exactly_the_locked_down_arguments(
+    fake_claude, home, settings, monkeypatch
+):
+    from providers.local_cli import MCP_ENV_PASSTHROUGH
+
+    for name in MCP_ENV_PASSTHROUGH:
+        monkeypatch.delenv(name, raising=False)
+    db_url = f"postgres://hal:{secrets.token_urlsafe(12)}@db.internal:5432/hal"
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "hal.settings")
+    monkeypatch.setenv("HAL_VAULT_KEYS", "k1:" + secrets.token_urlsafe(32))
     provider = make(home=str(home))
     events = await collect(
         provider.stream(
@@ -46,10 +56,15 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(fake_claude, h
                 "type": "stdio",
                 "command": sys.executable,
                 "args": [str(Path(settings.BASE_DIR) / "manage.py"), "mcp", "--operator", "alice"],
-                "env": {},
+                "env": {"DJANGO_SETTINGS_MODULE": "hal.settings", "DATABASE_URL": db_url},
             }
         }
     }
+    # The MCP server's settings travel in a private file, never in argv (visible in ps).
+    assert call["mcp_config"] == mcp_config
+    assert call["mcp_config_mode"] == "0o600"
+    assert not Path(call["mcp_config_file"]).exists(), "removed after the run"
+    assert db_url not in " ".join(call["argv"])
     assert call["argv"] == [
         "-p",
         "--output-format",
@@ -58,7 +73,7 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(fake_claude, h
         "",
         "--strict-mcp-config",
         "--mcp-config",
-        json.dumps(mcp_config, separators=(",", ":")),
+        call["mcp_config_file"],
         "--allowedTools",
         "mcp__hal",
         "--no-session-persistence",

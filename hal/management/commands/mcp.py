@@ -9,6 +9,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 class Command(BaseCommand):
     help = "Serve HAL's tools over MCP (stdio) as an operator; only read tools execute."
+    # The MCP server runs read tools only and never decrypts a secret: it must start where
+    # the vault keyring is not handed to it (the local CLI passes no keys).
+    requires_system_checks: list = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
