@@ -1,7 +1,7 @@
 // The AI chat panel: tabs (unified + one per connection), streaming conversation,
 // proposal cards with inline re-auth and the three-step confirmation, resizable,
 // state saved per operator on the server.
-import { api, ApiError } from "./app.js";
+import { api, ApiError, csrfToken } from "./app.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -15,6 +15,7 @@ const completeEl = $("#ai-complete");
 
 const MIN_WIDTH = 280;
 const FRAME_MS = 40;
+const PAGE = 50;
 
 const state = {
   panel: { open: true, width: 400, active_room_id: null },
@@ -24,6 +25,7 @@ const state = {
   messages: new Map(), // message id -> element
   proposals: new Map(), // proposal id -> element
   oldestId: null,
+  renaming: false,
   loadingOlder: false,
   exhausted: false,
 };
@@ -34,10 +36,25 @@ const list = (data, key) => (Array.isArray(data) ? data : data?.[key] || []);
 let saveTimer = null;
 function savePanel() {
   clearTimeout(saveTimer);
-  saveTimer = setTimeout(() => {
-    api("PUT", "/api/ai/panel", state.panel).catch(() => {});
-  }, 250);
+  saveTimer = setTimeout(flushPanel, 250);
 }
+
+function flushPanel({ keepalive = false } = {}) {
+  if (saveTimer === null) return;
+  clearTimeout(saveTimer);
+  saveTimer = null;
+  const body = JSON.stringify(state.panel);
+  fetch("/api/ai/panel", {
+    method: "PUT",
+    credentials: "same-origin",
+    keepalive,
+    headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
+    body,
+  }).catch(() => {});
+}
+
+// A change made just before leaving the page is still saved.
+window.addEventListener("pagehide", () => flushPanel({ keepalive: true }));
 
 function applyPanel() {
   layout.classList.toggle("panel-closed", !state.panel.open);
@@ -94,22 +111,26 @@ function connectionOf(room) {
   return state.connections.find((c) => c.id === room.connection_id);
 }
 
+function tabTitle(room) {
+  return room.kind === "unified" ? T.unified || room.title : room.title;
+}
+
 function renderTabs() {
+  // Never rebuild under an open rename field (a live event must not eat the operator's typing).
+  if (state.renaming) return;
   tabsEl.replaceChildren();
   for (const room of state.rooms) {
     const tab = document.createElement("button");
     tab.type = "button";
     tab.setAttribute("role", "tab");
+    tab.setAttribute("aria-controls", "ai-room");
     tab.id = `ai-tab-${room.id}`;
     tab.dataset.roomId = room.id;
     tab.dataset.kind = room.kind;
     tab.className = "ai-tab";
-    const selected = room.id === state.roomId;
-    tab.setAttribute("aria-selected", String(selected));
-    tab.tabIndex = selected ? 0 : -1;
     const label = document.createElement("span");
     label.className = "ai-tab-label";
-    label.textContent = room.kind === "unified" ? T.unified || room.title : room.title;
+    label.textContent = tabTitle(room);
     tab.append(label);
     if (room.kind === "unified") {
       tab.dataset.pinned = "true";
@@ -129,6 +150,15 @@ function renderTabs() {
     tab.addEventListener("keydown", tabKeys);
     tabsEl.append(tab);
   }
+  markSelected();
+}
+
+function markSelected() {
+  for (const tab of tabsEl.querySelectorAll("[role=tab]")) {
+    const selected = Number(tab.dataset.roomId) === state.roomId;
+    tab.setAttribute("aria-selected", String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+  }
 }
 
 function tabKeys(ev) {
@@ -141,22 +171,27 @@ function tabKeys(ev) {
   else if (ev.key === "End") next = tabs[tabs.length - 1];
   else if (ev.key === "F2" && ev.currentTarget.dataset.pinned !== "true") {
     const room = state.rooms.find((r) => String(r.id) === ev.currentTarget.dataset.roomId);
-    startRename(ev.currentTarget, room);
+    if (room) startRename(ev.currentTarget, room);
     return;
   }
   if (!next) return;
   ev.preventDefault();
   selectRoom(Number(next.dataset.roomId));
-  tabsEl.querySelector(`#ai-tab-${next.dataset.roomId}`)?.focus();
+  next.focus();
 }
 
+// The tab is swapped for a text field (an input inside a <button> cannot be typed into
+// reliably); Enter saves, Escape or leaving the field cancels, an empty name is refused.
 function startRename(tab, room) {
-  const label = tab.querySelector(".ai-tab-label");
+  if (room.kind === "unified" || state.renaming) return;
   const field = document.createElement("input");
   field.className = "ai-tab-rename";
+  field.id = `ai-tab-rename-${room.id}`;
   field.value = room.title;
+  field.maxLength = 60;
   field.setAttribute("aria-label", room.title);
-  label.replaceWith(field);
+  state.renaming = true;
+  tab.replaceWith(field);
   field.focus();
   field.select();
   let done = false;
@@ -167,6 +202,7 @@ function startRename(tab, room) {
       field.setCustomValidity(T.rename_empty);
       field.reportValidity();
       field.classList.add("invalid");
+      field.setAttribute("aria-invalid", "true");
       return;
     }
     done = true;
@@ -178,7 +214,9 @@ function startRename(tab, room) {
         showError(err);
       }
     }
+    state.renaming = false;
     renderTabs();
+    tabsEl.querySelector(`#ai-tab-${room.id}`)?.focus();
   };
   field.addEventListener("keydown", (ev) => {
     ev.stopPropagation();
@@ -190,27 +228,40 @@ function startRename(tab, room) {
       finish(false);
     }
   });
-  field.addEventListener("input", () => field.setCustomValidity(""));
+  field.addEventListener("input", () => {
+    field.setCustomValidity("");
+    field.classList.remove("invalid");
+    field.removeAttribute("aria-invalid");
+  });
   field.addEventListener("blur", () => finish(false));
 }
 
-async function selectRoom(roomId) {
-  if (state.roomId === roomId && logEl.childElementCount) return;
+async function selectRoom(roomId, { save = true, force = false } = {}) {
+  if (state.roomId === roomId && !force) return;
   state.roomId = roomId;
-  state.panel.active_room_id = roomId;
-  savePanel();
-  renderTabs();
+  if (save && state.panel.active_room_id !== roomId) {
+    state.panel.active_room_id = roomId;
+    savePanel();
+  }
+  markSelected();
   $("#ai-room").setAttribute("aria-labelledby", `ai-tab-${roomId}`);
+  const data = await api("GET", `/api/ai/rooms/${roomId}/messages?limit=${PAGE}`);
+  if (state.roomId !== roomId) return; // another tab was chosen meanwhile
   logEl.replaceChildren();
   state.messages.clear();
   state.proposals.clear();
-  state.oldestId = null;
-  state.exhausted = false;
-  const data = await api("GET", `/api/ai/rooms/${roomId}/messages?limit=50`);
-  for (const m of list(data, "messages")) renderMessage(m);
-  state.oldestId = list(data, "messages")[0]?.id ?? null;
-  await loadProposals();
+  const rows = list(data, "messages");
+  for (const m of rows) renderMessage(m);
+  state.oldestId = rows[0]?.id ?? null;
+  state.exhausted = !data.has_more;
+  await loadProposals(roomId);
+  renderEmpty();
   scrollToEnd();
+}
+
+function renderEmpty() {
+  const flags = $("#ai-room-flags");
+  flags.textContent = state.connections.length ? "" : T.no_models;
 }
 
 // ---------- messages ----------
@@ -275,8 +326,16 @@ function renderStatus(li, m) {
 function appendDelta(d) {
   const li = state.messages.get(d.id ?? d.message_id);
   if (!li) return;
+  if (li.dataset.status !== "streaming") return; // completed text is already final
   const body = li.querySelector(".ai-text");
-  body.textContent += d.delta ?? d.text ?? "";
+  const piece = d.delta ?? d.text ?? "";
+  const have = body.textContent.length;
+  if (typeof d.offset === "number" && d.offset < have) {
+    if (d.offset + piece.length <= have) return; // already shown
+    body.textContent = body.textContent.slice(0, d.offset) + piece;
+  } else {
+    body.textContent += piece;
+  }
   stickToEnd();
 }
 
@@ -293,9 +352,9 @@ logEl.addEventListener("scroll", async () => {
   state.loadingOlder = true;
   const before = logEl.scrollHeight;
   try {
-    const data = await api("GET", `/api/ai/rooms/${state.roomId}/messages?before=${state.oldestId}&limit=50`);
+    const data = await api("GET", `/api/ai/rooms/${state.roomId}/messages?before=${state.oldestId}&limit=${PAGE}`);
     const older = list(data, "messages");
-    if (!older.length) state.exhausted = true;
+    if (!older.length || !data.has_more) state.exhausted = true;
     for (const m of [...older].reverse()) renderMessage(m, { prepend: true });
     if (older.length) state.oldestId = older[0].id;
     logEl.scrollTop = logEl.scrollHeight - before;
@@ -422,18 +481,31 @@ function acceptCompletion(name) {
 }
 
 // ---------- proposals ----------
-async function loadProposals() {
+async function loadProposals(roomId) {
   try {
-    const data = await api("GET", "/api/ai/proposals?status=pending");
-    for (const p of list(data, "proposals")) renderProposal(p);
+    const data = await api("GET", `/api/ai/proposals?room_id=${roomId}&limit=100`);
+    if (state.roomId !== roomId) return;
+    // Decided cards stay next to their message; a cleared conversation takes its cards along.
+    const rows = [...list(data, "proposals")]
+      .filter((p) => p.status === "pending" || state.messages.has(p.message_id))
+      .sort((a, b) => a.id - b.id);
+    for (const p of rows) renderProposal(p);
   } catch {
     /* proposals are optional for rendering the room */
   }
 }
 
+// Events and API answers can cross: never let a late "executing" undo an "executed", and
+// never rebuild a pending card (that would drop a three-step flow in progress).
+const STATUS_RANK = { pending: 0, approved: 1, executing: 1 };
+const rank = (status) => STATUS_RANK[status] ?? 2;
+
 function renderProposal(p) {
+  if (!p || p.id === undefined) return;
   if (p.room_id !== undefined && p.room_id !== null && p.room_id !== state.roomId) return;
   let card = state.proposals.get(p.id);
+  if (card && rank(p.status) < rank(card.dataset.status)) return;
+  if (card && p.status === "pending" && card.dataset.status === "pending") return;
   if (!card) {
     card = document.createElement("li");
     card.className = "ai-proposal";
@@ -516,33 +588,59 @@ function proposalActions(p) {
   }
   // High risk: impact → retype the target → execute, inside the card.
   const step1 = button(T.show_impact, "ai-show-impact", async () => {
+    err.textContent = "";
     try {
       const data = await withReauth(() =>
         api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "impact" }),
-      );
-      const conf = data.confirmation || data;
+      { raw: true });
+      const conf = data.confirmation || {};
+      const target = conf.target_identifier ?? p.target_identifier ?? "";
+      const summary = conf.impact?.summary ?? p.impact?.summary ?? "";
       step1.disabled = true;
-      const info = document.createElement("p");
+      const info = document.createElement("div");
       info.className = "ai-proposal-impact-detail";
-      info.textContent = `${T.impact}: ${conf.impact?.summary ?? ""} — ${T.retype}: ${conf.target_identifier ?? ""}`;
+      const sum = document.createElement("p");
+      sum.textContent = `${T.impact}: ${summary}`;
+      const ask = document.createElement("label");
+      ask.textContent = `${T.retype}: `;
+      const code = document.createElement("code");
+      code.className = "ai-target";
+      code.textContent = target;
+      ask.append(code);
       const field = document.createElement("input");
       field.className = "ai-retype";
+      field.autocomplete = "off";
       field.setAttribute("aria-label", T.retype);
+      ask.append(field);
+      info.append(sum, ask);
       const step2 = button(T.confirm_target, "ai-confirm-target", async () => {
+        err.textContent = "";
         try {
-          await api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "target", target: field.value });
+          await withReauth(
+            () => api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "target", target: field.value }),
+            { raw: true },
+          );
           step2.disabled = true;
           field.disabled = true;
           execute.disabled = false;
+          execute.focus();
         } catch (e) {
           fail(e);
+        }
+      });
+      field.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter") {
+          ev.preventDefault();
+          step2.click();
         }
       });
       const execute = button(T.execute, "danger ai-execute", () =>
         withReauth(() => api("POST", `/api/ai/proposals/${p.id}/approve`)).then(renderProposal, fail),
       );
       execute.disabled = true;
-      box.prepend(info, field, step2, execute);
+      box.before(info);
+      box.prepend(step2, execute);
+      field.focus();
     } catch (e) {
       fail(e);
     }
@@ -552,13 +650,14 @@ function proposalActions(p) {
 }
 
 // On 403 reauth_required: ask for the password inline, re-authenticate, then retry once.
-async function withReauth(call) {
+async function withReauth(call, { raw = false } = {}) {
+  const done = (data) => (raw ? data : unwrap(data));
   try {
-    return unwrap(await call());
+    return done(await call());
   } catch (err) {
     if (!(err instanceof ApiError) || err.code !== "reauth_required") throw err;
     await askPassword();
-    return unwrap(await call());
+    return done(await call());
   }
 }
 
@@ -614,43 +713,67 @@ function queueDelta(d) {
   }
 }
 
+function flushDeltas() {
+  if (flushTimer) {
+    clearTimeout(flushTimer);
+    flushTimer = null;
+  }
+  for (const x of pendingDeltas.splice(0)) appendDelta(x);
+}
+
+function onEvent(type, data) {
+  switch (type) {
+    case "message.created":
+    case "message.completed":
+    case "message.failed":
+      flushDeltas();
+      if (renderMessage(data)) stickToEnd();
+      break;
+    case "message.delta":
+      if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
+      break;
+    case "proposal.created":
+    case "proposal.updated":
+      renderProposal(data);
+      break;
+    case "notice":
+      if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` }))
+        stickToEnd();
+      break;
+    case "room.updated": {
+      const room = state.rooms.find((r) => r.id === data.id);
+      if (room) {
+        Object.assign(room, data);
+        renderTabs();
+      }
+      break;
+    }
+    case "room.reset":
+      if ((data.room_id ?? data.id) === state.roomId) selectRoom(state.roomId, { save: false, force: true });
+      break;
+    case "connection.updated":
+      refreshRooms().then(() => {
+        if (!state.rooms.some((r) => r.id === state.roomId) && state.rooms[0]) selectRoom(state.rooms[0].id);
+        renderEmpty();
+      });
+      break;
+    default:
+      break;
+  }
+}
+
 function connectSocket(attempt = 0) {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`);
   ws.addEventListener("open", () => {
+    // After a reconnect, events may have been missed: reload the open room.
+    if (attempt > 0 && state.roomId) selectRoom(state.roomId, { save: false, force: true });
     attempt = 0;
     panel.dataset.live = "true";
   });
   ws.addEventListener("message", (ev) => {
     const msg = JSON.parse(ev.data);
-    const data = msg.data ?? msg;
-    switch (msg.type) {
-      case "message.created":
-      case "message.completed":
-      case "message.failed":
-        if (flushTimer) {
-          clearTimeout(flushTimer);
-          flushTimer = null;
-          for (const x of pendingDeltas.splice(0)) appendDelta(x);
-        }
-        if (renderMessage(data)) stickToEnd();
-        break;
-      case "message.delta":
-        if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
-        break;
-      case "proposal.created":
-      case "proposal.updated":
-        renderProposal(data);
-        break;
-      case "notice":
-        if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` })) stickToEnd();
-        break;
-      case "connection.updated":
-        refreshRooms();
-        break;
-      default:
-        break;
-    }
+    onEvent(msg.type, msg.data ?? msg);
   });
   ws.addEventListener("close", () => {
     panel.dataset.live = "false";
@@ -678,7 +801,7 @@ async function init() {
   applyPanel();
   await refreshRooms();
   const wanted = state.rooms.find((r) => r.id === state.panel.active_room_id) || state.rooms[0];
-  if (wanted) await selectRoom(wanted.id);
+  if (wanted) await selectRoom(wanted.id, { save: false });
   panel.dataset.ready = "true";
   connectSocket();
 }
