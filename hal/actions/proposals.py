@@ -260,8 +260,18 @@ def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> 
     runner = actor.with_via("ai")
     result: Any = None
     error: HalError | None = None
+    from hal.tools.dispatch import Origin, running_with_origin
+
+    origin = Origin(
+        connection_id=proposal.connection_id,
+        room_id=proposal.room_id,
+        message_id=proposal.message_id,
+        turn_id=proposal.turn_id or None,
+    )
     try:
-        result = tool.handler(runner, dict(proposal.arguments), confirmation=token)
+        # The handler sees who asked (e.g. an approved fetch_url charges that connection).
+        with running_with_origin(origin):
+            result = tool.handler(runner, dict(proposal.arguments), confirmation=token)
     except HalError as exc:
         error = exc
     except Exception as exc:  # the action crashed: record it, never leave it "executing"

@@ -6,10 +6,12 @@ tool's strict schema, and refused (audited, nothing run) when unknown or invalid
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,8 +91,18 @@ _current_origin: contextvars.ContextVar[Origin | None] = contextvars.ContextVar(
 
 
 def current_origin() -> Origin | None:
-    """The Origin of the tool call whose handler is running now (reads), else None."""
+    """The Origin of the tool call whose handler is running now, else None."""
     return _current_origin.get()
+
+
+@contextlib.contextmanager
+def running_with_origin(origin: Origin) -> Iterator[None]:
+    """Run a tool handler (a read now, or an approved proposal later) with its origin."""
+    token = _current_origin.set(origin)
+    try:
+        yield
+    finally:
+        _current_origin.reset(token)
 
 
 class TurnCounter:
@@ -197,11 +209,8 @@ def run_tool_call(
             f"{tool.name} may be called at most {tool.max_per_turn} times per turn.",
         )
     if tool.call_tier(arguments) == READ:
-        token = _current_origin.set(where)
-        try:
+        with running_with_origin(where):
             return _run_read(tool, arguments, actor)
-        finally:
-            _current_origin.reset(token)
 
     from hal.actions.proposals import check_create_proposal
 

@@ -295,3 +295,26 @@ async def test_an_open_redirect_on_an_allowlisted_site_cannot_leave_the_allowlis
     assert outcome.result["ok"] is False
     assert outcome.result["failure_reason"] == "redirect_blocked"
     assert [r.path for r in server.requests] == ["/robots.txt", "/go"]
+
+
+async def test_an_approved_fetch_is_charged_to_the_connection_that_asked(
+    server, allow_loopback, names, operator
+):
+    from hal.actions.proposals import check_approve_proposal
+    from tests.webfetch_integration.conftest import make_connection
+    from webfetch.models import BudgetUsage
+
+    conn = await sync_to_async(make_connection)("asker")
+    add_page(server, "/report", "Report", "Quarterly numbers.")
+    outcome = await call(
+        "fetch_url",
+        {"url": named(server, "elsewhere.test", "/report")},
+        actor=ai_actor(operator),
+        origin={"turn_id": "t-charge", "connection_id": conn.pk},
+    )
+    done = await sync_to_async(check_approve_proposal)(
+        actor=approver(operator), proposal_id=outcome.proposal.pk
+    )
+    assert done.status == "executed"
+    usage = await BudgetUsage.objects.aget(connection_id=conn.pk)
+    assert usage.fetches == 1 and usage.fetch_bytes > 0
