@@ -599,10 +599,14 @@ function proposalActions(p) {
       step1.disabled = true;
       const info = document.createElement("div");
       info.className = "ai-proposal-impact-detail";
-      const sum = document.createElement("p");
-      sum.textContent = `${T.impact}: ${summary}`;
+      if (summary && summary !== p.impact?.summary) {
+        const sum = document.createElement("p");
+        sum.textContent = `${T.impact}: ${summary}`;
+        info.append(sum);
+      }
       const ask = document.createElement("label");
-      ask.textContent = `${T.retype}: `;
+      ask.className = "ai-retype-label";
+      ask.append(`${T.retype}: `);
       const code = document.createElement("code");
       code.className = "ai-target";
       code.textContent = target;
@@ -610,9 +614,9 @@ function proposalActions(p) {
       const field = document.createElement("input");
       field.className = "ai-retype";
       field.autocomplete = "off";
+      field.spellcheck = false;
       field.setAttribute("aria-label", T.retype);
-      ask.append(field);
-      info.append(sum, ask);
+      info.append(ask, field);
       const step2 = button(T.confirm_target, "ai-confirm-target", async () => {
         err.textContent = "";
         try {
@@ -639,7 +643,7 @@ function proposalActions(p) {
       );
       execute.disabled = true;
       box.before(info);
-      box.prepend(step2, execute);
+      step1.after(step2, execute);
       field.focus();
     } catch (e) {
       fail(e);

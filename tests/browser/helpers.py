@@ -94,3 +94,21 @@ def wait_until(check, timeout: float = 10.0, interval: float = 0.1):
 
 def saved_panel(page, base_url: str) -> dict:
     return call(page, base_url, "GET", "/api/ai/panel")["panel"]
+
+
+def expire_reauth(page) -> None:
+    """Age this browser session's last password entry past the re-auth window.
+
+    A fresh login counts as a re-authentication; approving right after it would never
+    show the inline re-auth dialog. The session lives in the shared test database.
+    """
+    import time
+
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from hal.actions.base import SESSION_REAUTH_KEY
+
+    key = next(c["value"] for c in page.context.cookies() if c["name"] == "sessionid")
+    session = SessionStore(session_key=key)
+    session[SESSION_REAUTH_KEY] = time.time() - 3600
+    session.save()
