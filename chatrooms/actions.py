@@ -191,6 +191,12 @@ class Sent:
     message: Message
     turn_ids: list[int] = field(default_factory=list)
 
+    @property
+    def has_urls(self) -> bool:
+        """Whether the message may name pages to pre-fetch (a cheap test; no I/O)."""
+        text = self.message.text or ""
+        return not text.lstrip().startswith("/") and ("http://" in text or "https://" in text)
+
 
 def clean_context(raw: Any) -> dict[str, Any]:
     """The operator's page and selection, bounded (it is data for the system prompt)."""

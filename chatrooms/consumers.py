@@ -72,7 +72,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(
             {"type": "message.accepted", "ref": content.get("ref"), "data": sent.message.as_dict()}
         )
-        get_orchestrator().start_turns(sent.turn_ids, room_id=sent.message.room_id)
+        get_orchestrator().start_turns(
+            sent.turn_ids, room_id=sent.message.room_id, prefetch=sent.has_urls
+        )
 
     async def hal_event(self, message: dict[str, Any]) -> None:
         if message["event"] in ("connection.updated", "room.updated"):

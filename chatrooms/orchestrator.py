@@ -152,6 +152,7 @@ class Prepared:
     provider: Any = None
     tools: list[Any] = field(default_factory=list)
     framer: Framer | None = None
+    charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
 
 
 def speaker_label(message: Any) -> str:
@@ -459,10 +460,13 @@ class Orchestrator:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    def start_turns(self, turn_ids: Iterable[int], *, room_id: int | None = None) -> None:
+    def start_turns(
+        self, turn_ids: Iterable[int], *, room_id: int | None = None, prefetch: bool = True
+    ) -> None:
+        """Run queued turns; `prefetch=False` when the trigger holds no URL (saves a trip)."""
         ids = list(turn_ids)
         if ids:
-            self.spawn(self.run_turns(ids), room_id=room_id)
+            self.spawn(self.run_turns(ids, prefetch=prefetch), room_id=room_id)
 
     def cancel_room(self, room_id: int) -> None:
         """Stop this process's running turns of a room (after a reset)."""
@@ -504,10 +508,11 @@ class Orchestrator:
         """Run one queued turn (a retry, a continuation after a decision)."""
         await self.run_turns([turn_id])
 
-    async def run_turns(self, turn_ids: list[int]) -> None:
-        """Claim turns started together, then run each concurrently."""
+    async def run_turns(self, turn_ids: list[int], *, prefetch: bool = True) -> None:
+        """Pre-fetch the trigger's pages, claim turns started together, run each concurrently."""
         await self.ensure_recovered()
-        await self._prefetch_web(turn_ids)
+        if prefetch:
+            await self._prefetch_web(turn_ids)
         began = time.perf_counter()
         prepared = await db(prepare_turns)(turn_ids)
         self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
@@ -529,6 +534,12 @@ class Orchestrator:
             self.timings.append((time.perf_counter() - began, clock["provider"]))
             if prepared.framer is not None:
                 prepared.framer.close()  # idempotent; ends the sender on any path
+        if any(prepared.charge):
+            # Budget accounting is bookkeeping, not part of the reply: off the hot path.
+            self.spawn(
+                integration.record_usage(prepared.connection.pk, *prepared.charge),
+                room_id=prepared.room_id,
+            )
         if done is not None and prepared.room_kind == Room.UNIFIED:
             await self._relay(prepared, done)
 
@@ -578,9 +589,8 @@ class Orchestrator:
                             elif isinstance(event, ToolCall):
                                 calls.append(event)
                             elif isinstance(event, Usage):
-                                await integration.record_usage(
-                                    prepared.connection.pk, event.input_tokens, event.output_tokens
-                                )
+                                prepared.charge[0] += event.input_tokens
+                                prepared.charge[1] += event.output_tokens
                                 usage["input_tokens"] = (
                                     usage.get("input_tokens", 0) + event.input_tokens
                                 )
