@@ -7,7 +7,7 @@ from hal.models.worker import WorkerHeartbeat
 
 __all__ = ["AuditEntry", "Confirmation", "OperatorProfile", "WorkerHeartbeat"]
 
-from hal.models.fleet import (  # noqa: E402
+from hal.models.fleet import (
     AgentToken,
     EnrolmentToken,
     Job,
