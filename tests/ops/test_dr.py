@@ -151,8 +151,9 @@ def test_dumpdata_fallback_round_trip(op_actor, monkeypatch):
     """The portable path (PostgreSQL without pg_dump, other databases) restores too."""
     from vault.models import Secret  # noqa: F401 — its table is part of every snapshot
 
-    monkeypatch.setattr(dr, "backup_database", lambda target: {**dr._dumpdata(target),
-                                                               "vendor": connection.vendor})
+    monkeypatch.setattr(
+        dr, "backup_database", lambda target: {**dr._dumpdata(target), "vendor": connection.vendor}
+    )
     kept = incidents.check_open_incident(actor=op_actor, severity="sev2", title="dumped")
     snap = dr.check_snapshot_now(actor=op_actor)
     assert snap.method == "dumpdata", snap.error

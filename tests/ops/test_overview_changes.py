@@ -15,21 +15,33 @@ pytestmark = pytest.mark.django_db
 
 
 def _server_with_metrics(hostname: str = "web-1.example", n: int = 5) -> Server:
-    server = Server.objects.create(hostname=hostname, status="active",
-                                   last_heartbeat_at=timezone.now())
+    server = Server.objects.create(
+        hostname=hostname, status="active", last_heartbeat_at=timezone.now()
+    )
     now = timezone.now()
     for i in range(n):
         ServerMetric.objects.create(
-            server=server, ts=now - timedelta(minutes=n - i), cpu_percent=10.0 * i,
-            memory_percent=50.0, disk_percent=70.0, load1=0.5 * i,
+            server=server,
+            ts=now - timedelta(minutes=n - i),
+            cpu_percent=10.0 * i,
+            memory_percent=50.0,
+            disk_percent=70.0,
+            load1=0.5 * i,
         )
     return server
 
 
 def test_svg_chart_is_a_polyline_per_series():
-    svg = str(svg_chart([{"cpu_percent": 0, "memory_percent": 50, "disk_percent": 100},
-                         {"cpu_percent": 100, "memory_percent": 50, "disk_percent": 0}],
-                        width=104, height=104))
+    svg = str(
+        svg_chart(
+            [
+                {"cpu_percent": 0, "memory_percent": 50, "disk_percent": 100},
+                {"cpu_percent": 100, "memory_percent": 50, "disk_percent": 0},
+            ],
+            width=104,
+            height=104,
+        )
+    )
     assert svg.startswith("<svg") and svg.count("<polyline") == 3
     # x from 4 to 100, y inverted: 0% at the bottom (100), 100% at the top (4).
     assert 'points="4.0,100.0 100.0,4.0"' in svg
@@ -61,8 +73,11 @@ def test_overview_renders_with_data(client_op, op_actor):
 
 
 def test_silent_server_counts_as_unreachable(client_op):
-    Server.objects.create(hostname="quiet.example", status="active",
-                          last_heartbeat_at=timezone.now() - timedelta(days=1))
+    Server.objects.create(
+        hostname="quiet.example",
+        status="active",
+        last_heartbeat_at=timezone.now() - timedelta(days=1),
+    )
     assert client_op.get("/api/overview").json()["fleet"] == {"unreachable": 1}
 
 
@@ -84,19 +99,28 @@ def test_changes_merges_audit_and_setting_changes(client_op, op_actor):
     # A setting change as the action writes it (system actor: its gate is elsewhere).
     from hal.actions.base import Actor
 
-    s.check_change_setting(actor=Actor.for_system("cli", "test"),
-                           name="proposals.expiry_minutes", value=15, reason="tighter")
+    s.check_change_setting(
+        actor=Actor.for_system("cli", "test"),
+        name="proposals.expiry_minutes",
+        value=15,
+        reason="tighter",
+    )
     items = client_op.get("/api/changes?target_type=incident&target_id=" + str(inc.pk)).json()[
-        "changes"]
+        "changes"
+    ]
     assert [i["action"] for i in items] == ["incidents.close", "incidents.open"]
     items = client_op.get(
-        "/api/changes?target_type=setting&target_id=proposals.expiry_minutes").json()["changes"]
+        "/api/changes?target_type=setting&target_id=proposals.expiry_minutes"
+    ).json()["changes"]
     assert len(items) == 1  # the audit row and the SettingChange are one item
     assert items[0]["kind"] == "setting_change"
     assert (items[0]["before"], items[0]["after"], items[0]["reason"]) == (60, 15, "tighter")
     everything = client_op.get("/api/changes").json()["changes"]
     assert [i["action"] for i in everything][:3] == [
-        "settings.change", "incidents.close", "incidents.open"]
+        "settings.change",
+        "incidents.close",
+        "incidents.open",
+    ]
     page = client_op.get("/changes/?target_type=setting")
     assert b"tighter" in page.content
     assert Setting.objects.get().value == 15
@@ -111,6 +135,14 @@ def test_viewer_sees_overview_and_changes(client, viewer):
 
 
 def test_api_needs_login(client):
-    for url in ("/api/overview", "/api/changes", "/api/incidents", "/api/settings", "/api/dr",
-                "/api/mail", "/api/emergency", "/api/metrics"):
+    for url in (
+        "/api/overview",
+        "/api/changes",
+        "/api/incidents",
+        "/api/settings",
+        "/api/dr",
+        "/api/mail",
+        "/api/emergency",
+        "/api/metrics",
+    ):
         assert client.get(url).status_code == 401, url
