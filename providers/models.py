@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Lower
 from django.dispatch import Signal
+from django.utils.translation import gettext_lazy as _
 
 # Sent after commit with `connection=` and one of `created=True` / `deleted=True` (both
 # False for an update) so the chat rooms can add or remove the connection's own room.
@@ -38,8 +39,8 @@ class AIConnection(models.Model):
     LOCAL_CLI = "local_cli"
     PROVIDER_CHOICES = [
         (ANTHROPIC, "Anthropic"),
-        (OPENAI_COMPAT, "OpenAI-compatible"),
-        (LOCAL_CLI, "Local CLI (Claude Code)"),
+        (OPENAI_COMPAT, _("OpenAI-compatible")),
+        (LOCAL_CLI, _("Local CLI (Claude Code)")),
     ]
     DEFAULT_BASE_URLS = {
         ANTHROPIC: "https://api.anthropic.com",
@@ -50,7 +51,7 @@ class AIConnection(models.Model):
     API_KEY = "api_key"
     OAUTH = "oauth"
     LOGIN = "login"
-    AUTH_CHOICES = [(API_KEY, "API key"), (OAUTH, "OAuth 2.0"), (LOGIN, "CLI login session")]
+    AUTH_CHOICES = [(API_KEY, _("API key")), (OAUTH, "OAuth 2.0"), (LOGIN, _("CLI login session"))]
     # Which auth methods each provider accepts; the CLI brings its own login session.
     AUTH_FOR_PROVIDER = {
         ANTHROPIC: (API_KEY, OAUTH),

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET
 
@@ -132,13 +133,13 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
     op = post.get("op", "")
     if op == "create":
         conn = actions.check_create_connection(actor=actor, data=_form_create_data(post))
-        return f"@{conn.name} was added."
+        return _("@%(name)s was added.") % {"name": conn.name}
     pk = post.get("id", "")
     if op == "secret":
         conn = actions.check_set_connection_secret(
             actor=actor, connection=pk, api_key=post.get("api_key")
         )
-        return f"The key of @{conn.name} was saved."
+        return _("The key of @%(name)s was saved.") % {"name": conn.name}
     if op == "update":
         data = {
             key: post[key]
@@ -146,25 +147,31 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
             if key in post
         }
         conn = actions.check_update_connection(actor=actor, connection=pk, data=data)
-        return f"@{conn.name} was updated."
+        return _("@%(name)s was updated.") % {"name": conn.name}
     if op == "model":
         conn = actions.check_update_connection(
             actor=actor, connection=pk, data={"model": post.get("model", "")}
         )
-        return f"@{conn.name} now uses {conn.model or 'no model'}."
+        return _("@%(name)s now uses %(model)s.") % {
+            "name": conn.name,
+            "model": conn.model or _("no model"),
+        }
     if op == "verify":
         outcome = actions.check_verify_connection(actor=actor, connection=pk)
         if outcome.error is not None:
             raise outcome.error
-        return f"@{outcome.connection.name}: {len(outcome.models)} models verified."
+        return _("@%(name)s: %(count)s models verified.") % {
+            "name": outcome.connection.name,
+            "count": len(outcome.models),
+        }
     if op in ("enable", "disable"):
         conn = actions.check_set_connection_enabled(
             actor=actor, connection=pk, enabled=op == "enable"
         )
-        return f"@{conn.name} is {conn.status}."
+        return _("@%(name)s is %(status)s.") % {"name": conn.name, "status": conn.status}
     if op == "delete":
         actions.check_delete_connection(actor=actor, connection=pk)
-        return "The connection was deleted."
+        return _("The connection was deleted.")
     raise HalError("Unknown operation.", code="unknown_operation")
 
 
@@ -231,9 +238,13 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
             actor=Actor.from_request(request), query=request.META.get("QUERY_STRING", "")
         )
     except HalError as exc:
-        messages.error(request, f"OAuth connection failed: {exc.message} ({exc.code})")
+        messages.error(
+            request,
+            _("OAuth connection failed: %(message)s (%(code)s)")
+            % {"message": exc.message, "code": exc.code},
+        )
         return redirect(reverse("providers:ops_ai") + "?oauth=failed")
-    messages.success(request, f"@{conn.name} is connected through OAuth.")
+    messages.success(request, _("@%(name)s is connected through OAuth.") % {"name": conn.name})
     return redirect(reverse("providers:ops_ai") + "?oauth=connected")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
@@ -280,14 +281,15 @@ register_setting(
     default=60,
     min_value=1,
     max_value=7 * 24 * 60,
-    description="Minutes after which a pending AI proposal expires unapproved.",
+    # Marked only: the settings page translates it; the API and AI keep English.
+    description=gettext_noop("Minutes after which a pending AI proposal expires unapproved."),
     controls="How long an AI model's proposed change stays approvable.",
 )
 register_setting(
     "webfetch.auto_fetch_default",
     type="bool",
     default=True,
-    description="Whether new operators pre-fetch URLs they paste into the AI chat.",
+    description=gettext_noop("Whether new operators pre-fetch URLs they paste into the AI chat."),
     controls="The default of the per-operator web pre-fetch switch.",
 )
 register_setting(
@@ -296,7 +298,7 @@ register_setting(
     default=5,
     min_value=1,
     max_value=60,
-    description="How long a mail relay check waits for the SMTP server.",
+    description=gettext_noop("How long a mail relay check waits for the SMTP server."),
     controls="The timeout of the SMTP relay reachability check.",
 )
 register_setting(
@@ -305,6 +307,6 @@ register_setting(
     default=14,
     min_value=1,
     max_value=1000,
-    description="How many successful DR snapshots to keep; older ones are pruned.",
+    description=gettext_noop("How many successful DR snapshots to keep; older ones are pruned."),
     controls="DR snapshot retention (older snapshot directories are deleted).",
 )

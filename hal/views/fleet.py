@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from hal import queries_fleet as q
@@ -311,17 +312,19 @@ def server_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
     if server.status != Server.DELETED:
         if server.status != Server.ISOLATED:
             risky.append(
-                _hr_button("servers.isolate", {"server": server.hostname}, "Isolate", reason=True)
+                _hr_button(
+                    "servers.isolate", {"server": server.hostname}, _("Isolate"), reason=True
+                )
             )
         risky.append(
-            _hr_button("servers.delete", {"server": server.hostname}, "Delete", reason=True)
+            _hr_button("servers.delete", {"server": server.hostname}, _("Delete"), reason=True)
         )
     for d in deployments:
         if d.previous_release_id:
             d.rollback_button = _hr_button(
                 "modules.rollback",
                 {"module": d.module.name, "server": server.hostname},
-                f"Roll back to {d.previous_release.version}",
+                _("Roll back to %(version)s") % {"version": d.previous_release.version},
             )
     return _page(
         request,
@@ -367,12 +370,12 @@ def module_detail_page(request: HttpRequest, name: str) -> HttpResponse:
     except HalError as exc:
         return _page_error(request, exc, "modules")
     for r in releases:
-        r.approve_button = _hr_button("releases.approve", {"release": r.identifier}, "Approve")
+        r.approve_button = _hr_button("releases.approve", {"release": r.identifier}, _("Approve"))
         r.deploy_buttons = [
             _hr_button(
                 "releases.deploy",
                 {"release": r.identifier, "server": s.hostname},
-                f"Deploy to {s.hostname}",
+                _("Deploy to %(server)s") % {"server": s.hostname},
             )
             for s in servers
             if s.status in (Server.ACTIVE, Server.MAINTENANCE)
@@ -386,7 +389,7 @@ def module_detail_page(request: HttpRequest, name: str) -> HttpResponse:
             "releases": releases,
             "servers": servers,
             "restart_command": json.dumps(module.restart_command),
-            "reconcile": _hr_button("modules.reconcile", {"module": module.name}, "Reconcile"),
+            "reconcile": _hr_button("modules.reconcile", {"module": module.name}, _("Reconcile")),
             "selected_type": "module",
             "selected_id": module.pk,
             "selected_label": module.name,
@@ -430,7 +433,7 @@ def job_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
         return _page_error(request, exc, "jobs")
     revert = None
     if job.kind in (Job.DEPLOY, Job.ROLLBACK) and job.status == Job.SUCCEEDED:
-        revert = _hr_button("jobs.revert", {"job": job.pk}, "Revert")
+        revert = _hr_button("jobs.revert", {"job": job.pk}, _("Revert"))
     return _page(
         request,
         "hal/fleet/job_detail.html",
@@ -469,7 +472,7 @@ def form_register_server(request: HttpRequest) -> HttpResponse:
             address=request.POST.get("address", ""),
             description=request.POST.get("description", ""),
         )
-        return f"{s.hostname} registered (pending approval)."
+        return _("%(host)s registered (pending approval).") % {"host": s.hostname}
 
     return _form_action(request, run, "hal:servers")
 
@@ -478,12 +481,12 @@ def form_register_server(request: HttpRequest) -> HttpResponse:
 @require_POST
 def form_enrolment_token(request: HttpRequest) -> HttpResponse:
     def run(actor: Actor) -> str:
-        _, raw = server_actions.check_create_enrolment_token(
+        _token, raw = server_actions.check_create_enrolment_token(
             actor=actor, note=request.POST.get("note", "")
         )
         # Shown once on the next page load, then gone from the session.
         request.session["hal_new_enrolment_token"] = raw
-        return "Enrolment token created; copy it now, it is shown once."
+        return _("Enrolment token created; copy it now, it is shown once.")
 
     return _form_action(request, run, "hal:servers")
 
@@ -494,7 +497,7 @@ def form_server_op(request: HttpRequest, pk: int, op: str) -> HttpResponse:
     def run(actor: Actor) -> str:
         if op == "approve":
             s = server_actions.check_approve_server(actor=actor, server=pk)
-            return f"{s.hostname} approved."
+            return _("%(host)s approved.") % {"host": s.hostname}
         if op in ("maintenance_on", "maintenance_off"):
             s = server_actions.check_set_maintenance(
                 actor=actor,
@@ -502,15 +505,15 @@ def form_server_op(request: HttpRequest, pk: int, op: str) -> HttpResponse:
                 enabled=op == "maintenance_on",
                 reason=request.POST.get("reason", ""),
             )
-            return f"{s.hostname} is now {s.status}."
+            return _("%(host)s is now %(status)s.") % {"host": s.hostname, "status": s.status}
         if op == "revoke_token":
             n = server_actions.check_revoke_agent_tokens(actor=actor, server=pk)
-            return f"{n} agent token(s) revoked."
+            return _("%(count)s agent token(s) revoked.") % {"count": n}
         if op == "issue_token":
             request.session["hal_new_agent_token"] = server_actions.check_issue_agent_token(
                 actor=actor, server=pk
             )
-            return "New agent token issued; copy it now, it is shown once."
+            return _("New agent token issued; copy it now, it is shown once.")
         raise HalError("Unknown operation.", code="not_found", http_status=404)
 
     return _form_action(request, run, redirect("hal:server_detail", pk=pk).url)
@@ -524,7 +527,7 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
             job = release_actions.check_module_health(
                 actor=actor, module=name, server=request.POST.get("server") or None
             )
-            return f"Health check queued as job #{job.pk}."
+            return _("Health check queued as job #%(id)s.") % {"id": job.pk}
         if op == "restart":
             job = release_actions.check_restart_module(
                 actor=actor,
@@ -532,7 +535,7 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
                 server=request.POST.get("server"),
                 reason=request.POST.get("reason", ""),
             )
-            return f"Restart queued as job #{job.pk}."
+            return _("Restart queued as job #%(id)s.") % {"id": job.pk}
         if op == "configure":
             raw = request.POST.get("restart_command", "").strip()
             try:
@@ -547,7 +550,7 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
                 health_check_url=request.POST.get("health_check_url", ""),
                 restart_command=argv,
             )
-            return f"{name} configured."
+            return _("%(module)s configured.") % {"module": name}
         raise HalError("Unknown operation.", code="not_found", http_status=404)
 
     return _form_action(request, run, redirect("hal:module_detail", name=name).url)
@@ -564,7 +567,10 @@ def form_upload_release(request: HttpRequest) -> HttpResponse:
             notes=request.POST.get("notes", ""),
             artifact=request.FILES.get("artifact"),
         )
-        return f"{r.identifier} uploaded (sha256 {r.sha256[:12]}…), status draft."
+        return _("%(release)s uploaded (sha256 %(sha)s…), status draft.") % {
+            "release": r.identifier,
+            "sha": r.sha256[:12],
+        }
 
     return _form_action(request, run, "hal:releases")
 
@@ -577,6 +583,6 @@ def form_job_op(request: HttpRequest, pk: int, op: str) -> HttpResponse:
         if fn is None:
             raise HalError("Unknown operation.", code="not_found", http_status=404)
         job = fn(actor=actor, job=pk)
-        return f"Job #{job.pk} is {job.status}."
+        return _("Job #%(id)s is %(status)s.") % {"id": job.pk, "status": job.status}
 
     return _form_action(request, run, redirect("hal:job_detail", pk=pk).url)

@@ -11,6 +11,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_http_methods
 
 from hal import queries_ops
@@ -46,9 +48,9 @@ def _int(value: Any, name: str, default: float) -> float:
 # --- SVG chart --------------------------------------------------------------------------
 
 CHART_SERIES = [
-    ("cpu_percent", "CPU %", "series-cpu"),
-    ("memory_percent", "Memory %", "series-mem"),
-    ("disk_percent", "Disk %", "series-disk"),
+    ("cpu_percent", gettext_noop("CPU %"), "series-cpu"),
+    ("memory_percent", gettext_noop("Memory %"), "series-mem"),
+    ("disk_percent", gettext_noop("Disk %"), "series-disk"),
 ]
 
 
@@ -61,7 +63,8 @@ def svg_chart(
     y_max: float = 100.0,
 ) -> SafeString:
     """A server-rendered line chart (<svg> with one <polyline> per series), values 0..y_max."""
-    series = series or CHART_SERIES
+    # Labels are marked with gettext_noop at module level and translated per request here.
+    series = [(f, _(label), css) for f, label, css in (series or CHART_SERIES)]
     pad = 4
     if not points:
         return format_html(
@@ -69,10 +72,10 @@ def svg_chart(
             '<text x="{}" y="{}" class="chart-empty">{}</text></svg>',
             width,
             height,
-            "no data",
+            _("no data"),
             width // 2,
             height // 2,
-            "no data",
+            _("no data"),
         )
     n = len(points)
     step = (width - 2 * pad) / max(n - 1, 1)
@@ -102,7 +105,7 @@ def svg_chart(
         'aria-label="{}" xmlns="http://www.w3.org/2000/svg">{}{}</svg>',
         width,
         height,
-        ", ".join(label for _, label, _ in series),
+        ", ".join(label for _f, label, _c in series),
         grid,
         polylines,
     )
@@ -158,7 +161,7 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
             context["svg"] = svg_chart(series["points"])
             context["load_svg"] = svg_chart(
                 series["points"],
-                [("load1", "Load 1m", "series-load")],
+                [("load1", gettext_noop("Load 1m"), "series-load")],
                 y_max=max([p["load1"] for p in series["points"]] + [1.0]),
             )
     except HalError as exc:

@@ -2,6 +2,17 @@
 // A 403 reauth_required asks for the password (POST /api/auth/reauth) and retries.
 import { api } from "./app.js";
 
+// Translated labels come from the page (templates/hal/fleet/_confirm_strings.html).
+const STRINGS = {
+  reauth: "Re-enter your password to continue",
+  reason: "Reason",
+  retype: "Type {target} to confirm",
+  ok: "OK",
+  cancel: "Cancel",
+  close: "Close",
+  ...(document.getElementById("hr-strings")?.dataset ?? {}),
+};
+
 function el(tag, attrs = {}, text = "") {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -14,7 +25,7 @@ async function withReauth(dialog, fn) {
     return await fn();
   } catch (err) {
     if (err.code !== "reauth_required") throw err;
-    const password = await ask(dialog, "Re-enter your password to continue", "password");
+    const password = await ask(dialog, STRINGS.reauth, "password");
     if (password === null) throw err;
     await api("POST", "/api/auth/reauth", { password });
     return fn();
@@ -27,8 +38,8 @@ function ask(dialog, label, type = "text") {
     const input = el("input", { type, required: "", autocomplete: type === "password" ? "current-password" : "off" });
     const lab = el("label", {}, label);
     lab.append(input);
-    const ok = el("button", { type: "submit" }, "OK");
-    const cancel = el("button", { type: "button" }, "Cancel");
+    const ok = el("button", { type: "submit" }, STRINGS.ok);
+    const cancel = el("button", { type: "button" }, STRINGS.cancel);
     form.append(lab, ok, cancel);
     dialog.replaceChildren(form);
     form.addEventListener("submit", (e) => { e.preventDefault(); resolve(input.value); });
@@ -45,7 +56,7 @@ async function run(button) {
   const params = JSON.parse(button.dataset.hrParams || "{}");
   try {
     if (button.hasAttribute("data-hr-reason")) {
-      const reason = await ask(dialog, "Reason");
+      const reason = await ask(dialog, STRINGS.reason);
       if (reason === null) return;
       params.reason = reason;
     }
@@ -55,12 +66,12 @@ async function run(button) {
     const form = el("form");
     form.append(el("h2", {}, conf.impact.summary));
     form.append(el("pre", { class: "impact" }, JSON.stringify(conf.impact.details, null, 2)));
-    const lab = el("label", {}, `Type ${conf.target_identifier} to confirm`);
+    const lab = el("label", {}, STRINGS.retype.replace("{target}", () => conf.target_identifier));
     const input = el("input", { autocomplete: "off", spellcheck: "false" });
     lab.append(input);
     const error = el("p", { class: "error" });
     const go = el("button", { type: "submit", class: "danger" }, button.textContent.trim());
-    const cancel = el("button", { type: "button" }, "Cancel");
+    const cancel = el("button", { type: "button" }, STRINGS.cancel);
     form.append(lab, error, go, cancel);
     dialog.replaceChildren(form);
     input.focus();
@@ -80,7 +91,7 @@ async function run(button) {
     });
   } catch (err) {
     dialog.replaceChildren(el("p", { class: "error" }, `${err.message} (${err.code})`));
-    const close = el("button", { type: "button" }, "Close");
+    const close = el("button", { type: "button" }, STRINGS.close);
     close.addEventListener("click", () => dialog.close());
     dialog.append(close);
   }

@@ -1,5 +1,7 @@
 // Live server status and metrics over /ws/ops/ ("server.heartbeat", "server.updated").
 const scheme = location.protocol === "https:" ? "wss" : "ws";
+// "just now" in the operator's language, from the servers table (templates/hal/fleet/servers.html).
+const JUST_NOW = document.getElementById("servers-table")?.dataset.justNow || "just now";
 const pct = (v) => (v === undefined || v === null ? "—" : `${Math.round(v)}%`);
 
 function update(data) {
@@ -12,7 +14,7 @@ function update(data) {
   };
   if (row) {
     set(row, "status", data.status, `badge ${data.status}`);
-    set(row, "heartbeat", "just now");
+    set(row, "heartbeat", JUST_NOW);
     if (data.metrics) {
       set(row, "cpu", pct(data.metrics.cpu_percent));
       set(row, "memory", pct(data.metrics.memory_percent));

@@ -2,6 +2,9 @@
 // retype the target → execute. A 403 reauth_required sends the operator to re-auth.
 import { api, ApiError } from "./app.js";
 
+// "retype" in the operator's language, from the pending list (templates/hal/proposals.html).
+const RETYPE = document.getElementById("proposals-pending")?.dataset.retype || "retype";
+
 function fail(card, err) {
   const box = card.querySelector(".proposal-error");
   if (err instanceof ApiError && err.code === "reauth_required") {
@@ -44,7 +47,7 @@ for (const card of document.querySelectorAll("li.proposal")) {
       const data = await api("POST", `/api/ai/proposals/${id}/confirm`, { step: "impact" });
       const conf = data.confirmation;
       card.querySelector(".proposal-impact").textContent =
-        `${conf.impact.summary} — retype: ${conf.target_identifier}`;
+        `${conf.impact.summary} — ${RETYPE}: ${conf.target_identifier}`;
       impactBtn.disabled = true;
       step2.hidden = false;
     } catch (e) {
