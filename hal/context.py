@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop as _noop
+from django.utils.translation import gettext_noop
 
 from hal.version import get_version
 
@@ -69,19 +69,19 @@ def panel_strings() -> dict[str, str]:
 
 # (url name, label) — the left menu; labels are translated in the template.
 MENU = [
-    ("hal:overview", _noop("Overview")),
-    ("hal:servers", _noop("Servers")),
-    ("hal:modules", _noop("Modules")),
-    ("hal:jobs", _noop("Jobs")),
-    ("hal:incidents", _noop("Incidents")),
-    ("hal:proposals", _noop("Approvals")),
-    ("hal:audit", _noop("Audit log")),
-    ("hal:settings", _noop("Settings")),
-    ("hal:dr", _noop("DR")),
-    ("hal:metrics", _noop("Metrics")),
-    ("hal:changes", _noop("Change history")),
-    ("hal:mail", _noop("Mail service")),
-    ("hal:emergency", _noop("Emergency recovery")),
-    ("providers:ops_ai", _noop("AI connections")),
-    ("webfetch:web", _noop("Web context")),
+    ("hal:overview", gettext_noop("Overview")),
+    ("hal:servers", gettext_noop("Servers")),
+    ("hal:modules", gettext_noop("Modules")),
+    ("hal:jobs", gettext_noop("Jobs")),
+    ("hal:incidents", gettext_noop("Incidents")),
+    ("hal:proposals", gettext_noop("Approvals")),
+    ("hal:audit", gettext_noop("Audit log")),
+    ("hal:settings", gettext_noop("Settings")),
+    ("hal:dr", gettext_noop("DR")),
+    ("hal:metrics", gettext_noop("Metrics")),
+    ("hal:changes", gettext_noop("Change history")),
+    ("hal:mail", gettext_noop("Mail service")),
+    ("hal:emergency", gettext_noop("Emergency recovery")),
+    ("providers:ops_ai", gettext_noop("AI connections")),
+    ("webfetch:web", gettext_noop("Web context")),
 ]
