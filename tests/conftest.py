@@ -68,3 +68,21 @@ def reauthed(client_op, operator):
     )
     assert response.status_code == 200, response.content
     return client_op
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_leftover_db_sessions(django_db_setup, django_db_blocker):
+    """Let the test database be dropped at the end: on PostgreSQL, end any session a
+    worker thread left open (the DB cannot be dropped while someone is connected)."""
+    yield
+    from django.db import connection, connections
+
+    with django_db_blocker.unblock():
+        connections.close_all()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            connection.close()
