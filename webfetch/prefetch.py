@@ -98,12 +98,12 @@ async def prefetch_context(
     max_chars = SHARED_PAGE_CHARS if shared else PAGE_CHARS
     if not text or text.lstrip().startswith("/"):
         return PrefetchResult(max_chars=max_chars, shared=shared, skipped=SKIP_COMMAND)
+    urls = extract_urls(text, max_urls=MAX_URLS)
+    if not urls:  # checked first: no database trip for the common message without links
+        return PrefetchResult(max_chars=max_chars, shared=shared, skipped=SKIP_NO_URLS)
     enabled = await sync_to_async(_auto_fetch_enabled, thread_sensitive=True)(operator_id)
     if not enabled:
         return PrefetchResult(max_chars=max_chars, shared=shared, skipped=SKIP_AUTO_FETCH_OFF)
-    urls = extract_urls(text, max_urls=MAX_URLS)
-    if not urls:
-        return PrefetchResult(max_chars=max_chars, shared=shared, skipped=SKIP_NO_URLS)
     ids = [c for c in connection_ids if c is not None]
     plan: FetchPlan = await afetch_plan(ids)
     fetched_urls, skipped_urls = urls[: plan.max_pages], urls[plan.max_pages :]
