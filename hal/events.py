@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.db import transaction
 log = logging.getLogger("hal.events")
 
 OPS_GROUP = "ops"
+_pending: set[asyncio.Task] = set()  # keep scheduled sends alive until they finish
 
 
 def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
@@ -19,10 +21,19 @@ def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "hal.event", "event": event_type, "data": payload}
     try:
-        async_to_sync(layer.group_send)(
-            group, {"type": "hal.event", "event": event_type, "data": payload}
-        )
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is not None:
+            # Sync code running on an event-loop thread: schedule, never block that loop.
+            task = loop.create_task(layer.group_send(group, message))
+            _pending.add(task)
+            task.add_done_callback(_pending.discard)
+        else:
+            async_to_sync(layer.group_send)(group, message)
     except Exception:  # a dead layer must not undo committed work
         log.exception("could not publish %s to %s", event_type, group)
 
