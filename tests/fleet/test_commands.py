@@ -90,3 +90,37 @@ def test_local_agent_bootstrap(tmp_path):
     )
     assert token_file.read_text().strip() == token
     assert Server.objects.filter(hostname="halhost.test").count() == 1
+
+
+def test_the_worker_heartbeat_loop_expires_stale_proposals(operator, settings, monkeypatch):
+    import threading
+
+    from hal.actions.base import Actor
+    from hal.management.commands import hal_worker
+    from hal.models import Proposal
+    from hal.tools.dispatch import run_tool_call
+
+    outcome = run_tool_call(
+        "open_incident", {"severity": "sev4", "title": "stale ask"}, actor=Actor(operator, "ai")
+    )
+    Proposal.objects.filter(pk=outcome.proposal.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    monkeypatch.setattr(hal_worker, "SWEEP_EVERY_SECONDS", 0)
+
+    class OneBeat(threading.Event):
+        """stop.wait() answers "go on" once, then "stop": the loop body runs once."""
+
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def wait(self, timeout=None):
+            self.calls += 1
+            return self.calls > 1
+
+    hal_worker.Command()._heartbeat_loop(
+        "w-expiry", timezone.now(), Actor.for_system("task", "test"), OneBeat()
+    )
+    assert WorkerHeartbeat.objects.filter(worker_id="w-expiry").exists()
+    assert Proposal.objects.get(pk=outcome.proposal.pk).status == "expired"

@@ -17,6 +17,7 @@ from django_tasks_db.management.commands.db_worker import Worker
 
 from hal.actions.base import Actor
 from hal.actions.jobs import sweep_orphans, worker_label
+from hal.actions.proposals import sweep_expired_proposals
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
 
@@ -97,6 +98,9 @@ class Command(BaseCommand):
                     if since_sweep >= SWEEP_EVERY_SECONDS:
                         since_sweep = 0.0
                         sweep_orphans(actor)
+                        # Pending proposals past their expiry turn `expired` (and the
+                        # waiting model is told) even when nobody reads them.
+                        sweep_expired_proposals()
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:
