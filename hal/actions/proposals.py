@@ -401,6 +401,51 @@ def sweep_expired_proposals() -> int:
     return count
 
 
+def sweep_interrupted_executions(older_than_seconds: float | None = None) -> int:
+    """Fail proposals left `executing` by a process that died mid-action.
+
+    HAL does not guess whether the action ran: the proposal fails with
+    `execution_interrupted`, and the model and operator are told to check the evidence
+    (audit log, the target's state) before asking again."""
+    from hal.tools.continuation import notify_decided
+
+    seconds = older_than_seconds
+    if seconds is None:
+        seconds = float(getattr(settings, "HAL_PROPOSAL_EXECUTION_TIMEOUT_SECONDS", 900))
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    count = 0
+    for proposal in Proposal.objects.filter(status=Proposal.EXECUTING, updated_at__lte=cutoff):
+        with transaction.atomic():
+            changed = Proposal.objects.filter(
+                pk=proposal.pk, status=Proposal.EXECUTING, updated_at__lte=cutoff
+            ).update(
+                status=Proposal.FAILED,
+                error_code="execution_interrupted",
+                error_message=(
+                    "The process running this proposal stopped before recording a result; "
+                    "check the audit log and the target's state before asking again."
+                ),
+                updated_at=timezone.now(),
+            )
+            if not changed:
+                continue
+            proposal.refresh_from_db()
+            record_audit(
+                Actor.for_system("task", label="proposal-sweep"),
+                "proposals.execute",
+                target=proposal,
+                target_label=f"{proposal.tool} {proposal.target_identifier}"[:255],
+                before={"status": Proposal.EXECUTING},
+                after={"status": Proposal.FAILED},
+                result=AuditEntry.RESULT_FAILED,
+                error_code="execution_interrupted",
+            )
+            _publish(proposal, "proposal.updated")
+            notify_decided(proposal)
+        count += 1
+    return count
+
+
 # --- reads -----------------------------------------------------------------------------------
 
 

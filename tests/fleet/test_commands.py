@@ -124,3 +124,24 @@ def test_the_worker_heartbeat_loop_expires_stale_proposals(operator, settings, m
     )
     assert WorkerHeartbeat.objects.filter(worker_id="w-expiry").exists()
     assert Proposal.objects.get(pk=outcome.proposal.pk).status == "expired"
+
+
+def test_a_proposal_left_executing_by_a_crash_fails_honestly(operator):
+    from hal.actions.base import Actor
+    from hal.actions.proposals import sweep_interrupted_executions
+    from hal.models import Incident, Proposal
+    from hal.tools.dispatch import run_tool_call
+
+    outcome = run_tool_call(
+        "open_incident", {"severity": "sev4", "title": "half done"}, actor=Actor(operator, "ai")
+    )
+    old = timezone.now() - timedelta(hours=1)
+    Proposal.objects.filter(pk=outcome.proposal.pk).update(status="executing", updated_at=old)
+    assert sweep_interrupted_executions(older_than_seconds=3600 * 2) == 0  # not stale yet
+    assert sweep_interrupted_executions(older_than_seconds=60) == 1
+    proposal = Proposal.objects.get(pk=outcome.proposal.pk)
+    assert (proposal.status, proposal.error_code) == ("failed", "execution_interrupted")
+    assert Incident.objects.count() == 0  # nothing is re-run or assumed done
+    row = AuditEntry.objects.get(action="proposals.execute", error_code="execution_interrupted")
+    assert row.result == "failed"
+    assert sweep_interrupted_executions(older_than_seconds=60) == 0  # once

@@ -17,7 +17,7 @@ from django_tasks_db.management.commands.db_worker import Worker
 
 from hal.actions.base import Actor
 from hal.actions.jobs import sweep_orphans, worker_label
-from hal.actions.proposals import sweep_expired_proposals
+from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
 
@@ -101,6 +101,7 @@ class Command(BaseCommand):
                         # Pending proposals past their expiry turn `expired` (and the
                         # waiting model is told) even when nobody reads them.
                         sweep_expired_proposals()
+                        sweep_interrupted_executions()
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:
