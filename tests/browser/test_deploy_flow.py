@@ -11,7 +11,7 @@ import pytest
 from hal.actions.base import Actor
 from hal.actions.servers import check_approve_server, check_create_enrolment_token
 from hal.agent.runner import HalClient, enrol, run_once
-from hal.models import AuditEntry, Job, Server
+from hal.models import AuditEntry, Job, Module, Server
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import expire_reauth
 
@@ -39,6 +39,8 @@ def _three_steps(page, button_text: str, target: str) -> None:
 
 
 def test_upload_approve_deploy_and_watch_the_job(live_asgi, page_factory, operator, tmp_path):
+    # The data migration seeds the modules, but a transactional test's flush removes them.
+    Module.objects.get_or_create(name="portal", defaults={"description": "Customer portal"})
     system = Actor.for_system("cli", "test")
     _, raw = check_create_enrolment_token(actor=system)
     agent = HalClient(live_asgi.url)
