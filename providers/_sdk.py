@@ -136,7 +136,8 @@ class SDKProvider:
         raise NotImplementedError
 
     async def _list_models(self, client: Any) -> list[str]:
-        raise NotImplementedError
+        # Both official SDKs page `/v1/models` the same way.
+        return [model.id async for model in client.models.list()]
 
     def _stream_events(
         self,

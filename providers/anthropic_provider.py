@@ -107,9 +107,6 @@ class AnthropicProvider(SDKProvider):
             )
         return self.sdk_client.with_options(api_key=secret)
 
-    async def _list_models(self, client: AsyncAnthropic) -> list[str]:
-        return [model.id async for model in client.models.list()]
-
     async def _stream_events(
         self,
         client: AsyncAnthropic,

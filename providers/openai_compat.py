@@ -79,9 +79,6 @@ class OpenAICompatProvider(SDKProvider):
     def _client_for_call(self, secret: str) -> AsyncOpenAI:
         return self.sdk_client.with_options(api_key=secret)
 
-    async def _list_models(self, client: AsyncOpenAI) -> list[str]:
-        return [model.id async for model in client.models.list()]
-
     async def _stream_events(
         self,
         client: AsyncOpenAI,

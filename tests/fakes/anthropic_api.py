@@ -60,32 +60,15 @@ class FakeAnthropic(FakeHTTPServer):
         else:
             handler.send_json(404, error_body(404, f"no route {request.path}"))
 
-    def _failure(self, handler: _Handler, *, stream: bool) -> str | float | None:
-        """Apply a scripted failure: "done" when answered, a stall delay, or None."""
-        failure = self.take_failure()
-        if failure is None:
-            return None
-        if failure.kind.isdigit():
-            status = int(failure.kind)
-            headers = {"retry-after": "0"} if status == 429 else {}
-            handler.send_json(status, error_body(status, f"scripted {status}"), headers)
-            return "done"
-        if failure.kind == "slow":
-            self.sleep(failure.delay)
-            return None
-        if failure.kind == "malformed":
-            if stream:
-                handler.start_sse()
-                handler.write_sse('{"type": "message_start", "message": {', event="message_start")
-            else:
-                handler.send_raw(200, b'{"type": "message", "content": [', "application/json")
-            return "done"
-        if failure.kind == "stall":
-            return failure.delay
-        raise ValueError(f"unknown failure {failure.kind}")
+    MALFORMED_SSE = '{"type": "message_start", "message": {'
+    MALFORMED_SSE_EVENT = "message_start"
+    MALFORMED_JSON = b'{"type": "message", "content": ['
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message)
 
     def _models(self, handler: _Handler) -> None:
-        if self._failure(handler, stream=False) == "done":
+        if self.apply_failure(handler, stream=False) == "done":
             return
         data = [
             {
@@ -110,7 +93,7 @@ class FakeAnthropic(FakeHTTPServer):
     def _messages(self, handler: _Handler, request: RecordedRequest) -> None:
         body = request.json or {}
         stream = bool(body.get("stream"))
-        outcome = self._failure(handler, stream=stream)
+        outcome = self.apply_failure(handler, stream=stream)
         if outcome == "done":
             return
         reply = self.replies.pop()

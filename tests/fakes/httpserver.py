@@ -173,6 +173,41 @@ class FakeHTTPServer:
                 self._failures.pop(0)
             return failure
 
+    # Model-API fakes fill these in: their error body shape and a cut-off first chunk.
+    MALFORMED_SSE = ""
+    MALFORMED_SSE_EVENT: str | None = None
+    MALFORMED_JSON = b""
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def apply_failure(self, handler: _Handler, *, stream: bool) -> str | float | None:
+        """Apply a scripted failure: "done" when answered, a stall delay, or None."""
+        failure = self.take_failure()
+        if failure is None:
+            return None
+        if failure.kind.isdigit():
+            status = int(failure.kind)
+            headers = {"retry-after": "0"} if status == 429 else {}
+            handler.send_json(status, self.error_body(status, f"scripted {status}"), headers)
+            return "done"
+        if failure.kind == "slow":
+            self.sleep(failure.delay)
+            return None
+        if failure.kind == "malformed":
+            if stream:
+                handler.start_sse()
+                if self.MALFORMED_SSE_EVENT:
+                    handler.write_sse(self.MALFORMED_SSE, event=self.MALFORMED_SSE_EVENT)
+                else:
+                    handler.write_sse(self.MALFORMED_SSE)
+            else:
+                handler.send_raw(200, self.MALFORMED_JSON, "application/json")
+            return "done"
+        if failure.kind == "stall":
+            return failure.delay
+        raise ValueError(f"unknown failure {failure.kind}")
+
     def sleep(self, seconds: float) -> None:
         """Sleep, but return at once when the fake is stopping."""
         if seconds > 0:

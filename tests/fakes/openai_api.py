@@ -48,7 +48,7 @@ class FakeOpenAI(FakeHTTPServer):
             handler.send_json(401, error_body(401, "Incorrect API key provided."))
             return
         if request.method == "GET" and request.path == "/v1/models":
-            if self._failure(handler, stream=False) == "done":
+            if self.apply_failure(handler, stream=False) == "done":
                 return
             handler.send_json(
                 200,
@@ -65,34 +65,16 @@ class FakeOpenAI(FakeHTTPServer):
         else:
             handler.send_json(404, error_body(404, f"no route {request.path}"))
 
-    def _failure(self, handler: _Handler, *, stream: bool) -> str | float | None:
-        """Apply a scripted failure: "done" when answered, a stall delay, or None."""
-        failure = self.take_failure()
-        if failure is None:
-            return None
-        if failure.kind.isdigit():
-            status = int(failure.kind)
-            headers = {"retry-after": "0"} if status == 429 else {}
-            handler.send_json(status, error_body(status, f"scripted {status}"), headers)
-            return "done"
-        if failure.kind == "slow":
-            self.sleep(failure.delay)
-            return None
-        if failure.kind == "malformed":
-            if stream:
-                handler.start_sse()
-                handler.write_sse('{"id": "chatcmpl-x", "choices": [{"delta": ')
-            else:
-                handler.send_raw(200, b'{"object": "list", "data": [', "application/json")
-            return "done"
-        if failure.kind == "stall":
-            return failure.delay
-        raise ValueError(f"unknown failure {failure.kind}")
+    MALFORMED_SSE = '{"id": "chatcmpl-x", "choices": [{"delta": '
+    MALFORMED_JSON = b'{"object": "list", "data": ['
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message)
 
     def _completions(self, handler: _Handler, request: RecordedRequest) -> None:
         body = request.json or {}
         stream = bool(body.get("stream"))
-        outcome = self._failure(handler, stream=stream)
+        outcome = self.apply_failure(handler, stream=stream)
         if outcome == "done":
             return
         reply = self.replies.pop()
