@@ -582,3 +582,11 @@ def check_record_heartbeat(
 def live_servers() -> Any:
     """Servers that are not deleted."""
     return Server.objects.filter(~Q(status=Server.DELETED))
+
+
+def do_touch_agent_token(token: Any) -> None:
+    """Record an agent token's use (bookkeeping like last_login, not audited), throttled so
+    a heartbeat is not two writes."""
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > timedelta(seconds=60):
+        type(token).objects.filter(pk=token.pk).update(last_used_at=now)

@@ -11,14 +11,12 @@ import functools
 import json
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from hal.actions import jobs as job_actions
@@ -27,7 +25,7 @@ from hal.actions import servers as server_actions
 from hal.actions.base import Actor, record_audit
 from hal.api import error_response
 from hal.errors import Conflict, HalError, InvalidInput, NotAuthenticated, NotFound
-from hal.models import AgentToken, Job, Server
+from hal.models import Job, Server
 
 log = logging.getLogger("hal.agent_api")
 
@@ -97,7 +95,7 @@ def agent_endpoint(
             if found is None:
                 return _refuse_token(request, "missing token" if not raw else "bad token")
             server, token = found
-            _touch(token)
+            server_actions.do_touch_agent_token(token)
             actor = Actor.for_system("agent", label=f"agent:{server.hostname}")
             try:
                 data = _read_json(request) if body else {}
@@ -114,13 +112,6 @@ def agent_endpoint(
         return view
 
     return decorate
-
-
-def _touch(token: AgentToken) -> None:
-    # Bookkeeping like last_login, throttled so a heartbeat is not two writes.
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at > timedelta(seconds=60):
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
 
 
 def _interval() -> int:
