@@ -133,16 +133,55 @@ def browser():
         browser.close()
 
 
+class _InFlight:
+    """Counts a browser context's requests that have not finished yet."""
+
+    def __init__(self, context) -> None:
+        self.pending: set = set()
+        # Playwright wants Python functions as handlers, not built-in methods.
+        context.on("request", lambda r: self.pending.add(r))
+        context.on("requestfinished", lambda r: self.pending.discard(r))
+        context.on("requestfailed", lambda r: self.pending.discard(r))
+
+    def http(self) -> list:
+        # WebSocket upgrades never "finish"; they end with the page.
+        return [r for r in self.pending if r.resource_type != "websocket"]
+
+
+def _wait_for_db_quiet(timeout: float = 5.0) -> None:
+    """On PostgreSQL, wait until no other session of the test database is inside a
+    transaction, so the flush's TRUNCATE cannot deadlock with a request the server is
+    still finishing (a `pagehide` keepalive save, a reply completing)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return  # SQLite serialises writers; the flush simply waits for the lock
+    quiet, deadline = 0, time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while quiet < 4 and time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            )
+            quiet = quiet + 1 if cursor.fetchone()[0] == 0 else 0
+            time.sleep(0.05)
+
+
 @pytest.fixture
-def page_factory(browser, request):
-    """New browser contexts (like separate browsers); screenshots saved on failure."""
+def page_factory(browser, request, transactional_db):
+    """New browser contexts (like separate browsers); screenshots saved on failure.
+
+    Requests `transactional_db` so that this teardown runs before the database flush:
+    pages are left first (their `pagehide` saves are sent and awaited), then the server's
+    database sessions must be idle, and only then are the tables truncated.
+    """
     contexts = []
 
     def make(viewport=(1440, 900), locale="en-US"):
         context = browser.new_context(
             viewport={"width": viewport[0], "height": viewport[1]}, locale=locale
         )
-        contexts.append(context)
+        contexts.append((context, _InFlight(context)))
         page = context.new_page()
         page.set_default_timeout(10_000)
         return page
@@ -150,11 +189,21 @@ def page_factory(browser, request):
     yield make
     ARTIFACTS.mkdir(exist_ok=True)
     failed = getattr(request.node, "rep_call", None) and request.node.rep_call.failed
-    for i, context in enumerate(contexts):
+    for i, (context, _) in enumerate(contexts):
         for j, pg in enumerate(context.pages):
             if failed:
                 pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}-{j}-failed.png"))
+    for context, inflight in contexts:
+        for pg in context.pages:
+            try:
+                pg.goto("about:blank", timeout=5_000)
+            except Exception:
+                pass  # a page that cannot leave cleanly is closed below anyway
+        deadline = time.monotonic() + 5
+        while inflight.http() and time.monotonic() < deadline:
+            context.pages[0].wait_for_timeout(50) if context.pages else time.sleep(0.05)
         context.close()
+    _wait_for_db_quiet()
 
 
 @pytest.hookimpl(hookwrapper=True)
