@@ -38,6 +38,9 @@ class FakeOAuthServer(FakeHTTPServer):
         self.expires_in = 3600
         self.rotate_refresh_tokens = True
         self.token_delay = 0.0
+        # The user's answer on the consent screen: set to an RFC 6749 §4.1.2.1 error code
+        # (e.g. "access_denied") and the next authorization redirects back with it.
+        self.deny_next: str | None = None
         self.grants: dict[str, _Grant] = {}
         self.refresh_tokens: set[str] = set()
         self.access_tokens: list[str] = []
@@ -86,7 +89,11 @@ class FakeOAuthServer(FakeHTTPServer):
             handler.send_json(400, {"error": "invalid_client"})
             return
         params: dict[str, str]
-        if (
+        with self.lock:
+            denied, self.deny_next = self.deny_next, None
+        if denied:
+            params = {"error": denied, "state": q.get("state", "")}
+        elif (
             q.get("response_type") != "code"
             or q.get("code_challenge_method") != "S256"
             or not q.get("code_challenge")
