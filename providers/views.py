@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -204,7 +205,7 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=405)
     conns = list(AIConnection.objects.all())
     hints = secret_hints(conns)
-    return render(
+    response = render(
         request,
         "providers/ops_ai.html",
         {
@@ -219,6 +220,34 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
         },
         status=error.http_status if error else 200,
     )
+    targets = _oauth_form_targets(conns)
+    if targets:
+        # The no-JavaScript OAuth form's POST is redirected to the authorization server, and
+        # browsers check form-action on every hop: allow exactly the configured origins.
+        response._csp_update = {"form-action": targets}  # type: ignore[attr-defined]
+    return response
+
+
+def _oauth_form_targets(conns: list[AIConnection]) -> list[str]:
+    """Origins of the OAuth connections' authorize URLs (validated when saved)."""
+    origins: set[str] = set()
+    for conn in conns:
+        if conn.auth_method != AIConnection.OAUTH or not conn.oauth_authorize_url:
+            continue
+        parts = urlsplit(conn.oauth_authorize_url)
+        try:
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            continue
+        if parts.scheme not in ("http", "https") or not host:
+            continue
+        host = f"[{host}]" if ":" in host else host
+        origin = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+        # A policy source can hold no separators; a URL that made it past validation never
+        # does, but the header is built from stored data, so check anyway.
+        if not any(c in origin for c in " ;,'\"\r\n"):
+            origins.add(origin)
+    return sorted(origins)
 
 
 def _allowed(actor: Actor, perm: str) -> bool:

@@ -159,3 +159,42 @@ def test_denied_or_forged_authorization_stores_nothing(
     assert fake_oauth.exchange_calls == 0
     assert stored_tokens(conn["id"]) == []
     assert AIConnection.objects.get(pk=conn["id"]).oauth_expires_at is None
+
+
+def test_connect_with_oauth_without_javascript(
+    live_asgi, page_factory, browser, operator, fake_oauth, fake_openai
+):
+    """The /ops/ai forms also work without JavaScript: the POST is answered with a redirect
+    to the authorization server, and browsers check form-action on every redirect hop."""
+    base = live_asgi.url
+    page = page_factory()
+    login(page, base, operator)
+    conn = oauth_connection(page, base, operator, fake_oauth, fake_openai, "gateway")
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        context.add_cookies(page.context.cookies())  # the same session, re-authenticated
+        plain = context.new_page()
+        plain.set_default_timeout(10_000)
+        refused: list[str] = []
+        plain.on(
+            "console",
+            lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None,
+        )
+        response = plain.goto(base + "/ops/ai")
+        policy = response.headers["content-security-policy"]
+        form_action = next(d for d in policy.split(";") if d.strip().startswith("form-action"))
+        assert form_action.split()[1:] == ["'self'", fake_oauth.origin], policy
+        plain.locator(f"#connection-{conn['id']} form[data-op=oauth] button").click()
+        plain.wait_for_url(base + "/ops/ai?oauth=connected", timeout=5_000)
+        assert refused == []
+        expect(plain.locator(".flash li.success")).to_contain_text("connected through OAuth")
+        access = fake_oauth.access_tokens[-1]
+        expect(plain.locator(f"#connection-{conn['id']} [data-field=secret_hint]")).to_have_text(
+            secret_hint(access)
+        )
+        assert fake_oauth.exchange_calls == 1
+        screenshot(plain, "ops-ai-oauth-connected-no-js")
+    finally:
+        for leftover in context.pages:
+            leftover.goto("about:blank")
+        context.close()

@@ -86,3 +86,33 @@ def test_module_exists_and_uses_the_shared_api_helper():
     source = path.read_text()
     assert 'import { api } from "./app.js"' in source
     assert "/api/auth/reauth" in source and "reauth_required" in source
+
+
+def form_action(response) -> list[str]:
+    policy = response["Content-Security-Policy"]
+    directive = next(d for d in policy.split(";") if d.strip().startswith("form-action"))
+    return directive.split()[1:]
+
+
+def test_no_js_oauth_form_may_be_redirected_to_configured_authorize_origins_only(reauthed):
+    # Browsers check form-action on each redirect hop of a form POST; the no-JS OAuth form
+    # is answered with a redirect to the authorization server.
+    assert form_action(reauthed.get("/ops/ai")) == ["'self'"]
+    AIConnection.objects.create(name="k", provider="anthropic", auth_method="api_key")
+    for name, url in (
+        ("a", "https://auth.example.test/oauth/authorize?x=1"),
+        ("b", "https://auth.example.test:8443/authorize"),
+        ("c", "http://127.0.0.1:9999/authorize"),
+        ("d", ""),
+    ):
+        AIConnection.objects.create(
+            name=name, provider="anthropic", auth_method="oauth", oauth_authorize_url=url
+        )
+    assert form_action(reauthed.get("/ops/ai")) == [
+        "'self'",
+        "http://127.0.0.1:9999",
+        "https://auth.example.test",
+        "https://auth.example.test:8443",
+    ]
+    # Other pages keep the strict policy.
+    assert form_action(reauthed.get("/audit/")) == ["'self'"]
