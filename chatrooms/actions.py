@@ -8,6 +8,7 @@ orchestrator's bookkeeping of model replies is not (the messages are the record)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -190,6 +191,9 @@ class Sent:
 
     message: Message
     turn_ids: list[int] = field(default_factory=list)
+    # The turns were created already claimed (streaming, with their replies) by the
+    # transaction that stored the message: the caller runs them without a second claim.
+    claimed: bool = False
 
     @property
     def has_urls(self) -> bool:
@@ -286,10 +290,38 @@ def do_send_message(
         context=context,
         addressed=[c.pk for c in targets],
     )
-    turns = [
-        Turn.objects.create(room=room, connection=c, trigger=message, relay_depth=0)
-        for c in targets
-    ]
+    # The turns are born claimed by this caller, each with its streaming reply: nobody else
+    # can know them before this transaction commits, so a separate claim (another
+    # transaction on every model call's path) would buy nothing.
+    now = timezone.now()
+    replies = Message.objects.bulk_create(
+        [
+            Message(
+                room=room,
+                author_kind=Message.MODEL,
+                author=c.name,
+                connection=c,
+                status=Message.STREAMING,
+                relay_depth=0,
+                reply_to=message,
+            )
+            for c in targets
+        ]
+    )
+    turns = Turn.objects.bulk_create(
+        [
+            Turn(
+                room=room,
+                connection=c,
+                trigger=message,
+                relay_depth=0,
+                status=Turn.STREAMING,
+                reply=reply,
+                started_at=now,
+            )
+            for c, reply in zip(targets, replies, strict=True)
+        ]
+    )
     record_audit(
         actor,
         "chat.message.send",
@@ -297,7 +329,7 @@ def do_send_message(
         after={"message_id": message.pk, "addressed": [c.name for c in targets]},
     )
     publish(room_group(room.pk), "message.created", message.as_dict())
-    return Sent(message=message, turn_ids=[t.pk for t in turns])
+    return Sent(message=message, turn_ids=[t.pk for t in turns], claimed=True)
 
 
 @action("chat.turn.retry")
@@ -344,28 +376,42 @@ def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
 # ----- the orchestrator's bookkeeping (no audit; events are sent by the caller) ----------
 
 
-def do_start_turns(turn_ids: list[int]) -> list[tuple[Turn, Message]]:
+def _attach_connections(turns: list[Turn], connections: Mapping[int, Any] | None) -> None:
+    """Give turns their connection objects from the caller's copy (by pk), reading only
+    those it lacks: a join through the connection costs more than the rest of a claim."""
+    known = dict(connections or {})
+    missing = {t.connection_id for t in turns if t.connection_id not in known}
+    missing.discard(None)
+    if missing:
+        known.update(integration.connection_model().objects.in_bulk(missing))
+    for turn in turns:
+        if turn.connection_id in known:
+            turn.connection = known[turn.connection_id]
+
+
+def do_start_turns(
+    turn_ids: list[int], *, connections: Mapping[int, Any] | None = None
+) -> list[tuple[Turn, Message]]:
     """queued → streaming for exactly one runner each; creates the streaming replies.
 
-    One transaction for the turns started together (a fan-out), and few statements: this
-    runs on the hot path of every model call. Each turn is claimed by a conditional UPDATE
+    One transaction for the turns started together (a fan-out), and few, cheap statements:
+    this runs on the hot path of a retry, a relay or a continuation. The turns are read
+    without joins; `connections` (the orchestrator's recent copy, by pk) supplies the
+    connection objects. Each turn is claimed by a conditional UPDATE
     that also links its reply; a turn someone else claimed first rolls its reply back."""
     now = timezone.now()
     with transaction.atomic():
-        turns = list(
-            Turn.objects.select_related("connection", "room__operator")
-            .filter(pk__in=turn_ids, status=Turn.QUEUED)
-            .order_by("id")
-        )
+        turns = list(Turn.objects.filter(pk__in=turn_ids, status=Turn.QUEUED).order_by("id"))
         if not turns:
             return []
+        _attach_connections(turns, connections)
         replies = Message.objects.bulk_create(
             [
                 Message(
                     room_id=turn.room_id,
                     author_kind=Message.MODEL,
-                    author=turn.connection.name if turn.connection else "model",
-                    connection=turn.connection,
+                    author=turn.connection.name if turn.connection_id else "model",
+                    connection_id=turn.connection_id,
                     status=Message.STREAMING,
                     relay_depth=turn.relay_depth,
                     reply_to_id=turn.trigger_id,
@@ -388,6 +434,24 @@ def do_start_turns(turn_ids: list[int]) -> list[tuple[Turn, Message]]:
         if lost:
             Message.objects.filter(pk__in=lost).delete()
     return started
+
+
+def load_claimed_turns(
+    turn_ids: list[int], *, connections: Mapping[int, Any] | None = None
+) -> list[tuple[Turn, Message]]:
+    """Turns this caller created already claimed (`Sent.claimed`), with their replies.
+
+    A turn a reset or a recovery ended in the meantime is left out."""
+    turns = list(
+        Turn.objects.select_related("reply")
+        .filter(pk__in=turn_ids, status=Turn.STREAMING)
+        .order_by("id")
+    )
+    _attach_connections(turns, connections)
+    for turn in turns:
+        if turn.reply is not None and turn.connection_id is not None:
+            turn.reply.connection = turn.connection
+    return [(turn, turn.reply) for turn in turns if turn.reply is not None]
 
 
 def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:

@@ -73,7 +73,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             {"type": "message.accepted", "ref": content.get("ref"), "data": sent.message.as_dict()}
         )
         get_orchestrator().start_turns(
-            sent.turn_ids, room_id=sent.message.room_id, prefetch=sent.has_urls
+            sent.turn_ids,
+            room_id=sent.message.room_id,
+            prefetch=sent.has_urls,
+            claimed=sent.claimed,
         )
 
     async def hal_event(self, message: dict[str, Any]) -> None:

@@ -259,18 +259,50 @@ def build_system_prompt(
     return "\n\n".join(parts)
 
 
-def prepare_turns(turn_ids: list[int]) -> list[Prepared]:
-    """Claim queued turns and load their conversations in one trip (the DB thread).
+_ROOMS: dict[int, tuple[float, Room]] = {}
+_ROOMS_LOCK = threading.Lock()
+
+
+def recent_rooms(room_ids: set[int], max_age: float = 30.0) -> dict[int, Room]:
+    """Rooms with their operators, reused for `max_age` seconds: what a prompt reads of a
+    room (its kind and operator) never changes, and the operator's name may lag a rename
+    by that long. Saves a joined query on every model call."""
+    now = time.monotonic()
+    found: dict[int, Room] = {}
+    with _ROOMS_LOCK:
+        for room_id in room_ids:
+            cached = _ROOMS.get(room_id)
+            if cached is not None and now - cached[0] < max_age:
+                found[room_id] = cached[1]
+    missing = room_ids - found.keys()
+    if missing:
+        loaded = Room.objects.select_related("operator").in_bulk(missing)
+        found.update(loaded)
+        with _ROOMS_LOCK:
+            if len(_ROOMS) > 4096:
+                _ROOMS.clear()
+            _ROOMS.update((pk, (now, room)) for pk, room in loaded.items())
+    return found
+
+
+def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepared]:
+    """Claim queued turns (or load turns created claimed) and their conversations in one
+    trip (the DB thread).
 
     Turns started together share the trigger, the history and the connection list."""
-    started = actions.do_start_turns(list(turn_ids))
+    connections = integration.recent_connections()
+    by_pk = {c.pk: c for c in connections}
+    if claimed:
+        started = actions.load_claimed_turns(list(turn_ids), connections=by_pk)
+    else:
+        started = actions.do_start_turns(list(turn_ids), connections=by_pk)
     if not started:
         return []
+    rooms = recent_rooms({t.room_id for t, _ in started})
     histories: dict[tuple[int, int], list[Any]] = {}
-    connections: list[Any] | None = None
     prepared: list[Prepared] = []
     for turn, reply in started:
-        room = turn.room
+        room = turn.room = rooms[turn.room_id]
         connection = turn.connection
         key = (room.pk, turn.trigger_id)
         if key not in histories:
@@ -279,8 +311,6 @@ def prepare_turns(turn_ids: list[int]) -> list[Prepared]:
         operator_messages = [m for m in history if m.author_kind == Message.OPERATOR]
         context = operator_messages[-1].context if operator_messages else {}
         if room.kind == Room.UNIFIED:
-            if connections is None:
-                connections = integration.recent_connections()
             present = connections
         else:
             present = [connection]  # individual rooms name no one else and never relay
@@ -411,6 +441,7 @@ class Orchestrator:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.room_tasks: dict[int, set[asyncio.Task[Any]]] = {}
         self.recovered = False
+        self.claimed_running: set[int] = set()  # born-claimed turn ids being run here
         # (wall seconds, provider seconds) per model call, for bench/fanout.py, and the
         # seconds of the main non-provider phases (prepare, first_event, complete).
         self.timings: deque[tuple[float, float]] = deque(maxlen=10_000)
@@ -461,12 +492,18 @@ class Orchestrator:
             task.add_done_callback(tasks.discard)
 
     def start_turns(
-        self, turn_ids: Iterable[int], *, room_id: int | None = None, prefetch: bool = True
+        self,
+        turn_ids: Iterable[int],
+        *,
+        room_id: int | None = None,
+        prefetch: bool = True,
+        claimed: bool = False,
     ) -> None:
-        """Run queued turns; `prefetch=False` when the trigger holds no URL (saves a trip)."""
+        """Run turns: queued ones, or `claimed=True` for turns created claimed by the
+        caller (`Sent.claimed`); `prefetch=False` when the trigger holds no URL."""
         ids = list(turn_ids)
         if ids:
-            self.spawn(self.run_turns(ids, prefetch=prefetch), room_id=room_id)
+            self.spawn(self.run_turns(ids, prefetch=prefetch, claimed=claimed), room_id=room_id)
 
     def cancel_room(self, room_id: int) -> None:
         """Stop this process's running turns of a room (after a reset)."""
@@ -508,15 +545,28 @@ class Orchestrator:
         """Run one queued turn (a retry, a continuation after a decision)."""
         await self.run_turns([turn_id])
 
-    async def run_turns(self, turn_ids: list[int], *, prefetch: bool = True) -> None:
+    async def run_turns(
+        self, turn_ids: list[int], *, prefetch: bool = True, claimed: bool = False
+    ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together, run each concurrently."""
-        await self.ensure_recovered()
-        if prefetch:
-            await self._prefetch_web(turn_ids)
-        began = time.perf_counter()
-        prepared = await db(prepare_turns)(turn_ids)
-        self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
-        await asyncio.gather(*(self._run_one(item, began) for item in prepared))
+        if claimed:
+            # Born-claimed turns are known only to this process; a second start of the
+            # same ids (a caller's mistake) must not call the models twice.
+            turn_ids = [t for t in turn_ids if t not in self.claimed_running]
+            if not turn_ids:
+                return
+            self.claimed_running.update(turn_ids)
+        try:
+            await self.ensure_recovered()
+            if prefetch:
+                await self._prefetch_web(turn_ids)
+            began = time.perf_counter()
+            prepared = await db(prepare_turns)(turn_ids, claimed=claimed)
+            self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
+            await asyncio.gather(*(self._run_one(item, began) for item in prepared))
+        finally:
+            if claimed:
+                self.claimed_running.difference_update(turn_ids)
 
     async def _prefetch_web(self, turn_ids: list[int]) -> None:
         """Fetch the URLs of the operator messages behind these turns before any model runs."""
@@ -526,12 +576,14 @@ class Orchestrator:
 
     async def _run_one(self, prepared: Prepared, began: float) -> None:
         """Stream, run tools, finish or fail one turn; then relay if it mentioned someone."""
-        clock = {"provider": 0.0}
+        clock: dict[str, Any] = {"provider": 0.0, "to_provider": None}
         try:
             done = await self._run_turn(prepared, clock)
         finally:
             # Wall time of this model call and the part spent waiting for the provider.
             self.timings.append((time.perf_counter() - began, clock["provider"]))
+            if clock["to_provider"] is not None:
+                self.phases.append({"to_provider": clock["to_provider"] - began})
             if prepared.framer is not None:
                 prepared.framer.close()  # idempotent; ends the sender on any path
         if any(prepared.charge):
@@ -570,6 +622,8 @@ class Orchestrator:
                         model=prepared.connection.model,
                     )
                     iterator = aiter(stream)
+                    if clock.get("to_provider") is None:
+                        clock["to_provider"] = time.perf_counter()
                     try:
                         while True:
                             waited = time.perf_counter()

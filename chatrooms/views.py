@@ -81,23 +81,27 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
     return {"room_id": room.pk, "messages": [m.as_dict() for m in rows], "has_more": more}
 
 
-def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], bool]:
+def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated("Log in first.")
     body = json_body(request)
     sent = actions.check_send_message(
         actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
     )
-    return sent.message.as_dict(), sent.turn_ids, sent.has_urls
+    return (
+        sent.message.as_dict(),
+        sent.turn_ids,
+        {"prefetch": sent.has_urls, "claimed": sent.claimed},
+    )
 
 
 def _retry(
     request: HttpRequest, room_id: int, turn_id: int
-) -> tuple[dict[str, Any], list[int], bool]:
+) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated("Log in first.")
     turn = actions.check_retry_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)
-    return {"turn": turn.as_dict()}, [turn.pk], True
+    return {"turn": turn.as_dict()}, [turn.pk], {"prefetch": True}
 
 
 async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -> HttpResponse:
@@ -109,10 +113,10 @@ async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -
             )
         )
     try:
-        payload, turn_ids, prefetch = await sync_to_async(handler)(request, room_id, *args)
+        payload, turn_ids, start = await sync_to_async(handler)(request, room_id, *args)
     except HalError as exc:
         return error_response(exc)
-    get_orchestrator().start_turns(turn_ids, room_id=int(room_id), prefetch=prefetch)
+    get_orchestrator().start_turns(turn_ids, room_id=int(room_id), **start)
     return JsonResponse(payload, status=202)
 
 

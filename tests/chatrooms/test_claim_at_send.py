@@ -1,0 +1,78 @@
+"""A sent message's turns are born claimed with their replies; each runs exactly once."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+
+from chatrooms import actions
+from chatrooms.models import Message, Turn
+
+from .conftest import admin_actor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _send(operator, text: str) -> actions.Sent:
+    rooms = await database_sync_to_async(actions.ensure_rooms)(operator)
+    return await database_sync_to_async(actions.check_send_message)(
+        actor=admin_actor(operator), room_id=rooms[0].pk, text=text
+    )
+
+
+async def test_send_creates_claimed_turns_with_streaming_replies(models, operator):
+    sent = await _send(operator, "@alpha @beta status?")
+
+    assert sent.claimed is True
+    turns = [t async for t in Turn.objects.filter(pk__in=sent.turn_ids).order_by("id")]
+    assert [t.status for t in turns] == [Turn.STREAMING, Turn.STREAMING]
+    assert all(t.started_at is not None and t.reply_id for t in turns)
+    replies = {
+        m.pk: m async for m in Message.objects.filter(pk__in=[t.reply_id for t in turns])
+    }
+    assert {m.author for m in replies.values()} == {"alpha", "beta"}
+    assert all(
+        m.status == Message.STREAMING and m.reply_to_id == sent.message.pk
+        for m in replies.values()
+    )
+    # Nothing has called a model yet: sending stores, the orchestrator calls.
+    assert models[0].requests == [] and models[1].requests == []
+
+
+async def test_claimed_turns_run_once_even_if_started_twice(models, operator, orchestrator):
+    sent = await _send(operator, "@alpha status?")
+
+    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    await orchestrator.wait_idle()
+
+    assert len(models[0].requests) == 1
+    turn = await Turn.objects.select_related("reply").aget(pk=sent.turn_ids[0])
+    assert turn.status == Turn.COMPLETE
+    assert turn.reply.status == Message.COMPLETE and turn.reply.text
+
+
+async def test_a_reset_before_the_run_means_no_call(models, operator, orchestrator):
+    sent = await _send(operator, "@alpha status?")
+    await database_sync_to_async(actions.check_reset_room)(
+        actor=admin_actor(operator), room_id=sent.message.room_id
+    )
+
+    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    await orchestrator.wait_idle()
+
+    assert models[0].requests == []
+    assert not await Turn.objects.filter(pk__in=sent.turn_ids).aexists()
+
+
+async def test_claimed_turns_are_not_claimed_again_as_queued(models, operator, orchestrator):
+    """Without `claimed=True` the orchestrator only takes queued turns: a born-claimed
+    turn is never run by a second path (a retry, a recovery)."""
+    sent = await _send(operator, "@alpha status?")
+
+    orchestrator.start_turns(sent.turn_ids, prefetch=False)
+    await orchestrator.wait_idle()
+
+    assert models[0].requests == []
+    turn = await Turn.objects.aget(pk=sent.turn_ids[0])
+    assert turn.status == Turn.STREAMING
