@@ -9,8 +9,11 @@ from typing import Any
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.errors import HalError, InvalidInput, NotAuthenticated
+from hal.i18n import localize
 
 MAX_BODY_BYTES = 1_000_000
 
@@ -25,13 +28,13 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     if not request.body:
         return {}
     if len(request.body) > MAX_BODY_BYTES:
-        raise InvalidInput("Request body too large.", code="body_too_large", http_status=413)
+        raise InvalidInput(_("Request body too large."), code="body_too_large", http_status=413)
     try:
         data = json.loads(request.body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("Request body is not valid JSON.", code="invalid_json") from exc
+        raise InvalidInput(_("Request body is not valid JSON."), code="invalid_json") from exc
     if not isinstance(data, dict):
-        raise InvalidInput("Request body must be a JSON object.", code="invalid_json")
+        raise InvalidInput(_("Request body must be a JSON object."), code="invalid_json")
     return data
 
 
@@ -45,7 +48,7 @@ def api(
         def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 if login and not request.user.is_authenticated:
-                    raise NotAuthenticated("Log in first.")
+                    raise NotAuthenticated(_("Log in first."))
                 result = fn(request, *args, **kwargs)
             except HalError as exc:
                 return error_response(exc)
@@ -54,7 +57,8 @@ def api(
             status = 200
             if isinstance(result, tuple):
                 result, status = result
-            return JsonResponse(result, status=status, safe=False)
+            # Stored translatable text (`x_i18n`) in the reader's language.
+            return JsonResponse(localize(result), status=status, safe=False)
 
         return view
 
@@ -69,7 +73,7 @@ def dispatch(**handlers: Callable[..., Any]) -> Callable[..., HttpResponse]:
         handler = handlers.get(request.method or "")
         if handler is None:
             raise HalError(
-                f"{request.method} is not allowed here.",
+                format_lazy(_("{method} is not allowed here."), method=request.method),
                 code="method_not_allowed",
                 http_status=405,
             )

@@ -1,8 +1,15 @@
-"""The HalError family: every refusal has a stable code and an HTTP status."""
+"""The HalError family: every refusal has a stable code and an HTTP status.
+
+Messages are lazy translations (`gettext_lazy`, `format_lazy`): `.message` and `str(exc)`
+are English (audit rows, logs, what a model reads); `as_dict()` and `localized_message`
+render the active language (what an operator reads in the console).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.utils import translation
 
 
 class HalError(Exception):
@@ -13,23 +20,34 @@ class HalError(Exception):
 
     def __init__(
         self,
-        message: str,
+        message: Any,
         *,
         code: str | None = None,
         http_status: int | None = None,
         details: Any = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        # Render English once, now: nothing downstream (audit JSON, events, tool results)
+        # ever holds a lazy proxy.
+        with translation.override("en"):
+            english = str(message)
+        super().__init__(english)
+        self.message = english
+        self.translatable = message
         if code:
             self.code = code
         if http_status:
             self.http_status = http_status
         self.details = details
 
+    @property
+    def localized_message(self) -> str:
+        """The message in the active language (the operator's, in a request or socket)."""
+        return str(self.translatable)
+
     def as_dict(self) -> dict[str, Any]:
-        """Return the API error body: {"error": {"code", "message"[, "details"]}}."""
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        """Return the API error body: {"error": {"code", "message"[, "details"]}}, the
+        message in the active language."""
+        body: dict[str, Any] = {"code": self.code, "message": self.localized_message}
         if self.details is not None:
             body["details"] = self.details
         return {"error": body}

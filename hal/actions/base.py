@@ -11,8 +11,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.errors import HalError, NotAuthenticated, PermissionDenied, ReauthRequired
+from hal.i18n import english
 from hal.models import AuditEntry
 
 log = logging.getLogger("hal.actions")
@@ -117,7 +120,7 @@ def require_recent(actor: Actor) -> None:
         return
     age = reauth_age(actor)
     if age is None or age < 0 or age > settings.HAL_REAUTH_SECONDS:
-        raise ReauthRequired("Re-enter your password to continue (re-authentication expired).")
+        raise ReauthRequired(_("Re-enter your password to continue (re-authentication expired)."))
 
 
 def require_perm(actor: Actor, perm: str) -> None:
@@ -126,12 +129,14 @@ def require_perm(actor: Actor, perm: str) -> None:
         return
     user = actor.user
     if user is None or not user.is_authenticated:
-        raise NotAuthenticated("Log in first.")
+        raise NotAuthenticated(_("Log in first."))
     if not user.is_active:
-        raise PermissionDenied("This account is disabled.")
+        raise PermissionDenied(_("This account is disabled."))
     codename = PERMISSIONS[perm]
     if codename and not user.has_perm(codename):
-        raise PermissionDenied(f"You do not have the '{perm}' permission.")
+        raise PermissionDenied(
+            format_lazy(_("You do not have the '{perm}' permission."), perm=perm)
+        )
 
 
 def record_audit(
@@ -146,7 +151,7 @@ def record_audit(
     after: Any = None,
     result: str = AuditEntry.RESULT_OK,
     error_code: str = "",
-    message: str = "",
+    message: Any = "",
 ) -> AuditEntry:
     """Write one audit row (call inside the action's transaction)."""
     if target is not None:
@@ -166,7 +171,7 @@ def record_audit(
         after=after,
         result=result,
         error_code=error_code[:64],
-        message=message[:500],
+        message=english(message)[:500],  # the audit log is English, whoever reads it
         request_id=actor.request_id[:64],
         ip=actor.ip or None,
     )
