@@ -16,10 +16,14 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
 from chatrooms import integration
 from chatrooms.addressing import parse_addressees
 from chatrooms.models import Message, Room, Turn
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import publish
@@ -89,13 +93,13 @@ def get_room(actor: Actor, room_id: Any, *, lock: bool = False) -> Room:
     try:
         pk = int(room_id)
     except (TypeError, ValueError):
-        raise NotFound("No such room.", code="room_not_found") from None
+        raise NotFound(_("No such room."), code="room_not_found") from None
     queryset = Room.objects.select_related("connection")
     if lock:
         queryset = queryset.select_for_update(of=("self",))
     room = queryset.filter(pk=pk, operator=actor.user).first()
     if room is None:
-        raise NotFound("No such room.", code="room_not_found")
+        raise NotFound(_("No such room."), code="room_not_found")
     return room
 
 
@@ -129,18 +133,19 @@ def check_rename_room(*, actor: Actor, room_id: Any, title: Any) -> Room:
     """Rename an individual room's tab; the unified room is pinned."""
     require_perm(actor, "view")
     if not isinstance(title, str):
-        raise InvalidInput("title must be a string.", code="invalid_title")
+        raise InvalidInput(_("title must be a string."), code="invalid_title")
     title = " ".join(title.split())
     if not title:
-        raise InvalidInput("The title cannot be empty.", code="invalid_title")
+        raise InvalidInput(_("The title cannot be empty."), code="invalid_title")
     if len(title) > Room.TITLE_MAX:
         raise InvalidInput(
-            f"The title is longer than {Room.TITLE_MAX} characters.", code="invalid_title"
+            format_lazy(_("The title is longer than {limit} characters."), limit=Room.TITLE_MAX),
+            code="invalid_title",
         )
     with transaction.atomic():
         room = get_room(actor, room_id, lock=True)
         if room.kind == Room.UNIFIED:
-            raise InvalidInput("The unified room cannot be renamed.", code="room_pinned")
+            raise InvalidInput(_("The unified room cannot be renamed."), code="room_pinned")
         return do_rename_room(actor, room, title)
 
 
@@ -207,37 +212,46 @@ def clean_context(raw: Any) -> dict[str, Any]:
     if raw in (None, ""):
         return {}
     if not isinstance(raw, dict):
-        raise InvalidInput("context must be an object.", code="invalid_context")
+        raise InvalidInput(_("context must be an object."), code="invalid_context")
     out: dict[str, Any] = {}
     for key, limit in CONTEXT_KEYS.items():
         value = raw.get(key)
         if value is None:
             continue
         if not isinstance(value, str):
-            raise InvalidInput(f"context.{key} must be a string.", code="invalid_context")
+            raise InvalidInput(
+                format_lazy(_("context.{key} must be a string."), key=key), code="invalid_context"
+            )
         out[key] = value[:limit]
     selection = raw.get("selection")
     if selection is not None:
         encoded = json.dumps(selection, ensure_ascii=False, default=str)
         if len(encoded) > CONTEXT_SELECTION_MAX:
-            raise InvalidInput("context.selection is too large.", code="invalid_context")
+            raise InvalidInput(_("context.selection is too large."), code="invalid_context")
         out["selection"] = json.loads(encoded)
     return out
 
 
 def _clean_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("The message is empty.", code="invalid_text")
+        raise InvalidInput(_("The message is empty."), code="invalid_text")
     if len(text) > max_message_chars():
         raise InvalidInput(
-            f"The message is longer than {max_message_chars()} characters.", code="invalid_text"
+            format_lazy(
+                _("The message is longer than {limit} characters."), limit=max_message_chars()
+            ),
+            code="invalid_text",
         )
     return text.strip()
 
 
 def _inactive(connection: Any) -> Conflict:
     return Conflict(
-        f"@{connection.name} is not active ({connection.status}); enable it on /ops/ai first.",
+        format_lazy(
+            _("@{name} is not active ({status}); enable it on /ops/ai first."),
+            name=connection.name,
+            status=connection.status,
+        ),
         code="connection_inactive",
         details={"connection_id": connection.pk, "status": connection.status},
     )
@@ -263,7 +277,7 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
         if addressing.unknown:
             names = ", ".join("@" + name for name in addressing.unknown)
             raise InvalidInput(
-                f"No model is called {names}.",
+                format_lazy(_("No model is called {names}."), names=names),
                 code="unknown_addressee",
                 details={"names": addressing.unknown},
             )
@@ -272,7 +286,7 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
         targets = [connections[p.connection_id] for p in addressing.participants]
         if not targets:
             raise Conflict(
-                "No model is active; connect or enable one on /ops/ai.", code="no_active_models"
+                _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"
             )
     with transaction.atomic():
         return do_send_message(actor, room, text, context, targets)
@@ -341,19 +355,22 @@ def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
         try:
             turn = Turn.objects.select_for_update().get(pk=int(turn_id), room=room)
         except (Turn.DoesNotExist, TypeError, ValueError):
-            raise NotFound("No such turn.", code="turn_not_found") from None
+            raise NotFound(_("No such turn."), code="turn_not_found") from None
         if turn.status not in Turn.RETRYABLE:
             raise Conflict(
-                f"The turn is {turn.status}; only failed or interrupted turns can be retried.",
+                format_lazy(
+                    _("The turn is {status}; only failed or interrupted turns can be retried."),
+                    status=turn.status,
+                ),
                 code="turn_not_retryable",
             )
         connection = turn.connection
         if connection is None:
-            raise NotFound("The connection no longer exists.", code="connection_not_found")
+            raise NotFound(_("The connection no longer exists."), code="connection_not_found")
         if connection.status != integration.ACTIVE:
             raise _inactive(connection)
         if Turn.objects.filter(retry_of=turn).exists():
-            raise Conflict("This turn was already retried.", code="turn_not_retryable")
+            raise Conflict(_("This turn was already retried."), code="turn_not_retryable")
         return do_retry_turn(actor, turn)
 
 
@@ -576,24 +593,89 @@ def do_record_decision(
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
+# Failure reasons stored on failed replies, in English; Message.as_dict() offers them
+# as msgids, so they must be in the catalogue. (The orchestrator's ERROR_REASONS are
+# listed here because makemessages must see them marked; tests/chatrooms/test_i18n_notices
+# checks that every one of them is translated.)
+FAILURE_REASONS = (
+    gettext_noop("HAL stopped while this reply was being written."),
+    gettext_noop("HAL could not finish this reply."),
+    gettext_noop("The provider refused the credential (re-authorize the connection on /ops/ai)."),
+    gettext_noop("The provider is rate-limiting this connection; try again shortly."),
+    gettext_noop("The provider did not answer in time."),
+    gettext_noop("The provider sent a malformed response."),
+    gettext_noop("The provider refused the request."),
+    gettext_noop("The provider is unavailable right now."),
+)
+
+
+def notice_interrupted(name: str) -> dict[str, Any]:
+    """The notice for a reply cut short by a restart (hal.i18n.text)."""
+    return i18n.text(
+        gettext_noop(
+            "The reply of @{name} was interrupted because HAL restarted. Retry to ask again."
+        ),
+        name=name,
+    )
+
+
+def notice_relay_stopped(speaker: str, names: str) -> dict[str, Any]:
+    """The second-hop relay notice: models answer each other once automatically."""
+    return i18n.text(
+        gettext_noop(
+            "@{speaker} mentioned {names} in a relayed reply. Models answer each other only "
+            "once automatically — send a message to continue."
+        ),
+        speaker=speaker,
+        names=names,
+    )
+
+
+def notice_inactive_mentioned(speaker: str, names: str) -> dict[str, Any]:
+    """A model mentioned connections that are not active."""
+    return i18n.text(
+        gettext_noop("@{speaker} mentioned {names}, which is not active and will not answer."),
+        speaker=speaker,
+        names=names,
+    )
+
+
+def notice_tool_round_limit(name: str, limit: int) -> dict[str, Any]:
+    """A reply stopped at the per-reply tool round limit."""
+    return i18n.text(
+        gettext_noop(
+            "@{name} reached the limit of {limit} tool rounds in one reply; send a message "
+            "to continue."
+        ),
+        name=name,
+        limit=limit,
+    )
+
+
 def do_post_notice(
     room_id: int,
-    text: str,
+    text: Any,
     *,
     relay_depth: int = 0,
     reply_to_id: int | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Message:
-    """A visible HAL notice in the room (relay stopped, interrupted reply, ...)."""
+    """A visible HAL notice in the room (relay stopped, interrupted reply, ...).
+
+    `text` is a hal.i18n.text() (shown in each operator's language; the stored `text`
+    column keeps its English rendering for models) or a plain English string."""
+    meta = dict(meta or {})
+    if i18n.is_text(text):
+        meta["text_i18n"] = text
     return Message.objects.create(
         room_id=room_id,
         author_kind=Message.HAL,
         author="HAL",
-        text=text,
+        text=i18n.english(text),
         status=Message.COMPLETE,
         relay_depth=relay_depth,
         reply_to_id=reply_to_id,
-        meta=meta or {},
+        meta=meta,
     )
 
 
@@ -637,8 +719,7 @@ def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Messag
             notices.append(
                 do_post_notice(
                     turn.room_id,
-                    f"The reply of @{name} was interrupted because HAL restarted. "
-                    "Retry to ask again.",
+                    notice_interrupted(name),
                     reply_to_id=turn.trigger_id,
                     meta={"retry_turn": turn.pk, "interrupted_turn": turn.pk},
                 )

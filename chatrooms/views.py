@@ -6,6 +6,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from chatrooms import actions
 from chatrooms.models import Message
@@ -13,6 +15,7 @@ from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, require_perm
 from hal.api import dispatch, error_response, json_body
 from hal.errors import HalError, InvalidInput, NotAuthenticated
+from hal.i18n import localize
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
@@ -51,9 +54,13 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise InvalidInput(f"{name} must be a message id.", code="invalid_cursor") from None
+        raise InvalidInput(
+            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
+        ) from None
     if value < 0:
-        raise InvalidInput(f"{name} must be a message id.", code="invalid_cursor")
+        raise InvalidInput(
+            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
+        )
     return value
 
 
@@ -83,7 +90,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
 
 def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
     if not request.user.is_authenticated:
-        raise NotAuthenticated("Log in first.")
+        raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
     sent = actions.check_send_message(
         actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
@@ -99,7 +106,7 @@ def _retry(
     request: HttpRequest, room_id: int, turn_id: int
 ) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
     if not request.user.is_authenticated:
-        raise NotAuthenticated("Log in first.")
+        raise NotAuthenticated(_("Log in first."))
     turn = actions.check_retry_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)
     return {"turn": turn.as_dict()}, [turn.pk], {"prefetch": True}
 
@@ -109,7 +116,9 @@ async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -
     if request.method != "POST":
         return error_response(
             HalError(
-                f"{request.method} is not allowed here.", code="method_not_allowed", http_status=405
+                format_lazy(_("{method} is not allowed here."), method=request.method),
+                code="method_not_allowed",
+                http_status=405,
             )
         )
     try:
@@ -117,7 +126,7 @@ async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -
     except HalError as exc:
         return error_response(exc)
     get_orchestrator().start_turns(turn_ids, room_id=int(room_id), **start)
-    return JsonResponse(payload, status=202)
+    return JsonResponse(localize(payload), status=202)
 
 
 async def room_messages(request: HttpRequest, room_id: int) -> HttpResponse:

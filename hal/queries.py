@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, require_perm
 from hal.errors import InvalidInput
@@ -18,7 +20,10 @@ AUDIT_FILTERS = ("actor", "action", "target_type", "target_id", "since", "until"
 def _when(value: str, name: str) -> datetime:
     parsed = parse_datetime(value)
     if parsed is None:
-        raise InvalidInput(f"{name} must be an ISO 8601 date-time.", code="invalid_filter")
+        raise InvalidInput(
+            format_lazy(_("{name} must be an ISO 8601 date-time."), name=name),
+            code="invalid_filter",
+        )
     return parsed
 
 
@@ -48,5 +53,5 @@ def list_audit(actor: Actor, filters: dict[str, Any], *, limit: int = 100) -> Qu
         try:
             qs = qs.filter(id__lt=int(value))
         except ValueError:
-            raise InvalidInput("before_id must be a number.", code="invalid_filter") from None
+            raise InvalidInput(_("before_id must be a number."), code="invalid_filter") from None
     return qs.order_by("-id")[: max(1, min(limit, 500))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, require_perm
 from hal.actions.jobs import resolve_job
@@ -29,7 +30,7 @@ def _limit(value: Any, default: int, maximum: int) -> int:
     try:
         return max(1, min(int(value), maximum))
     except (TypeError, ValueError):
-        raise InvalidInput("limit must be a number.", code="invalid_filter") from None
+        raise InvalidInput(_("limit must be a number."), code="invalid_filter") from None
 
 
 def list_servers(actor: Actor, filters: dict[str, Any] | None = None) -> list[Server]:
@@ -132,7 +133,7 @@ def list_jobs(actor: Actor, filters: dict[str, Any] | None = None) -> QuerySet:
         try:
             qs = qs.filter(pk__lt=int(before))
         except ValueError:
-            raise InvalidInput("before_id must be a number.", code="invalid_filter") from None
+            raise InvalidInput(_("before_id must be a number."), code="invalid_filter") from None
     return qs.order_by("-id")[: _limit(filters.get("limit"), 100, 500)]
 
 
@@ -149,7 +150,7 @@ def job_log(actor: Actor, ref: Any, *, after: Any = None, limit: Any = None) -> 
         try:
             qs = qs.filter(seq__gt=int(after))
         except (TypeError, ValueError):
-            raise InvalidInput("after must be a number.", code="invalid_filter") from None
+            raise InvalidInput(_("after must be a number."), code="invalid_filter") from None
     return list(qs.order_by("seq")[: _limit(limit, 1000, 5000)])
 
 

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import FieldError
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, require_perm
 from hal.errors import InvalidInput, NotFound
@@ -32,7 +33,7 @@ def list_incidents(actor: Actor, *, status: str = "", limit: int = 200) -> list[
     qs = Incident.objects.all()
     if status:
         if status not in (Incident.OPEN, Incident.CLOSED):
-            raise InvalidInput("status must be open or closed.", code="invalid_filter")
+            raise InvalidInput(_("status must be open or closed."), code="invalid_filter")
         qs = qs.filter(status=status)
     return list(qs.order_by("-id")[: max(1, min(limit, 500))])
 
@@ -43,7 +44,7 @@ def get_incident(actor: Actor, incident_id: Any) -> Incident:
     try:
         return Incident.objects.get(pk=int(incident_id))
     except (TypeError, ValueError, Incident.DoesNotExist):
-        raise NotFound("No such incident.", code="incident_not_found") from None
+        raise NotFound(_("No such incident."), code="incident_not_found") from None
 
 
 # --- settings ---------------------------------------------------------------------------
@@ -219,13 +220,13 @@ def metric_series(
     require_perm(actor, "view")
     server_model, metric_model = _model("hal.Server"), _model("hal.ServerMetric")
     if server_model is None or metric_model is None:
-        raise NotFound("Metrics are not available.", code="metrics_unavailable")
+        raise NotFound(_("Metrics are not available."), code="metrics_unavailable")
     try:
         server = server_model.objects.get(pk=int(server_id))
     except (TypeError, ValueError, server_model.DoesNotExist):
-        raise NotFound("No such server.", code="server_not_found") from None
+        raise NotFound(_("No such server."), code="server_not_found") from None
     if not 0 < hours <= 24 * 31:
-        raise InvalidInput("hours must be between 0 and 744.", code="invalid_filter")
+        raise InvalidInput(_("hours must be between 0 and 744."), code="invalid_filter")
     since = timezone.now() - timedelta(hours=hours)
     rows = list(metric_model.objects.filter(server=server, ts__gte=since).order_by("-ts")[:limit])
     rows.reverse()

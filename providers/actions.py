@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
@@ -90,7 +92,9 @@ def resolve_connection(ref: Any) -> AIConnection:
     if conn is None and isinstance(ref, str) and ref:
         conn = AIConnection.objects.filter(name__iexact=ref.lstrip("@")).first()
     if conn is None:
-        raise NotFound(f"No AI connection {ref!r}.", code="connection_not_found")
+        raise NotFound(
+            format_lazy(_("No AI connection {ref!r}."), ref=ref), code="connection_not_found"
+        )
     return conn
 
 
@@ -98,7 +102,7 @@ def clean_name(value: Any) -> str:
     """Validate an `@name`: 1–40 letters (any script), digits, `_` or `-`."""
     if not isinstance(value, str) or not NAME_RE.fullmatch(value.strip()):
         raise InvalidInput(
-            "name must be 1–40 letters, digits, '-' or '_' (no spaces).", code="invalid_name"
+            _("name must be 1–40 letters, digits, '-' or '_' (no spaces)."), code="invalid_name"
         )
     return value.strip()
 
@@ -116,13 +120,17 @@ def clean_url(value: Any, *, code: str, label: str, secure: bool = False) -> str
     `secure`: https only, plain http for loopback hosts (OAuth codes and tokens).
     """
     if not isinstance(value, str):
-        raise InvalidInput(f"{label} must be an http(s) URL.", code=code)
+        raise InvalidInput(
+            format_lazy(_("{label} must be an http(s) URL."), label=label), code=code
+        )
     url = value.strip()
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError on a malformed port
     except ValueError:
-        raise InvalidInput(f"{label} is not a valid URL.", code=code) from None
+        raise InvalidInput(
+            format_lazy(_("{label} is not a valid URL."), label=label), code=code
+        ) from None
     del port
     if (
         len(url) > URL_MAX
@@ -133,16 +141,20 @@ def clean_url(value: Any, *, code: str, label: str, secure: bool = False) -> str
         or parts.fragment
         or any(ch.isspace() for ch in url)
     ):
-        raise InvalidInput(f"{label} must be an absolute http(s) URL.", code=code)
+        raise InvalidInput(
+            format_lazy(_("{label} must be an absolute http(s) URL."), label=label), code=code
+        )
     if secure and parts.scheme != "https" and not _loopback(parts.hostname):
-        raise InvalidInput(f"{label} must be an https URL.", code=code)
+        raise InvalidInput(format_lazy(_("{label} must be an https URL."), label=label), code=code)
     return url
 
 
 def _base_url(value: Any, provider: str) -> str:
     if provider == AIConnection.LOCAL_CLI:
         if value not in (None, ""):
-            raise InvalidInput("A local CLI connection has no base URL.", code="invalid_base_url")
+            raise InvalidInput(
+                _("A local CLI connection has no base URL."), code="invalid_base_url"
+            )
         return ""
     if value in (None, ""):
         return AIConnection.DEFAULT_BASE_URLS[provider]
@@ -153,23 +165,26 @@ def _text(value: Any, name: str, limit: int) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be text.", code="invalid_input")
+        raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code="invalid_input")
     value = value.strip()
     if len(value) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters.", code="invalid_input")
+        raise InvalidInput(
+            format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
+            code="invalid_input",
+        )
     return value
 
 
 def _position(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
-        raise InvalidInput("position must be a whole number ≥ 0.", code="invalid_input")
+        raise InvalidInput(_("position must be a whole number ≥ 0."), code="invalid_input")
     return value
 
 
 def _provider(value: Any) -> str:
     if value not in dict(AIConnection.PROVIDER_CHOICES):
         raise InvalidInput(
-            "provider must be anthropic, openai_compat or local_cli.", code="unknown_provider"
+            _("provider must be anthropic, openai_compat or local_cli."), code="unknown_provider"
         )
     return value
 
@@ -179,12 +194,17 @@ def _auth_method(value: Any, provider: str) -> str:
         return AIConnection.LOGIN
     if value not in dict(AIConnection.AUTH_CHOICES):
         raise InvalidInput(
-            "auth_method must be api_key, oauth or login.", code="unknown_auth_method"
+            _("auth_method must be api_key, oauth or login."), code="unknown_auth_method"
         )
     if value not in AIConnection.AUTH_FOR_PROVIDER[provider]:
         allowed = ", ".join(AIConnection.AUTH_FOR_PROVIDER[provider])
         raise InvalidInput(
-            f"A {provider} connection authenticates with {allowed}.", code="invalid_auth_method"
+            format_lazy(
+                _("A {provider} connection authenticates with {allowed}."),
+                provider=provider,
+                allowed=allowed,
+            ),
+            code="invalid_auth_method",
         )
     return value
 
@@ -194,11 +214,14 @@ def _secret_value(value: Any, what: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be text.", code="invalid_secret")
+        raise InvalidInput(format_lazy(_("{what} must be text."), what=what), code="invalid_secret")
     if not value.strip():
-        raise InvalidInput(f"{what} is empty.", code="empty_secret")
+        raise InvalidInput(format_lazy(_("{what} is empty."), what=what), code="empty_secret")
     if value != value.strip() or len(value.encode("utf-8")) > vault.MAX_PLAINTEXT_BYTES:
-        raise InvalidInput(f"{what} has surrounding spaces or is too long.", code="invalid_secret")
+        raise InvalidInput(
+            format_lazy(_("{what} has surrounding spaces or is too long."), what=what),
+            code="invalid_secret",
+        )
     return value
 
 
@@ -210,22 +233,25 @@ def _scopes(value: Any) -> str:
     elif isinstance(value, list) and all(isinstance(s, str) for s in value):
         items = [s.strip() for s in value if s.strip()]
     else:
-        raise InvalidInput("scopes must be a list of strings.", code="invalid_oauth_config")
+        raise InvalidInput(_("scopes must be a list of strings."), code="invalid_oauth_config")
     if any(not s.isprintable() or " " in s or '"' in s or "\\" in s for s in items):
-        raise InvalidInput("scopes hold invalid characters.", code="invalid_oauth_config")
+        raise InvalidInput(_("scopes hold invalid characters."), code="invalid_oauth_config")
     joined = " ".join(dict.fromkeys(items))
     if len(joined) > SCOPES_MAX:
-        raise InvalidInput("scopes are too long.", code="invalid_oauth_config")
+        raise InvalidInput(_("scopes are too long."), code="invalid_oauth_config")
     return joined
 
 
 def _oauth_changes(value: Any) -> tuple[dict[str, str], str | None]:
     """Validated OAuth config columns from an `oauth` object, plus the client secret if any."""
     if not isinstance(value, dict):
-        raise InvalidInput("oauth must be an object.", code="invalid_oauth_config")
+        raise InvalidInput(_("oauth must be an object."), code="invalid_oauth_config")
     unknown = set(value) - OAUTH_FIELDS
     if unknown:
-        raise InvalidInput(f"Unknown oauth field(s): {sorted(unknown)}.", code="unknown_field")
+        raise InvalidInput(
+            format_lazy(_("Unknown oauth field(s): {unknown}."), unknown=sorted(unknown)),
+            code="unknown_field",
+        )
     changes: dict[str, str] = {}
     for key, column in (("authorize_url", "oauth_authorize_url"), ("token_url", "oauth_token_url")):
         if key in value:
@@ -238,7 +264,9 @@ def _oauth_changes(value: Any) -> tuple[dict[str, str], str | None]:
     if "client_id" in value:
         client_id = _text(value["client_id"], "client_id", CLIENT_ID_MAX)
         if any(not ch.isprintable() for ch in client_id):
-            raise InvalidInput("client_id holds invalid characters.", code="invalid_oauth_config")
+            raise InvalidInput(
+                _("client_id holds invalid characters."), code="invalid_oauth_config"
+            )
         changes["oauth_client_id"] = client_id
     if "scopes" in value:
         changes["oauth_scopes"] = _scopes(value["scopes"])
@@ -249,8 +277,13 @@ def _check_model_choice(conn: AIConnection, model: Any) -> str:
     model = _text(model, "model", 200)
     if model and model not in (conn.models or []):
         raise InvalidInput(
-            f"{model!r} is not in this connection's verified model list; verify it and choose "
-            "one of the listed models.",
+            format_lazy(
+                _(
+                    "{model!r} is not in this connection's verified model list; verify it "
+                    "and choose one of the listed models."
+                ),
+                model=model,
+            ),
             code="model_unavailable",
         )
     return model
@@ -261,7 +294,10 @@ def _check_unique_name(name: str, exclude: int | None = None) -> None:
     if exclude is not None:
         qs = qs.exclude(pk=exclude)
     if qs.exists():
-        raise InvalidInput(f"A connection named @{name} already exists.", code="duplicate_name")
+        raise InvalidInput(
+            format_lazy(_("A connection named @{name} already exists."), name=name),
+            code="duplicate_name",
+        )
 
 
 def _snapshot(conn: AIConnection) -> dict[str, Any]:
@@ -285,7 +321,7 @@ def _snapshot(conn: AIConnection) -> dict[str, Any]:
 def _locked(conn: AIConnection) -> AIConnection:
     found = AIConnection.objects.select_for_update().filter(pk=conn.pk).first()
     if found is None:
-        raise NotFound("This AI connection no longer exists.", code="connection_not_found")
+        raise NotFound(_("This AI connection no longer exists."), code="connection_not_found")
     return found
 
 
@@ -330,10 +366,13 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
     """Create a connection from raw input (API, form, admin); optional api_key, client secret."""
     require_perm(actor, "administer")
     if not isinstance(data, dict):
-        raise InvalidInput("Send a JSON object.", code="invalid_json")
+        raise InvalidInput(_("Send a JSON object."), code="invalid_json")
     unknown = set(data) - CREATE_FIELDS
     if unknown:
-        raise InvalidInput(f"Unknown field(s): {sorted(unknown)}.", code="unknown_field")
+        raise InvalidInput(
+            format_lazy(_("Unknown field(s): {unknown}."), unknown=sorted(unknown)),
+            code="unknown_field",
+        )
     name = clean_name(data.get("name"))
     provider = _provider(data.get("provider"))
     auth_method = _auth_method(data.get("auth_method"), provider)
@@ -356,12 +395,12 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
         oauth, client_secret = _oauth_changes(data["oauth"])
         if auth_method != AIConnection.OAUTH and (any(oauth.values()) or client_secret):
             raise InvalidInput(
-                "OAuth settings apply to oauth connections only.", code="invalid_oauth_config"
+                _("OAuth settings apply to oauth connections only."), code="invalid_oauth_config"
             )
         fields.update(oauth)
     api_key = _secret_value(data.get("api_key"), "api_key")
     if api_key is not None and auth_method != AIConnection.API_KEY:
-        raise InvalidInput("Only api_key connections take an API key.", code="wrong_auth_method")
+        raise InvalidInput(_("Only api_key connections take an API key."), code="wrong_auth_method")
     if api_key is not None or client_secret is not None:
         require_recent(actor)
     _check_unique_name(name)
@@ -394,7 +433,8 @@ def do_create_connection(
             _changed(conn, created=True)
     except IntegrityError:
         raise InvalidInput(
-            f"A connection named @{fields['name']} already exists.", code="duplicate_name"
+            format_lazy(_("A connection named @{name} already exists."), name=fields["name"]),
+            code="duplicate_name",
         ) from None
     return conn
 
@@ -405,18 +445,26 @@ def check_update_connection(*, actor: Actor, connection: Any, data: dict[str, An
     """PATCH a connection: identity, base URL, model choice, position, OAuth config, status."""
     require_perm(actor, "administer")
     if not isinstance(data, dict):
-        raise InvalidInput("Send a JSON object.", code="invalid_json")
+        raise InvalidInput(_("Send a JSON object."), code="invalid_json")
     conn = resolve_connection(connection)
     immutable = set(data) & IMMUTABLE_FIELDS
     if immutable:
         raise InvalidInput(
-            f"{sorted(immutable)} cannot be changed; create a new connection "
-            "(or use PUT …/secret for the key).",
+            format_lazy(
+                _(
+                    "{immutable} cannot be changed; create a new connection "
+                    "(or use PUT …/secret for the key)."
+                ),
+                immutable=sorted(immutable),
+            ),
             code="immutable_field",
         )
     unknown = set(data) - UPDATE_FIELDS
     if unknown:
-        raise InvalidInput(f"Unknown field(s): {sorted(unknown)}.", code="unknown_field")
+        raise InvalidInput(
+            format_lazy(_("Unknown field(s): {unknown}."), unknown=sorted(unknown)),
+            code="unknown_field",
+        )
     changes: dict[str, Any] = {}
     if "name" in data:
         changes["name"] = clean_name(data["name"])
@@ -437,12 +485,14 @@ def check_update_connection(*, actor: Actor, connection: Any, data: dict[str, An
         oauth, client_secret = _oauth_changes(data["oauth"])
         if conn.auth_method != AIConnection.OAUTH and (any(oauth.values()) or client_secret):
             raise InvalidInput(
-                "OAuth settings apply to oauth connections only.", code="invalid_oauth_config"
+                _("OAuth settings apply to oauth connections only."), code="invalid_oauth_config"
             )
         changes.update(oauth)
     status = data.get("status")
     if "status" in data and status not in (AIConnection.ACTIVE, AIConnection.DISABLED):
-        raise InvalidInput("status can be set to active or disabled only.", code="invalid_status")
+        raise InvalidInput(
+            _("status can be set to active or disabled only."), code="invalid_status"
+        )
     # Pointing a connection that holds credentials at another endpoint would send them
     # there: that is as sensitive as registering a key.
     endpoint_moves = any(
@@ -488,7 +538,7 @@ def do_update_connection(
             _changed(conn)
     except IntegrityError:
         raise InvalidInput(
-            "A connection with that name already exists.", code="duplicate_name"
+            _("A connection with that name already exists."), code="duplicate_name"
         ) from None
     return conn
 
@@ -499,7 +549,7 @@ def check_set_connection_enabled(*, actor: Actor, connection: Any, enabled: bool
     require_perm(actor, "operate")
     conn = resolve_connection(connection)
     if not isinstance(enabled, bool):
-        raise InvalidInput("enabled must be true or false.", code="invalid_input")
+        raise InvalidInput(_("enabled must be true or false."), code="invalid_input")
     with transaction.atomic():
         conn = _locked(conn)
         before = _snapshot(conn)
@@ -559,10 +609,10 @@ def check_set_connection_secret(*, actor: Actor, connection: Any, api_key: Any) 
     require_recent(actor)
     secret = _secret_value(api_key, "api_key")
     if secret is None:
-        raise InvalidInput("The API key is empty.", code="empty_secret")
+        raise InvalidInput(_("The API key is empty."), code="empty_secret")
     if conn.auth_method != AIConnection.API_KEY:
         raise Conflict(
-            "This connection does not authenticate with an API key.", code="wrong_auth_method"
+            _("This connection does not authenticate with an API key."), code="wrong_auth_method"
         )
     return do_set_connection_secret(actor, conn, secret)
 
@@ -719,7 +769,9 @@ def do_record_verification(
             if conn.status != AIConnection.DISABLED:
                 conn.status = _failure_status(conn, kind)
             error = HalError(
-                f"Verification failed ({kind}): {message}",
+                format_lazy(
+                    _("Verification failed ({kind}): {message}"), kind=kind, message=message
+                ),
                 code=f"provider_{kind}",
                 http_status=502,
             )
@@ -762,13 +814,15 @@ def check_oauth_start(*, actor: Actor, connection: Any, redirect_uri: str) -> OA
     conn = resolve_connection(connection)
     require_recent(actor)
     if conn.auth_method != AIConnection.OAUTH:
-        raise Conflict("This connection does not use OAuth.", code="wrong_auth_method")
+        raise Conflict(_("This connection does not use OAuth."), code="wrong_auth_method")
     if not (conn.oauth_authorize_url and conn.oauth_token_url and conn.oauth_client_id):
         raise InvalidInput(
-            "Set the authorize URL, token URL and client id first.", code="oauth_not_configured"
+            _("Set the authorize URL, token URL and client id first."), code="oauth_not_configured"
         )
     if actor.user is None or not actor.session_key:
-        raise PermissionDenied("OAuth needs a logged-in browser session.", code="session_required")
+        raise PermissionDenied(
+            _("OAuth needs a logged-in browser session."), code="session_required"
+        )
     redirect_uri = clean_url(redirect_uri, code="invalid_redirect_uri", label="redirect_uri")
     from providers.oauth import OAuthError, start_authorization
     from providers.services import oauth_client_config
@@ -777,7 +831,8 @@ def check_oauth_start(*, actor: Actor, connection: Any, redirect_uri: str) -> OA
         pending = start_authorization(oauth_client_config(conn, redirect_uri=redirect_uri))
     except OAuthError as exc:
         raise InvalidInput(
-            f"OAuth settings rejected: {exc.message}", code="invalid_oauth_url"
+            format_lazy(_("OAuth settings rejected: {message}"), message=exc.message),
+            code="invalid_oauth_url",
         ) from None
     expires_at = timezone.now() + OAUTH_STATE_TTL
     with transaction.atomic():
@@ -808,7 +863,7 @@ def check_oauth_start(*, actor: Actor, connection: Any, redirect_uri: str) -> OA
     return OAuthStart(authorize_url=pending.url, expires_at=expires_at)
 
 
-def _state_refused(message: str, code: str) -> HalError:
+def _state_refused(message: Any, code: str) -> HalError:
     return HalError(message, code=code, http_status=400)
 
 
@@ -819,7 +874,7 @@ def check_oauth_callback(*, actor: Actor, query: str) -> AIConnection:
     params = dict(parse_qsl(query or "", keep_blank_values=True))
     state_value = params.get("state", "")
     if not state_value:
-        raise _state_refused("The OAuth callback carries no state.", "oauth_state_missing")
+        raise _state_refused(_("The OAuth callback carries no state."), "oauth_state_missing")
     require_perm(actor, "view")
     now = timezone.now()
     with transaction.atomic():
@@ -830,17 +885,17 @@ def check_oauth_callback(*, actor: Actor, query: str) -> AIConnection:
             .first()
         )
         if state is None:
-            raise _state_refused("Unknown OAuth state.", "oauth_state_invalid")
+            raise _state_refused(_("Unknown OAuth state."), "oauth_state_invalid")
         # Ownership first: a foreign callback must not burn the real operator's state.
         if state.operator_id != getattr(actor.user, "pk", None) or (
             state.session_key != (actor.session_key or "")
         ):
             raise PermissionDenied(
-                "This authorization was started by another operator or session.",
+                _("This authorization was started by another operator or session."),
                 code="oauth_state_foreign",
             )
         if state.used_at is not None:
-            raise _state_refused("This OAuth state was already used.", "oauth_state_used")
+            raise _state_refused(_("This OAuth state was already used."), "oauth_state_used")
         state.used_at = now
         state.save(update_fields=["used_at"])
         expired = state.expires_at <= now
@@ -850,10 +905,10 @@ def check_oauth_callback(*, actor: Actor, query: str) -> AIConnection:
     try:
         if expired:
             raise _state_refused(
-                "The OAuth authorization expired; start again.", "oauth_state_expired"
+                _("The OAuth authorization expired; start again."), "oauth_state_expired"
             )
         if verifier_row is None:
-            raise _state_refused("The OAuth state has no verifier.", "oauth_state_invalid")
+            raise _state_refused(_("The OAuth state has no verifier."), "oauth_state_invalid")
         verifier = vault.get_plaintext(
             verifier_row, purpose=PURPOSE_CODE_VERIFIER, actor_label=actor.label
         )
@@ -870,7 +925,7 @@ def check_oauth_callback(*, actor: Actor, query: str) -> AIConnection:
         except OAuthError as exc:
             _record_oauth_failure(actor, conn, exc)
             raise HalError(
-                f"OAuth authorization failed ({exc.kind}).",
+                format_lazy(_("OAuth authorization failed ({kind})."), kind=exc.kind),
                 code=f"oauth_{exc.kind}",
                 http_status=502 if exc.kind in ("unavailable", "timeout", "bad_response") else 400,
             ) from None

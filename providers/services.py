@@ -20,11 +20,14 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, record_audit
 from hal.errors import HalError, NotFound, Unavailable
 from hal.events import OPS_GROUP, publish
+from hal.i18n import english
 from providers.models import (
     PURPOSE_ACCESS_TOKEN,
     PURPOSE_API_KEY,
@@ -216,7 +219,10 @@ def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
     if row is None:
         what = "an API key" if purpose == PURPOSE_API_KEY else "an OAuth authorization"
         raise CredentialUnavailable(
-            f"@{conn.name} has no credential yet: give it {what}.", code="credential_missing"
+            format_lazy(
+                _("@{name} has no credential yet: give it {what}."), name=conn.name, what=what
+            ),
+            code="credential_missing",
         )
     return vault.get_plaintext(row, purpose=purpose, actor_label=f"@{conn.name}")
 
@@ -224,7 +230,7 @@ def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
 def _load(connection_id: int) -> AIConnection:
     conn = AIConnection.objects.filter(pk=connection_id).first()
     if conn is None:
-        raise NotFound("No such AI connection.", code="connection_not_found")
+        raise NotFound(_("No such AI connection."), code="connection_not_found")
     return conn
 
 
@@ -240,7 +246,7 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
         return _reveal(conn, PURPOSE_API_KEY)
     if conn.auth_method != AIConnection.OAUTH:
         raise CredentialUnavailable(
-            "A local CLI connection uses its own login session.", code="no_credential"
+            _("A local CLI connection uses its own login session."), code="no_credential"
         )
     if not _needs_refresh(conn):
         return _reveal(conn, PURPOSE_ACCESS_TOKEN)
@@ -248,7 +254,7 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
     with _refresh_lock(conn.pk), transaction.atomic():
         conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
         if conn is None:
-            raise NotFound("No such AI connection.", code="connection_not_found")
+            raise NotFound(_("No such AI connection."), code="connection_not_found")
         # Another caller may have refreshed while we waited for the lock.
         if not _needs_refresh(conn):
             return _reveal(conn, PURPOSE_ACCESS_TOKEN)
@@ -267,7 +273,8 @@ def _refresh_locked(conn: AIConnection) -> HalError | None:
     actor = Actor.for_system("system", "oauth-refresh")
     if conn.status == AIConnection.REAUTH_REQUIRED:
         return CredentialUnavailable(
-            f"@{conn.name} needs to be authorized again.", code="oauth_reauth_required"
+            format_lazy(_("@{name} needs to be authorized again."), name=conn.name),
+            code="oauth_reauth_required",
         )
     try:
         refresh_token = _reveal(conn, PURPOSE_REFRESH_TOKEN)
@@ -282,7 +289,8 @@ def _refresh_locked(conn: AIConnection) -> HalError | None:
     except OAuthError as exc:
         if exc.kind in ("invalid_grant", "auth"):
             return _mark_reauth(conn, actor, f"OAuth refresh refused ({exc.kind})")
-        conn.last_error = f"OAuth refresh failed ({exc.kind})"
+        failed = format_lazy(_("OAuth refresh failed ({kind})"), kind=exc.kind)
+        conn.last_error = english(failed)
         conn.save(update_fields=["last_error", "updated_at"])
         record_audit(
             actor,
@@ -292,7 +300,7 @@ def _refresh_locked(conn: AIConnection) -> HalError | None:
             error_code=f"oauth_{exc.kind}",
             message=conn.last_error,
         )
-        return Unavailable(conn.last_error, code="oauth_refresh_failed")
+        return Unavailable(failed, code="oauth_refresh_failed")
     access = vault.put_secret(
         purpose=PURPOSE_ACCESS_TOKEN,
         owner_type=VAULT_OWNER,
@@ -339,7 +347,10 @@ def _mark_reauth(conn: AIConnection, actor: Actor, reason: str) -> HalError:
     )
     publish(OPS_GROUP, "connection.updated", conn.as_dict())
     return CredentialUnavailable(
-        f"@{conn.name} needs to be authorized again ({reason}).", code="oauth_reauth_required"
+        format_lazy(
+            _("@{name} needs to be authorized again ({reason})."), name=conn.name, reason=reason
+        ),
+        code="oauth_reauth_required",
     )
 
 

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET
 
@@ -173,7 +174,7 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
     if op == "delete":
         actions.check_delete_connection(actor=actor, connection=pk)
         return _("The connection was deleted.")
-    raise HalError("Unknown operation.", code="unknown_operation")
+    raise HalError(gettext_lazy("Unknown operation."), code="unknown_operation")
 
 
 @sensitive_post_parameters("api_key", "oauth_client_secret")
@@ -270,7 +271,7 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
         messages.error(
             request,
             _("OAuth connection failed: %(message)s (%(code)s)")
-            % {"message": exc.message, "code": exc.code},
+            % {"message": exc.localized_message, "code": exc.code},
         )
         return redirect(reverse("providers:ops_ai") + "?oauth=failed")
     messages.success(request, _("@%(name)s is connected through OAuth.") % {"name": conn.name})

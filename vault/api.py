@@ -14,6 +14,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, record_audit
@@ -61,7 +62,7 @@ class VaultError(Unavailable):
 
     code = "vault_unavailable"
     http_status = 503
-    GENERIC_MESSAGE = "The secret store could not complete this request."
+    GENERIC_MESSAGE = _("The secret store could not complete this request.")
 
     def __init__(self) -> None:
         super().__init__(self.GENERIC_MESSAGE)
@@ -154,7 +155,7 @@ def _load(secret: Secret | uuid.UUID | str) -> Secret:
     pk = _secret_pk(secret)
     row = Secret.objects.filter(pk=pk).first() if pk is not None else None
     if row is None:
-        raise SecretNotFound("No such secret.")
+        raise SecretNotFound(_("No such secret."))
     return row
 
 
@@ -201,10 +202,10 @@ def _audit_failure(actor: Actor, action_code: str, secret: Secret | None, reason
 
 def _check_target(purpose: Any, owner_type: Any, owner_id: Any) -> tuple[str, str, str]:
     if not isinstance(purpose, str) or len(purpose) > 64 or not PURPOSE_RE.match(purpose):
-        raise InvalidInput("Unknown secret purpose.", code="invalid_purpose")
+        raise InvalidInput(_("Unknown secret purpose."), code="invalid_purpose")
     owner_type, owner_id = str(owner_type or ""), str(owner_id if owner_id is not None else "")
     if not OWNER_RE.match(owner_type) or not OWNER_RE.match(owner_id):
-        raise InvalidInput("Invalid secret owner.", code="invalid_owner")
+        raise InvalidInput(_("Invalid secret owner."), code="invalid_owner")
     return purpose, owner_type, owner_id
 
 
@@ -215,13 +216,13 @@ def put_secret(
     """Create or replace the secret (owner, purpose); audited with its hint only."""
     purpose, owner_type, owner_id = _check_target(purpose, owner_type, owner_id)
     if not isinstance(plaintext, str) or not plaintext.strip():
-        raise InvalidInput("The secret is empty.", code="invalid_secret")
+        raise InvalidInput(_("The secret is empty."), code="invalid_secret")
     try:
         data = plaintext.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput("The secret is not valid text.", code="invalid_secret") from None
+        raise InvalidInput(_("The secret is not valid text."), code="invalid_secret") from None
     if len(data) > MAX_PLAINTEXT_BYTES:
-        raise InvalidInput("The secret is too long.", code="invalid_secret")
+        raise InvalidInput(_("The secret is too long."), code="invalid_secret")
     hint = make_hint(plaintext)
 
     failure: str | None = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
@@ -22,7 +24,10 @@ def _limit(value: Any, name: str) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNTER:
-        raise InvalidInput(f"{name} must be a non-negative whole number.", code="invalid_limit")
+        raise InvalidInput(
+            format_lazy(_("{name} must be a non-negative whole number."), name=name),
+            code="invalid_limit",
+        )
     return value
 
 
@@ -32,9 +37,9 @@ def _connection(connection_id: Any) -> int:
     try:
         pk = int(connection_id)
     except (TypeError, ValueError):
-        raise NotFound("No such AI connection.", code="connection_not_found") from None
+        raise NotFound(_("No such AI connection."), code="connection_not_found") from None
     if not AIConnection.objects.filter(pk=pk).exists():
-        raise NotFound("No such AI connection.", code="connection_not_found")
+        raise NotFound(_("No such AI connection."), code="connection_not_found")
     return pk
 
 
@@ -89,7 +94,7 @@ def check_set_tavily_key(*, actor: Actor, api_key: Any) -> str:
     require_perm(actor, "administer")
     require_recent(actor)
     if not isinstance(api_key, str) or not api_key.strip():
-        raise InvalidInput("The Tavily API key is empty.", code="empty_secret")
+        raise InvalidInput(_("The Tavily API key is empty."), code="empty_secret")
     return do_set_tavily_key(actor, api_key.strip())
 
 

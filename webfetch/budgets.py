@@ -21,6 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, record_audit, require_perm
 from hal.errors import InvalidInput
@@ -175,13 +177,16 @@ def list_budgets(actor: Actor) -> dict[str, Any]:
 
 def _count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNTER:
-        raise InvalidInput(f"{name} must be a non-negative integer.", code="invalid_usage")
+        raise InvalidInput(
+            format_lazy(_("{name} must be a non-negative integer."), name=name),
+            code="invalid_usage",
+        )
     return value
 
 
 def _connection_id(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInput("connection_id must be a positive integer.", code="invalid_usage")
+        raise InvalidInput(_("connection_id must be a positive integer."), code="invalid_usage")
     return value
 
 

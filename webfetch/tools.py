@@ -14,8 +14,10 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
+from django.utils.translation import gettext_noop
 from pydantic import Field, StringConstraints
 
+from hal import i18n
 from hal.actions.base import Actor
 from hal.tools.registry import READ, WRITE, Tool, ToolArgs, register_tool
 
@@ -246,7 +248,9 @@ TOOLS = (
         ),
         args=FetchUrlArgs,
         handler=fetch_url,
-        summarize=lambda a: f"Fetch {a['url']} (its domain is not on the fetch allowlist).",
+        summarize=lambda a: i18n.text(
+            gettext_noop("Fetch {url} (its domain is not on the fetch allowlist)."), url=a["url"]
+        ),
         target=lambda a: a["url"],
     ),
     Tool(

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from hal.actions.base import Actor, require_perm
@@ -54,7 +55,7 @@ def web_page(request: HttpRequest) -> HttpResponse:
                     fetch_bytes_per_day=request.POST.get("fetch_bytes_per_day"),
                 )
             else:
-                raise InvalidInput("Unknown operation.", code="invalid_op")
+                raise InvalidInput(_("Unknown operation."), code="invalid_op")
         except HalError as exc:
             error = exc
         else:

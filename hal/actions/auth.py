@@ -11,6 +11,7 @@ from django.contrib import auth
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import SESSION_REAUTH_KEY, Actor, record_audit, record_refusal
 from hal.errors import HalError, InvalidInput, NotAuthenticated, RateLimited
@@ -42,7 +43,7 @@ def check_login(request: Any, *, username: str, password: str) -> Any:
     username = (username or "").strip()[:150]
     if not username or not password:
         raise _refuse(
-            actor, "auth.login", InvalidInput("Enter a username and a password."), username
+            actor, "auth.login", InvalidInput(_("Enter a username and a password.")), username
         )
     if _recent_failures("auth.login", username=username, ip=actor.ip) >= (
         settings.HAL_LOGIN_MAX_FAILURES
@@ -50,7 +51,7 @@ def check_login(request: Any, *, username: str, password: str) -> Any:
         raise _refuse(
             actor,
             "auth.login",
-            RateLimited("Too many failed attempts; wait a few minutes and try again."),
+            RateLimited(_("Too many failed attempts; wait a few minutes and try again.")),
             username,
         )
     user = auth.authenticate(request, username=username, password=password)
@@ -58,7 +59,7 @@ def check_login(request: Any, *, username: str, password: str) -> Any:
         raise _refuse(
             actor,
             "auth.login",
-            NotAuthenticated("Wrong username or password.", code="invalid_credentials"),
+            NotAuthenticated(_("Wrong username or password."), code="invalid_credentials"),
             username,
         )
     return do_login(request, user)
@@ -87,21 +88,21 @@ def check_reauth(request: Any, *, password: str) -> float:
     actor = Actor.from_request(request, via="api" if request.path.startswith("/api/") else "web")
     user = request.user
     if not user.is_authenticated:
-        raise NotAuthenticated("Log in first.")
+        raise NotAuthenticated(_("Log in first."))
     if _recent_failures("auth.reauth", username=user.username, ip=None) >= (
         settings.HAL_LOGIN_MAX_FAILURES
     ):
         raise _refuse(
             actor,
             "auth.reauth",
-            RateLimited("Too many failed attempts; wait a few minutes and try again."),
+            RateLimited(_("Too many failed attempts; wait a few minutes and try again.")),
             user.username,
         )
     if not password or not user.check_password(password):
         raise _refuse(
             actor,
             "auth.reauth",
-            HalError("Wrong password.", code="invalid_credentials", http_status=403),
+            HalError(_("Wrong password."), code="invalid_credentials", http_status=403),
             user.username,
         )
     return do_reauth(request, actor)

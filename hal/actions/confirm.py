@@ -20,9 +20,12 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import ConfirmationError, InvalidInput, NotFound
+from hal.i18n import english, is_text
 from hal.models import Confirmation
 
 MAX_TARGET_ATTEMPTS = 5
@@ -35,17 +38,23 @@ class Impact:
     subject_type: str
     subject_id: str
     target_identifier: str
-    summary: str
+    # A plain English string, or a hal.i18n.text() shown in each operator's language.
+    summary: Any
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """Stored form: `summary` in English (models, audit, scripts), plus `summary_i18n`
+        (msgid + params) that hal.i18n.localize() renders for an operator."""
+        data = {
             "subject_type": self.subject_type,
             "subject_id": self.subject_id,
             "target_identifier": self.target_identifier,
-            "summary": self.summary,
+            "summary": english(self.summary),
             "details": self.details,
         }
+        if is_text(self.summary):
+            data["summary_i18n"] = self.summary
+        return data
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,9 @@ def get_high_risk(code: str) -> HighRiskAction:
     try:
         return HIGH_RISK[code]
     except KeyError:
-        raise InvalidInput(f"{code!r} is not a high-risk action.", code="unknown_action") from None
+        raise InvalidInput(
+            format_lazy(_("{code!r} is not a high-risk action."), code=code), code="unknown_action"
+        ) from None
 
 
 def params_hash(params: dict[str, Any]) -> str:
@@ -85,17 +96,17 @@ def _load(token: Any, actor: Actor, *, lock: bool = False) -> Confirmation:
     try:
         token_uuid = uuid.UUID(str(token))
     except ValueError:
-        raise NotFound("No such confirmation.", code="confirmation_not_found") from None
+        raise NotFound(_("No such confirmation."), code="confirmation_not_found") from None
     qs = Confirmation.objects.select_for_update() if lock else Confirmation.objects
     try:
         conf = qs.get(token=token_uuid)
     except Confirmation.DoesNotExist:
-        raise NotFound("No such confirmation.", code="confirmation_not_found") from None
+        raise NotFound(_("No such confirmation."), code="confirmation_not_found") from None
     # Another operator's (or another session's) confirmation is as good as none.
     if conf.operator_id != getattr(actor.user, "pk", None) or (
         conf.session_key and actor.session_key and conf.session_key != actor.session_key
     ):
-        raise NotFound("No such confirmation.", code="confirmation_not_found")
+        raise NotFound(_("No such confirmation."), code="confirmation_not_found")
     return conf
 
 
@@ -107,7 +118,7 @@ def check_start_confirmation(
     require_perm(actor, "high_risk")
     entry = get_high_risk(action_code)
     if not isinstance(params, dict):
-        raise InvalidInput("params must be an object.")
+        raise InvalidInput(_("params must be an object."))
     impact = entry.impact(actor, params)
     with transaction.atomic():
         conf = Confirmation.objects.create(
@@ -137,13 +148,13 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
     """Step 2: the operator retypes the target's identifier, exactly (no normalisation)."""
     require_perm(actor, "high_risk")
     if not isinstance(typed, str):
-        raise InvalidInput("Type the target's identifier.", code="confirmation_mismatch")
+        raise InvalidInput(_("Type the target's identifier."), code="confirmation_mismatch")
     with transaction.atomic():
         conf = _load(token, actor, lock=True)
         _refuse_if_unusable(conf)
         if conf.state != Confirmation.IMPACT_SHOWN:
             raise ConfirmationError(
-                "This confirmation is past the retype step.", code="confirmation_out_of_order"
+                _("This confirmation is past the retype step."), code="confirmation_out_of_order"
             )
         # Compare code points exactly: a look-alike (Cyrillic 'о', full-width, trailing
         # space, other case) must not pass.
@@ -168,7 +179,7 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
             )
     if mismatch:
         raise ConfirmationError(
-            "The identifier you typed does not match the target.",
+            _("The identifier you typed does not match the target."),
             code="confirmation_mismatch",
             http_status=400,
         )
@@ -178,10 +189,10 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
 def _refuse_if_unusable(conf: Confirmation) -> None:
     if conf.state in (Confirmation.CONSUMED, Confirmation.CANCELLED):
         raise ConfirmationError(
-            "This confirmation was already used or cancelled.", code="confirmation_used"
+            _("This confirmation was already used or cancelled."), code="confirmation_used"
         )
     if conf.expires_at <= timezone.now():
-        raise ConfirmationError("This confirmation has expired.", code="confirmation_expired")
+        raise ConfirmationError(_("This confirmation has expired."), code="confirmation_expired")
 
 
 def consume_confirmation(
@@ -205,13 +216,13 @@ def consume_confirmation(
         return None  # type: ignore[return-value]
     if not token:
         raise ConfirmationError(
-            "High-risk actions need the three-step confirmation.", code="confirmation_incomplete"
+            _("High-risk actions need the three-step confirmation."), code="confirmation_incomplete"
         )
     conf = _load(token, actor, lock=True)
     _refuse_if_unusable(conf)
     if conf.state != Confirmation.TARGET_CONFIRMED:
         raise ConfirmationError(
-            "Retype the target's identifier before executing.", code="confirmation_incomplete"
+            _("Retype the target's identifier before executing."), code="confirmation_incomplete"
         )
     if (
         conf.action != action_code
@@ -220,14 +231,14 @@ def consume_confirmation(
         or conf.params_hash != params_hash(params)
     ):
         raise ConfirmationError(
-            "This confirmation was made for another action, target or arguments.",
+            _("This confirmation was made for another action, target or arguments."),
             code="confirmation_wrong_target",
         )
     updated = Confirmation.objects.filter(pk=conf.pk, state=Confirmation.TARGET_CONFIRMED).update(
         state=Confirmation.CONSUMED, consumed_at=timezone.now()
     )
     if updated != 1:
-        raise ConfirmationError("This confirmation was already used.", code="confirmation_used")
+        raise ConfirmationError(_("This confirmation was already used."), code="confirmation_used")
     return conf
 
 

@@ -35,6 +35,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, HalError
@@ -87,7 +89,7 @@ def check_snapshot_now(*, actor: Actor) -> Snapshot:
             status=Snapshot.RUNNING, started_at__lt=timezone.now() - STALE_RUNNING
         ).update(status=Snapshot.FAILED, error="abandoned (process died)")
         if Snapshot.objects.filter(status=Snapshot.RUNNING).exists():
-            raise Conflict("A snapshot is already being taken.", code="snapshot_running")
+            raise Conflict(_("A snapshot is already being taken."), code="snapshot_running")
         snapshot = do_start_snapshot(actor)
     return do_run_snapshot(actor, snapshot)
 
@@ -238,7 +240,7 @@ def backup_database(target: Path) -> dict[str, Any]:
         if connection.in_atomic_block:
             # The backup would wait forever for the lock our own open transaction holds,
             # and would copy uncommitted rows: a snapshot runs outside any transaction.
-            raise SnapshotError("A snapshot cannot run inside a database transaction.")
+            raise SnapshotError(_("A snapshot cannot run inside a database transaction."))
         connection.ensure_connection()
         dest_path = target / "database.sqlite3"
         dest = sqlite3.connect(dest_path)
@@ -308,9 +310,13 @@ def _run_pg(tool: str, args: list[str]) -> None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SnapshotError(f"{tool} could not run: {exc}") from exc
+        raise SnapshotError(
+            format_lazy(_("{tool} could not run: {exc}"), tool=tool, exc=exc)
+        ) from exc
     if proc.returncode != 0:
-        raise SnapshotError(f"{tool} failed: {proc.stderr.strip()[-300:]}")
+        raise SnapshotError(
+            format_lazy(_("{tool} failed: {stderr}"), tool=tool, stderr=proc.stderr.strip()[-300:])
+        )
 
 
 # --- verify and restore -----------------------------------------------------------------
@@ -320,25 +326,33 @@ def verify_snapshot(path: Path) -> dict[str, Any]:
     """Check MANIFEST.json and every file's size and sha256; returns the manifest."""
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
-        raise SnapshotError(f"{path} has no {MANIFEST}.", code="snapshot_invalid")
+        raise SnapshotError(
+            format_lazy(_("{path} has no {manifest}."), path=path, manifest=MANIFEST),
+            code="snapshot_invalid",
+        )
     try:
         manifest = json.loads(manifest_path.read_text())
         files = manifest["files"]
         db_file = manifest["database"]["file"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise SnapshotError(f"{MANIFEST} is malformed.", code="snapshot_invalid") from exc
+        raise SnapshotError(
+            format_lazy(_("{manifest} is malformed."), manifest=MANIFEST), code="snapshot_invalid"
+        ) from exc
     if db_file not in files:
-        raise SnapshotError("The manifest lists no database file.", code="snapshot_invalid")
+        raise SnapshotError(_("The manifest lists no database file."), code="snapshot_invalid")
     for name, entry in files.items():
         file_path = path / name
         # Names come from the manifest: keep them inside the snapshot directory.
         if file_path.resolve().parent != path.resolve() or not file_path.is_file():
-            raise SnapshotError(f"{name} is missing.", code="snapshot_invalid")
+            raise SnapshotError(
+                format_lazy(_("{name} is missing."), name=name), code="snapshot_invalid"
+            )
         if sha256_file(file_path) != entry.get("sha256") or (
             file_path.stat().st_size != entry.get("size")
         ):
             raise SnapshotError(
-                f"{name} does not match its checksum.", code="snapshot_checksum_mismatch"
+                format_lazy(_("{name} does not match its checksum."), name=name),
+                code="snapshot_checksum_mismatch",
             )
     return manifest
 
@@ -352,7 +366,10 @@ def restore_snapshot(path: Path, *, restore_keys: bool = False) -> dict[str, Any
     if method == "sqlite-backup":
         if connection.vendor != "sqlite":
             raise SnapshotError(
-                f"This snapshot is a SQLite database; HAL runs on {connection.vendor}.",
+                format_lazy(
+                    _("This snapshot is a SQLite database; HAL runs on {vendor}."),
+                    vendor=connection.vendor,
+                ),
                 code="snapshot_incompatible",
             )
         connection.ensure_connection()
@@ -365,9 +382,11 @@ def restore_snapshot(path: Path, *, restore_keys: bool = False) -> dict[str, Any
             src.close()
     elif method == "pg_dump":
         if connection.vendor != "postgresql":
-            raise SnapshotError("This snapshot is a PostgreSQL dump.", code="snapshot_incompatible")
+            raise SnapshotError(
+                _("This snapshot is a PostgreSQL dump."), code="snapshot_incompatible"
+            )
         if not shutil.which("pg_restore"):
-            raise SnapshotError("pg_restore is not on PATH.", code="snapshot_tools_missing")
+            raise SnapshotError(_("pg_restore is not on PATH."), code="snapshot_tools_missing")
         connection.close()  # our own session must not hold locks pg_restore needs
         _run_pg(
             "pg_restore",
@@ -386,7 +405,10 @@ def restore_snapshot(path: Path, *, restore_keys: bool = False) -> dict[str, Any
             call_command("flush", "--noinput", verbosity=0)
             call_command("loaddata", str(source), verbosity=0)
     else:
-        raise SnapshotError(f"Unknown snapshot method {method!r}.", code="snapshot_invalid")
+        raise SnapshotError(
+            format_lazy(_("Unknown snapshot method {method!r}."), method=method),
+            code="snapshot_invalid",
+        )
     keys_restored = False
     if restore_keys and "vault.keys" in manifest["files"]:
         from vault.keyring import key_file_path

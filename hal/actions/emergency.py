@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, InvalidInput
@@ -18,10 +19,12 @@ def _reason(value: Any, *, required: bool) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str) or len(value) > 500:
-        raise InvalidInput("reason must be text (at most 500 characters).", code="invalid_reason")
+        raise InvalidInput(
+            _("reason must be text (at most 500 characters)."), code="invalid_reason"
+        )
     value = value.strip()
     if required and not value:
-        raise InvalidInput("Say why (reason is required).", code="invalid_reason")
+        raise InvalidInput(_("Say why (reason is required)."), code="invalid_reason")
     return value
 
 
@@ -39,7 +42,9 @@ def check_enter_emergency(*, actor: Actor, reason: Any) -> EmergencyState:
     with transaction.atomic():
         state = _locked_state()
         if state.active:
-            raise Conflict("Emergency recovery is already active.", code="emergency_already_active")
+            raise Conflict(
+                _("Emergency recovery is already active."), code="emergency_already_active"
+            )
         return do_enter_emergency(actor, state, reason=reason)
 
 
@@ -74,7 +79,7 @@ def check_leave_emergency(*, actor: Actor, reason: Any = "") -> EmergencyState:
     with transaction.atomic():
         state = _locked_state()
         if not state.active:
-            raise Conflict("Emergency recovery is not active.", code="emergency_not_active")
+            raise Conflict(_("Emergency recovery is not active."), code="emergency_not_active")
         return do_leave_emergency(actor, state, reason=reason)
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
@@ -22,12 +24,17 @@ def _text(value: Any, name: str, *, required: bool, limit: int = MAX_TEXT) -> st
     if value is None:
         value = ""
     if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be text.", code=f"invalid_{name}")
+        raise InvalidInput(
+            format_lazy(_("{name} must be text."), name=name), code=f"invalid_{name}"
+        )
     value = value.strip()
     if required and not value:
-        raise InvalidInput(f"{name} is required.", code=f"invalid_{name}")
+        raise InvalidInput(format_lazy(_("{name} is required."), name=name), code=f"invalid_{name}")
     if len(value) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters.", code=f"invalid_{name}")
+        raise InvalidInput(
+            format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
+            code=f"invalid_{name}",
+        )
     return value
 
 
@@ -37,11 +44,17 @@ def _identifiers(value: Any, name: str) -> list[str]:
     if isinstance(value, str):
         value = [v for v in value.replace(",", " ").split() if v]
     if not isinstance(value, list | tuple) or len(value) > MAX_AFFECTED:
-        raise InvalidInput(f"{name} must be a list of identifiers.", code=f"invalid_{name}")
+        raise InvalidInput(
+            format_lazy(_("{name} must be a list of identifiers."), name=name),
+            code=f"invalid_{name}",
+        )
     out: list[str] = []
     for item in value:
         if not isinstance(item, str) or not item.strip() or len(item) > 253:
-            raise InvalidInput(f"{name} must be a list of identifiers.", code=f"invalid_{name}")
+            raise InvalidInput(
+                format_lazy(_("{name} must be a list of identifiers."), name=name),
+                code=f"invalid_{name}",
+            )
         if item.strip() not in out:
             out.append(item.strip())
     return out
@@ -62,24 +75,30 @@ def _check_known(servers: Iterable[str], modules: Iterable[str]) -> None:
         )
         missing = [s for s in servers if s not in known]
         if missing:
-            raise NotFound(f"Unknown server {missing[0]!r}.", code="server_not_found")
+            raise NotFound(
+                format_lazy(_("Unknown server {missing!r}."), missing=missing[0]),
+                code="server_not_found",
+            )
     if modules:
         known = set(Module.objects.filter(name__in=modules).values_list("name", flat=True))
         missing = [m for m in modules if m not in known]
         if missing:
-            raise NotFound(f"Unknown module {missing[0]!r}.", code="module_not_found")
+            raise NotFound(
+                format_lazy(_("Unknown module {missing!r}."), missing=missing[0]),
+                code="module_not_found",
+            )
 
 
 def _load(incident_id: Any, *, lock: bool = False) -> Incident:
     try:
         pk = int(incident_id)
     except (TypeError, ValueError):
-        raise NotFound("No such incident.", code="incident_not_found") from None
+        raise NotFound(_("No such incident."), code="incident_not_found") from None
     qs = Incident.objects.select_for_update() if lock else Incident.objects
     try:
         return qs.get(pk=pk)
     except Incident.DoesNotExist:
-        raise NotFound("No such incident.", code="incident_not_found") from None
+        raise NotFound(_("No such incident."), code="incident_not_found") from None
 
 
 def _event(incident: Incident, actor: Actor, kind: str, text: str) -> IncidentEvent:
@@ -109,7 +128,7 @@ def check_open_incident(
     require_perm(actor, "operate")
     if severity not in Incident.SEVERITIES:
         raise InvalidInput(
-            "severity must be one of sev1, sev2, sev3, sev4.", code="invalid_severity"
+            _("severity must be one of sev1, sev2, sev3, sev4."), code="invalid_severity"
         )
     title = _text(title, "title", required=True, limit=MAX_TITLE)
     description = _text(description, "description", required=False)
@@ -172,7 +191,7 @@ def check_annotate_incident(*, actor: Actor, incident_id: Any, text: Any) -> Inc
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
         if incident.status != Incident.OPEN:
-            raise Conflict("This incident is closed; reopen it first.", code="incident_not_open")
+            raise Conflict(_("This incident is closed; reopen it first."), code="incident_not_open")
         return do_annotate_incident(actor, incident, text=text)
 
 
@@ -195,7 +214,7 @@ def check_close_incident(*, actor: Actor, incident_id: Any, resolution: Any) -> 
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
         if incident.status != Incident.OPEN:
-            raise Conflict("This incident is already closed.", code="incident_not_open")
+            raise Conflict(_("This incident is already closed."), code="incident_not_open")
         return do_close_incident(actor, incident, resolution=resolution)
 
 
@@ -227,7 +246,7 @@ def check_reopen_incident(*, actor: Actor, incident_id: Any, reason: Any) -> Inc
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
         if incident.status != Incident.CLOSED:
-            raise Conflict("This incident is open.", code="incident_not_closed")
+            raise Conflict(_("This incident is open."), code="incident_not_closed")
         return do_reopen_incident(actor, incident, reason=reason)
 
 

@@ -19,8 +19,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 from django_tasks import task
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.errors import Conflict, InvalidInput, NotFound
@@ -43,10 +47,10 @@ def resolve_job(ref: Any) -> Job:
     try:
         pk = int(ref)
     except (TypeError, ValueError):
-        raise NotFound(f"No job {ref!r}.", code="job_not_found") from None
+        raise NotFound(format_lazy(_("No job {ref!r}."), ref=ref), code="job_not_found") from None
     job = Job.objects.select_related("server", "module", "release__module").filter(pk=pk).first()
     if job is None:
-        raise NotFound(f"No job {ref!r}.", code="job_not_found")
+        raise NotFound(format_lazy(_("No job {ref!r}."), ref=ref), code="job_not_found")
     return job
 
 
@@ -141,7 +145,11 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
         target = _locked(target)
         if target.status != Job.QUEUED:
             raise Conflict(
-                f"Job #{target.pk} is {target.status}; only queued jobs can be cancelled.",
+                format_lazy(
+                    _("Job #{pk} is {status}; only queued jobs can be cancelled."),
+                    pk=target.pk,
+                    status=target.status,
+                ),
                 code="job_not_cancellable",
             )
         before = _snapshot(target)
@@ -163,9 +171,14 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
     with transaction.atomic():
         target = _locked(target)
         if target.status != Job.RUNNING:
-            raise Conflict(f"Job #{target.pk} is {target.status}.", code="job_not_running")
+            raise Conflict(
+                format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
+                code="job_not_running",
+            )
         if target.stop_requested:
-            raise Conflict(f"Job #{target.pk} is already stopping.", code="job_stopping")
+            raise Conflict(
+                format_lazy(_("Job #{pk} is already stopping."), pk=target.pk), code="job_stopping"
+            )
         before = _snapshot(target)
         target.stop_requested = True
         target.save(update_fields=["stop_requested"])
@@ -184,7 +197,11 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
         target = _locked(target)
         if target.status != Job.STOPPED:
             raise Conflict(
-                f"Job #{target.pk} is {target.status}; only stopped jobs resume.",
+                format_lazy(
+                    _("Job #{pk} is {status}; only stopped jobs resume."),
+                    pk=target.pk,
+                    status=target.status,
+                ),
                 code="job_not_resumable",
             )
         _refuse_dead_target(target)
@@ -208,9 +225,14 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
 def _refuse_dead_target(job: Job) -> None:
     """A job's server must still accept work; a deploy's release must still be approved."""
     if job.server_id and job.server.status not in (Server.ACTIVE, Server.MAINTENANCE):
-        raise Conflict(f"{job.server.hostname} is {job.server.status}.", code="server_not_active")
+        raise Conflict(
+            format_lazy(
+                _("{hostname} is {status}."), hostname=job.server.hostname, status=job.server.status
+            ),
+            code="server_not_active",
+        )
     if job.kind == Job.DEPLOY and job.release_id and job.release.status != Release.APPROVED:
-        raise Conflict("The release is not approved.", code="release_not_approved")
+        raise Conflict(_("The release is not approved."), code="release_not_approved")
 
 
 @action("jobs.retry")
@@ -222,15 +244,21 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
         target = _locked(target)
         if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
             raise Conflict(
-                f"Job #{target.pk} is {target.status}; only failed, cancelled or stopped jobs "
-                "can be retried.",
+                format_lazy(
+                    _(
+                        "Job #{pk} is {status}; only failed, cancelled or stopped jobs "
+                        "can be retried."
+                    ),
+                    pk=target.pk,
+                    status=target.status,
+                ),
                 code="job_not_retryable",
             )
         _refuse_dead_target(target)
         if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
             target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
         ):
-            raise Conflict("Another deploy or rollback is in progress.", code="job_in_progress")
+            raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
         new = create_job(
             actor,
             kind=target.kind,
@@ -253,13 +281,20 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
 def _revert_plan(job: Job) -> tuple[Release, ModuleDeployment]:
     if job.kind not in (Job.DEPLOY, Job.ROLLBACK) or job.status != Job.SUCCEEDED:
         raise Conflict(
-            f"Job #{job.pk} ({job.kind}, {job.status}) cannot be reverted; only a succeeded "
-            "deploy or rollback can.",
+            format_lazy(
+                _(
+                    "Job #{pk} ({kind}, {status}) cannot be reverted; only a succeeded "
+                    "deploy or rollback can."
+                ),
+                pk=job.pk,
+                kind=job.kind,
+                status=job.status,
+            ),
             code="job_not_revertible",
         )
     previous_id = (job.result or {}).get("previous_release_id")
     if not previous_id:
-        raise Conflict("There is no earlier release to go back to.", code="nothing_to_revert")
+        raise Conflict(_("There is no earlier release to go back to."), code="nothing_to_revert")
     previous = Release.objects.select_related("module").get(pk=previous_id)
     deployment = ModuleDeployment.objects.get(server=job.server, module=job.module)
     return previous, deployment
@@ -273,9 +308,12 @@ def _revert_impact(actor: Actor, params: dict) -> Impact:
         subject_type="job",
         subject_id=str(job.pk),
         target_identifier=f"job-{job.pk}",
-        summary=(
-            f"Revert job #{job.pk}: switch {job.module.name} on {job.server.hostname} back to "
-            f"{previous.version}."
+        summary=i18n.text(
+            gettext_noop("Revert job #{pk}: switch {module} on {hostname} back to {version}."),
+            pk=job.pk,
+            module=job.module.name,
+            hostname=job.server.hostname,
+            version=previous.version,
         ),
         details={
             "action": "jobs.revert",
@@ -305,7 +343,7 @@ def check_revert_job(*, actor: Actor, job: Any, confirmation: str | None = None)
         previous, deployment = _revert_plan(target)
         _refuse_dead_target(target)
         if open_job_for(target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)):
-            raise Conflict("Another deploy or rollback is in progress.", code="job_in_progress")
+            raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
         ModuleDeployment.objects.filter(pk=deployment.pk).update(desired_release=previous)
         new = create_job(
             actor,
@@ -382,9 +420,12 @@ def _own_running(actor: Actor, server: Server | None, job: Any) -> Job:
     target = _locked(resolve_job(job))
     if server is not None and target.server_id != server.pk:
         # Another server's job is none of this agent's business.
-        raise NotFound(f"No job {job!r}.", code="job_not_found")
+        raise NotFound(format_lazy(_("No job {job!r}."), job=job), code="job_not_found")
     if target.status != Job.RUNNING:
-        raise Conflict(f"Job #{target.pk} is {target.status}.", code="job_not_running")
+        raise Conflict(
+            format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
+            code="job_not_running",
+        )
     return target
 
 
@@ -393,16 +434,16 @@ def check_append_job_log(*, actor: Actor, server: Server | None, job: Any, lines
     """A runner appends log lines to its running job (also renews its lease)."""
     require_perm(actor, "operate")
     if not isinstance(lines, list) or len(lines) > MAX_LOG_LINES_PER_CALL:
-        raise InvalidInput("lines must be a list of at most 200 lines.", code="invalid_payload")
+        raise InvalidInput(_("lines must be a list of at most 200 lines."), code="invalid_payload")
     clean = []
     for line in lines:
         if isinstance(line, str):
             line = {"text": line}
         if not isinstance(line, dict) or not isinstance(line.get("text"), str):
-            raise InvalidInput("each line needs a text.", code="invalid_payload")
+            raise InvalidInput(_("each line needs a text."), code="invalid_payload")
         level = line.get("level", "info")
         if level not in {"debug", "info", "warning", "error"}:
-            raise InvalidInput("unknown log level.", code="invalid_payload")
+            raise InvalidInput(_("unknown log level."), code="invalid_payload")
         clean.append((level, line["text"]))
     with transaction.atomic():
         target = _own_running(actor, server, job)
@@ -445,11 +486,13 @@ def check_finish_job(
     """A runner reports its job's outcome; success updates the deployment state."""
     require_perm(actor, "operate")
     if status not in FINISH_STATUSES:
-        raise InvalidInput("status must be succeeded, failed or stopped.", code="invalid_payload")
+        raise InvalidInput(
+            _("status must be succeeded, failed or stopped."), code="invalid_payload"
+        )
     if result is not None and not isinstance(result, dict):
-        raise InvalidInput("result must be an object.", code="invalid_payload")
+        raise InvalidInput(_("result must be an object."), code="invalid_payload")
     if not isinstance(error_code, str) or not isinstance(message, str):
-        raise InvalidInput("error_code and message must be text.", code="invalid_payload")
+        raise InvalidInput(_("error_code and message must be text."), code="invalid_payload")
     with transaction.atomic():
         target = _own_running(actor, server, job)
         return do_finish_job(actor, target, status, result or {}, error_code[:64], message[:500])
@@ -621,7 +664,10 @@ def run_hal_job(job_id: int) -> str:
                 append_log(job, "info", f"GET {job.params.get('url')}")
             result = http_health_check(str(job.params.get("url", "")))
         else:
-            raise InvalidInput(f"{job.kind} is not a HAL-side job.", code="job_kind_invalid")
+            raise InvalidInput(
+                format_lazy(_("{kind} is not a HAL-side job."), kind=job.kind),
+                code="job_kind_invalid",
+            )
     except Exception as exc:  # the job fails, visibly; the worker keeps going
         log.exception("job %s failed", job_id)
         with transaction.atomic():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict
@@ -94,7 +95,9 @@ def check_mail_now(*, actor: Actor) -> MailCheck:
     require_perm(actor, "operate")
     host, port = smtp_target()
     if not host:
-        raise Conflict("No SMTP relay is configured (HAL_SMTP_HOST).", code="mail_not_configured")
+        raise Conflict(
+            _("No SMTP relay is configured (HAL_SMTP_HOST)."), code="mail_not_configured"
+        )
     result = probe_smtp(host, port, float(get_setting("mail.check_timeout_seconds")))
     return do_record_mail_check(actor, host, port, result)
 

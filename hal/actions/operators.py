@@ -6,6 +6,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import InvalidInput
@@ -23,7 +25,10 @@ def check_set_language(*, actor: Actor, language: Any) -> OperatorProfile:
     """Choose the console language for this operator (every browser follows)."""
     require_perm(actor, "view")
     if language not in dict(settings.LANGUAGES):
-        raise InvalidInput(f"Unsupported language {language!r}.", code="invalid_language")
+        raise InvalidInput(
+            format_lazy(_("Unsupported language {language!r}."), language=language),
+            code="invalid_language",
+        )
     with transaction.atomic():
         profile = OperatorProfile.objects.select_for_update().get(pk=get_profile(actor.user).pk)
         before = profile.language
@@ -44,7 +49,7 @@ def check_set_auto_fetch(*, actor: Actor, enabled: Any) -> OperatorProfile:
     """Turn URL pre-fetch of this operator's messages on or off (setting autoFetchUrls)."""
     require_perm(actor, "view")
     if not isinstance(enabled, bool):
-        raise InvalidInput("enabled must be true or false.")
+        raise InvalidInput(_("enabled must be true or false."))
     with transaction.atomic():
         profile = OperatorProfile.objects.select_for_update().get(pk=get_profile(actor.user).pk)
         before = profile.auto_fetch_urls
@@ -73,32 +78,33 @@ def panel_state_for(profile: OperatorProfile) -> dict[str, Any]:
 
 def _clean_panel_state(state: Any) -> dict[str, Any]:
     if not isinstance(state, dict):
-        raise InvalidInput("The panel state must be an object.", code="invalid_panel_state")
+        raise InvalidInput(_("The panel state must be an object."), code="invalid_panel_state")
     unknown = set(state) - {"open", "width", "active_room_id", "tab_titles"}
     if unknown:
         raise InvalidInput(
-            f"Unknown panel field(s): {sorted(unknown)}.", code="invalid_panel_state"
+            format_lazy(_("Unknown panel field(s): {unknown}."), unknown=sorted(unknown)),
+            code="invalid_panel_state",
         )
     out: dict[str, Any] = {}
     if "open" in state:
         if not isinstance(state["open"], bool):
-            raise InvalidInput("open must be true or false.", code="invalid_panel_state")
+            raise InvalidInput(_("open must be true or false."), code="invalid_panel_state")
         out["open"] = state["open"]
     if "width" in state:
         width = state["width"]
         if isinstance(width, bool) or not isinstance(width, int | float):
-            raise InvalidInput("width must be a number of pixels.", code="invalid_panel_state")
+            raise InvalidInput(_("width must be a number of pixels."), code="invalid_panel_state")
         out["width"] = int(min(max(width, PANEL_WIDTH_MIN), PANEL_WIDTH_MAX))
     if "active_room_id" in state:
         room = state["active_room_id"]
         if room is not None and (isinstance(room, bool) or not isinstance(room, int)):
-            raise InvalidInput("active_room_id must be a room id.", code="invalid_panel_state")
+            raise InvalidInput(_("active_room_id must be a room id."), code="invalid_panel_state")
         out["active_room_id"] = room
     if "tab_titles" in state:
         # Display hints only; a room's real title is renamed through PATCH /api/ai/rooms/<id>.
         titles = state["tab_titles"]
         if not isinstance(titles, dict) or len(titles) > PANEL_TITLES_MAX:
-            raise InvalidInput("tab_titles must be a small object.", code="invalid_panel_state")
+            raise InvalidInput(_("tab_titles must be a small object."), code="invalid_panel_state")
         out["tab_titles"] = {str(k)[:20]: str(v)[:60] for k, v in titles.items()}
     return out
 
@@ -112,7 +118,7 @@ def check_save_panel_state(*, actor: Actor, state: Any) -> OperatorProfile:
         from chatrooms.models import Room
 
         if not Room.objects.filter(pk=changes["active_room_id"], operator=actor.user).exists():
-            raise InvalidInput("No such room.", code="invalid_panel_state")
+            raise InvalidInput(_("No such room."), code="invalid_panel_state")
     with transaction.atomic():
         profile = OperatorProfile.objects.select_for_update().get(pk=get_profile(actor.user).pk)
         before = dict(profile.panel_state or {})

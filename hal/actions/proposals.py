@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.confirm import (
@@ -26,6 +28,7 @@ from hal.actions.confirm import (
 )
 from hal.errors import ConfirmationError, Conflict, HalError, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.i18n import english, is_text
 from hal.models import AuditEntry, Confirmation, Proposal
 
 log = logging.getLogger("hal.proposals")
@@ -60,7 +63,9 @@ def _tool(name: str) -> Any:
 
     tool = get_tool(name)
     if tool is None:
-        raise InvalidInput(f"There is no tool {name!r}.", code="unknown_tool")
+        raise InvalidInput(
+            format_lazy(_("There is no tool {name!r}."), name=name), code="unknown_tool"
+        )
     return tool
 
 
@@ -69,10 +74,10 @@ def load_proposal(proposal_id: Any) -> Proposal:
     try:
         pk = int(proposal_id)
     except (TypeError, ValueError):
-        raise NotFound("No such proposal.", code="proposal_not_found") from None
+        raise NotFound(_("No such proposal."), code="proposal_not_found") from None
     proposal = Proposal.objects.filter(pk=pk).first()
     if proposal is None:
-        raise NotFound("No such proposal.", code="proposal_not_found")
+        raise NotFound(_("No such proposal."), code="proposal_not_found")
     return expire_if_due(proposal)
 
 
@@ -90,13 +95,17 @@ def check_create_proposal(
     require_perm(actor, "view")
     definition = _tool(tool)
     if definition.tier == READ:
-        raise InvalidInput(f"{tool} is a read tool; it needs no proposal.", code="not_proposable")
+        raise InvalidInput(
+            format_lazy(_("{tool} is a read tool; it needs no proposal."), tool=tool),
+            code="not_proposable",
+        )
     # Re-validate: whoever calls this (dispatch, a test, a future path) gets the same gate.
     try:
         clean = definition.validate(arguments)
     except Exception as exc:  # pydantic.ValidationError
         raise InvalidInput(
-            f"The arguments do not match {tool}'s schema.", code="invalid_arguments"
+            format_lazy(_("The arguments do not match {tool}'s schema."), tool=tool),
+            code="invalid_arguments",
         ) from exc
     where = Origin.coerce(origin)
     if definition.tier == "high_risk":
@@ -106,7 +115,9 @@ def check_create_proposal(
     else:
         target = definition.target(clean) if definition.target else ""
         summary = definition.summarize(clean) if definition.summarize else definition.description
-        impact_json = {"summary": summary, "details": {"arguments": clean}}
+        impact_json = {"summary": english(summary), "details": {"arguments": clean}}
+        if is_text(summary):
+            impact_json["summary_i18n"] = summary
     user = actor.user if getattr(actor.user, "pk", None) else None
     with transaction.atomic():
         proposal = Proposal.objects.create(
@@ -151,7 +162,8 @@ def check_confirm_proposal(
     _require_pending(proposal)
     if proposal.tier != Proposal.HIGH_RISK:
         raise InvalidInput(
-            "Only high-risk proposals need the confirmation steps.", code="confirmation_not_needed"
+            _("Only high-risk proposals need the confirmation steps."),
+            code="confirmation_not_needed",
         )
     if step == "impact":
         conf = check_start_confirmation(
@@ -168,11 +180,11 @@ def check_confirm_proposal(
     if step == "target":
         if not proposal.confirmation_token:
             raise ConfirmationError(
-                "Show the impact first (step impact).", code="confirmation_incomplete"
+                _("Show the impact first (step impact)."), code="confirmation_incomplete"
             )
         conf = check_confirm_target(actor=actor, token=proposal.confirmation_token, typed=target)
         return proposal, conf
-    raise InvalidInput("step must be impact or target.", code="invalid_step")
+    raise InvalidInput(_("step must be impact or target."), code="invalid_step")
 
 
 def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
@@ -189,8 +201,10 @@ def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
         or conf.expires_at <= timezone.now()
     ):
         raise ConfirmationError(
-            "High-risk proposals need both confirmation steps (impact, retype the target) "
-            "by the approving operator.",
+            _(
+                "High-risk proposals need both confirmation steps (impact, retype the "
+                "target) by the approving operator."
+            ),
             code="confirmation_incomplete",
         )
     return str(conf.token)
@@ -201,9 +215,12 @@ def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
 
 def _require_pending(proposal: Proposal) -> None:
     if proposal.status == Proposal.EXPIRED:
-        raise Conflict("This proposal has expired.", code="proposal_expired")
+        raise Conflict(_("This proposal has expired."), code="proposal_expired")
     if proposal.status != Proposal.PENDING:
-        raise Conflict(f"This proposal is {proposal.status}.", code="proposal_not_pending")
+        raise Conflict(
+            format_lazy(_("This proposal is {status}."), status=proposal.status),
+            code="proposal_not_pending",
+        )
 
 
 @action("proposals.approve")
@@ -231,8 +248,8 @@ def check_approve_proposal(*, actor: Actor, proposal_id: Any) -> Proposal:
         if won != 1:
             current = Proposal.objects.filter(pk=proposal.pk).values_list("status", flat=True)
             if current and current[0] == Proposal.PENDING:
-                raise Conflict("This proposal has expired.", code="proposal_expired")
-            raise Conflict("This proposal is no longer pending.", code="proposal_not_pending")
+                raise Conflict(_("This proposal has expired."), code="proposal_expired")
+            raise Conflict(_("This proposal is no longer pending."), code="proposal_not_pending")
         record_audit(
             actor,
             "proposals.approve",
@@ -277,7 +294,10 @@ def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> 
     except Exception as exc:  # the action crashed: record it, never leave it "executing"
         log.exception("proposal %s (%s) crashed", proposal.pk, proposal.tool)
         error = HalError(
-            f"The action failed unexpectedly ({type(exc).__name__}).", code="internal_error"
+            format_lazy(
+                _("The action failed unexpectedly ({error_type})."), error_type=type(exc).__name__
+            ),
+            code="internal_error",
         )
     with transaction.atomic():
         fields: dict[str, Any] = {"executed_at": timezone.now(), "updated_at": timezone.now()}
@@ -317,7 +337,9 @@ def check_reject_proposal(*, actor: Actor, proposal_id: Any, reason: Any = "") -
     if reason is None:
         reason = ""
     if not isinstance(reason, str) or len(reason) > 500:
-        raise InvalidInput("reason must be text (at most 500 characters).", code="invalid_reason")
+        raise InvalidInput(
+            _("reason must be text (at most 500 characters)."), code="invalid_reason"
+        )
     proposal = load_proposal(proposal_id)
     _require_pending(proposal)
     return _close(actor, proposal, Proposal.REJECTED, "proposals.reject", reason=reason.strip())
@@ -343,7 +365,7 @@ def _close(
             )
         changed = Proposal.objects.filter(pk=proposal.pk, status=Proposal.PENDING).update(**fields)
         if changed != 1:
-            raise Conflict("This proposal is no longer pending.", code="proposal_not_pending")
+            raise Conflict(_("This proposal is no longer pending."), code="proposal_not_pending")
         proposal.refresh_from_db()
         audit_actor = actor or Actor.for_system("system", "proposals")
         record_audit(
@@ -367,7 +389,7 @@ def check_cancel_room_proposals(*, actor: Actor, room_id: Any) -> list[Proposal]
     try:
         room = int(room_id)
     except (TypeError, ValueError):
-        raise InvalidInput("room_id must be a number.", code="invalid_room") from None
+        raise InvalidInput(_("room_id must be a number."), code="invalid_room") from None
     cancelled = []
     for proposal in Proposal.objects.filter(room_id=room, status=Proposal.PENDING).order_by("id"):
         try:
@@ -458,13 +480,13 @@ def list_proposals(
     qs = Proposal.objects.all()
     if status:
         if status not in dict(Proposal.STATUS_CHOICES):
-            raise InvalidInput("Unknown proposal status.", code="invalid_filter")
+            raise InvalidInput(_("Unknown proposal status."), code="invalid_filter")
         qs = qs.filter(status=status)
     if room_id not in (None, ""):
         try:
             qs = qs.filter(room_id=int(room_id))
         except (TypeError, ValueError):
-            raise InvalidInput("room_id must be a number.", code="invalid_filter") from None
+            raise InvalidInput(_("room_id must be a number."), code="invalid_filter") from None
     return list(qs.order_by("-id")[: max(1, min(int(limit), 500))])
 
 

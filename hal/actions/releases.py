@@ -17,13 +17,18 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs import create_job, deploy_params, open_job_for, rollback_params
 from hal.actions.servers import resolve_server
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.i18n import english
 from hal.models import Job, Module, ModuleDeployment, Release, Server
 
 # A version becomes a directory name on every server: letters, digits, . _ + - only.
@@ -43,7 +48,9 @@ def artifact_file(release: Release) -> Path:
     base = artifacts_dir().resolve()
     path = (base / release.artifact_path).resolve()
     if base not in path.parents:
-        raise Conflict("The artifact path is outside the artifact store.", code="artifact_missing")
+        raise Conflict(
+            _("The artifact path is outside the artifact store."), code="artifact_missing"
+        )
     return path
 
 
@@ -66,7 +73,7 @@ def resolve_module(ref: Any) -> Module:
     if module is None and isinstance(ref, str):
         module = Module.objects.filter(name=ref.strip()).first()
     if module is None:
-        raise NotFound(f"No module {ref!r}.", code="module_not_found")
+        raise NotFound(format_lazy(_("No module {ref!r}."), ref=ref), code="module_not_found")
     return module
 
 
@@ -79,10 +86,10 @@ def resolve_release(ref: Any) -> Release:
     if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
         release = qs.filter(pk=int(ref)).first()
     elif isinstance(ref, str) and "@" in ref:
-        name, _, version = ref.partition("@")
+        name, _sep, version = ref.partition("@")
         release = qs.filter(module__name=name, version=version).first()
     if release is None:
-        raise NotFound(f"No release {ref!r}.", code="release_not_found")
+        raise NotFound(format_lazy(_("No release {ref!r}."), ref=ref), code="release_not_found")
     return release
 
 
@@ -94,10 +101,10 @@ def clean_health_url(value: Any) -> str:
     if value in (None, ""):
         return ""
     if not isinstance(value, str) or len(value) > 500:
-        raise InvalidInput("health_check_url must be an http(s) URL.", code="invalid_url")
+        raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput("health_check_url must be an http(s) URL.", code="invalid_url")
+        raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
     return value.strip()
 
 
@@ -111,11 +118,11 @@ def clean_restart_command(value: Any) -> list[str]:
         or not all(isinstance(a, str) and a and len(a) <= 1000 and "\0" not in a for a in value)
     ):
         raise InvalidInput(
-            "restart_command must be a list of 1–32 non-empty strings.", code="invalid_command"
+            _("restart_command must be a list of 1–32 non-empty strings."), code="invalid_command"
         )
     if not os.path.isabs(value[0]):
         raise InvalidInput(
-            "restart_command[0] must be an absolute path to the program.", code="invalid_command"
+            _("restart_command[0] must be an absolute path to the program."), code="invalid_command"
         )
     return list(value)
 
@@ -142,10 +149,10 @@ def check_configure_module(
         changes["restart_command"] = clean_restart_command(restart_command)
     if description is not _UNSET:
         if not isinstance(description, str) or len(description) > 200:
-            raise InvalidInput("description must be text of at most 200 characters.")
+            raise InvalidInput(_("description must be text of at most 200 characters."))
         changes["description"] = description
     if not changes:
-        raise InvalidInput("Nothing to change.", code="nothing_to_change")
+        raise InvalidInput(_("Nothing to change."), code="nothing_to_change")
     with transaction.atomic():
         target = Module.objects.select_for_update().get(pk=target.pk)
         before = {k: getattr(target, k) for k in changes}
@@ -167,7 +174,7 @@ def _check_tarball(path: Path) -> int:
             members = tar.getmembers()
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise InvalidInput(
-            "The artifact must be a .tar.gz archive.", code="artifact_invalid"
+            _("The artifact must be a .tar.gz archive."), code="artifact_invalid"
         ) from exc
     for member in members:
         name = member.name
@@ -177,7 +184,8 @@ def _check_tarball(path: Path) -> int:
             or not (member.isfile() or member.isdir())
         ):
             raise InvalidInput(
-                f"The artifact contains an unsafe entry: {name[:100]!r}", code="artifact_invalid"
+                format_lazy(_("The artifact contains an unsafe entry: {name!r}"), name=name[:100]),
+                code="artifact_invalid",
             )
     return len(members)
 
@@ -191,13 +199,16 @@ def check_register_release(
     target = resolve_module(module)
     if not isinstance(version, str) or not _VERSION.match(version):
         raise InvalidInput(
-            "version may contain letters, digits, '.', '_', '+' and '-' (max 64).",
+            _("version may contain letters, digits, '.', '_', '+' and '-' (max 64)."),
             code="invalid_version",
         )
     if not isinstance(notes, str) or len(notes) > 1000:
-        raise InvalidInput("notes must be text of at most 1000 characters.")
+        raise InvalidInput(_("notes must be text of at most 1000 characters."))
     if Release.objects.filter(module=target, version=version).exists():
-        raise Conflict(f"{target.name}@{version} already exists.", code="release_exists")
+        raise Conflict(
+            format_lazy(_("{name}@{version} already exists."), name=target.name, version=version),
+            code="release_exists",
+        )
     limit = int(getattr(settings, "HAL_ARTIFACT_MAX_BYTES", DEFAULT_MAX_ARTIFACT_BYTES))
     folder = artifacts_dir() / target.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -210,12 +221,13 @@ def check_register_release(
                 size += len(chunk)
                 if size > limit:
                     raise InvalidInput(
-                        f"The artifact is larger than {limit} bytes.", code="artifact_too_large"
+                        format_lazy(_("The artifact is larger than {limit} bytes."), limit=limit),
+                        code="artifact_too_large",
                     )
                 digest.update(chunk)
                 out.write(chunk)
         if size == 0:
-            raise InvalidInput("The artifact is empty.", code="artifact_invalid")
+            raise InvalidInput(_("The artifact is empty."), code="artifact_invalid")
         _check_tarball(tmp)
         final = folder / f"{target.name}-{version}.tar.gz"
         with transaction.atomic():
@@ -239,7 +251,10 @@ def check_register_release(
             )
             publish(OPS_GROUP, "release.updated", release.as_dict())
     except IntegrityError:
-        raise Conflict(f"{target.name}@{version} already exists.", code="release_exists") from None
+        raise Conflict(
+            format_lazy(_("{name}@{version} already exists."), name=target.name, version=version),
+            code="release_exists",
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
     return release
@@ -255,14 +270,16 @@ def _chunks(artifact: Any):
         while chunk := artifact.read(CHUNK):
             yield chunk
     else:
-        raise InvalidInput("Attach the artifact file.", code="artifact_invalid")
+        raise InvalidInput(_("Attach the artifact file."), code="artifact_invalid")
 
 
 def verify_artifact(actor: Actor, release: Release, *, job: Job | None = None) -> Path:
     """Recompute the artifact's sha256; a mismatch is refused, audited and fails the job."""
     path = artifact_file(release)
     if not path.is_file():
-        _artifact_refused(actor, release, job, "artifact_missing", "The artifact file is missing.")
+        _artifact_refused(
+            actor, release, job, "artifact_missing", _("The artifact file is missing.")
+        )
     actual = sha256_of(path)
     if actual != release.sha256:
         _artifact_refused(
@@ -270,15 +287,21 @@ def verify_artifact(actor: Actor, release: Release, *, job: Job | None = None) -
             release,
             job,
             "sha256_mismatch",
-            f"Artifact sha256 {actual[:12]}… does not match the release's {release.sha256[:12]}….",
+            format_lazy(
+                _("Artifact sha256 {actual}… does not match the release's {expected}…."),
+                actual=actual[:12],
+                expected=release.sha256[:12],
+            ),
         )
     return path
 
 
 def _artifact_refused(
-    actor: Actor, release: Release, job: Job | None, code: str, message: str
+    actor: Actor, release: Release, job: Job | None, code: str, message: Any
 ) -> None:
     from hal.actions.jobs import do_finish_job
+
+    text = english(message)  # the audit row and the job's error stay English
 
     with transaction.atomic():
         record_audit(
@@ -288,12 +311,12 @@ def _artifact_refused(
             target_label=release.identifier,
             result="refused",
             error_code=code,
-            message=message,
+            message=text,
         )
         if job is not None:
             locked = Job.objects.select_for_update().get(pk=job.pk)
             if locked.status == Job.RUNNING:
-                do_finish_job(actor, locked, Job.FAILED, {}, code, message)
+                do_finish_job(actor, locked, Job.FAILED, {}, code, text)
     raise Conflict(message, code=code)
 
 
@@ -304,7 +327,9 @@ def _release_impact(actor: Actor, params: dict) -> Impact:
         subject_type="release",
         subject_id=str(release.pk),
         target_identifier=release.identifier,
-        summary=f"Approve {release.identifier} for deployment.",
+        summary=i18n.text(
+            gettext_noop("Approve {release} for deployment."), release=release.identifier
+        ),
         details={
             "action": "releases.approve",
             "module": release.module.name,
@@ -334,7 +359,14 @@ def check_approve_release(
         )
         target = Release.objects.select_for_update().select_related("module").get(pk=target.pk)
         if target.status != Release.DRAFT:
-            raise Conflict(f"{target.identifier} is {target.status}.", code="release_not_draft")
+            raise Conflict(
+                format_lazy(
+                    _("{identifier} is {status}."),
+                    identifier=target.identifier,
+                    status=target.status,
+                ),
+                code="release_not_draft",
+            )
         verify_artifact(actor, target)
         target.status = Release.APPROVED
         target.approved_by = actor.label
@@ -361,7 +393,11 @@ register_high_risk("releases.approve", impact=_release_impact, execute=check_app
 def _serving(server: Server) -> None:
     if server.status not in SERVING_STATUSES:
         raise Conflict(
-            f"{server.hostname} is {server.status}; deploy only to active or maintenance servers.",
+            format_lazy(
+                _("{hostname} is {status}; deploy only to active or maintenance servers."),
+                hostname=server.hostname,
+                status=server.status,
+            ),
             code="server_not_active",
         )
 
@@ -370,8 +406,14 @@ def _no_change_in_progress(server: Server, module: Module) -> None:
     busy = open_job_for(server, module, (Job.DEPLOY, Job.ROLLBACK))
     if busy:
         raise Conflict(
-            f"Job #{busy.pk} ({busy.kind}) is already {busy.status} for {module.name} on "
-            f"{server.hostname}.",
+            format_lazy(
+                _("Job #{pk} ({kind}) is already {status} for {name} on {hostname}."),
+                pk=busy.pk,
+                kind=busy.kind,
+                status=busy.status,
+                name=module.name,
+                hostname=server.hostname,
+            ),
             code="job_in_progress",
         )
 
@@ -393,7 +435,11 @@ def _deploy_impact(actor: Actor, params: dict) -> Impact:
         subject_type="release",
         subject_id=str(release.pk),
         target_identifier=release.identifier,
-        summary=f"Deploy {release.identifier} to {server.hostname}.",
+        summary=i18n.text(
+            gettext_noop("Deploy {release} to {hostname}."),
+            release=release.identifier,
+            hostname=server.hostname,
+        ),
         details={
             "action": "releases.deploy",
             "server": server.hostname,
@@ -430,12 +476,16 @@ def check_deploy_release(
         host = Server.objects.select_for_update().get(pk=host.pk)
         if target.status != Release.APPROVED:
             raise Conflict(
-                f"{target.identifier} is {target.status}; approve it before deploying.",
+                format_lazy(
+                    _("{identifier} is {status}; approve it before deploying."),
+                    identifier=target.identifier,
+                    status=target.status,
+                ),
                 code="release_not_approved",
             )
         _serving(host)
         _no_change_in_progress(host, target.module)
-        deployment, _ = ModuleDeployment.objects.select_for_update().get_or_create(
+        deployment, _created = ModuleDeployment.objects.select_for_update().get_or_create(
             server=host, module=target.module
         )
         deployment.desired_release = target
@@ -466,7 +516,11 @@ def _rollback_plan(server: Server, module: Module) -> ModuleDeployment:
     deployment = _deployment(server, module)
     if deployment is None or deployment.previous_release is None:
         raise Conflict(
-            f"{module.name} on {server.hostname} has no previous release to roll back to.",
+            format_lazy(
+                _("{name} on {hostname} has no previous release to roll back to."),
+                name=module.name,
+                hostname=server.hostname,
+            ),
             code="nothing_to_roll_back",
         )
     return deployment
@@ -481,9 +535,11 @@ def _rollback_impact(actor: Actor, params: dict) -> Impact:
         subject_type="server",
         subject_id=str(server.pk),
         target_identifier=server.hostname,
-        summary=(
-            f"Roll {module.name} on {server.hostname} back to "
-            f"{deployment.previous_release.version}."
+        summary=i18n.text(
+            gettext_noop("Roll {module} on {hostname} back to {version}."),
+            module=module.name,
+            hostname=server.hostname,
+            version=deployment.previous_release.version,
         ),
         details={
             "action": "modules.rollback",
@@ -558,7 +614,11 @@ def _reconcile_impact(actor: Actor, params: dict) -> Impact:
         subject_type="module",
         subject_id=str(module.pk),
         target_identifier=module.name,
-        summary=f"Bring {module.name} to its desired release on {len(drift)} server(s).",
+        summary=i18n.text(
+            gettext_noop("Bring {module} to its desired release on {count} server(s)."),
+            module=module.name,
+            count=len(drift),
+        ),
         details={
             "action": "modules.reconcile",
             "module": module.name,
@@ -590,7 +650,10 @@ def check_reconcile_module(*, actor: Actor, module: Any, confirmation: str | Non
         )
         busy = open_job_for(None, mod, (Job.RECONCILE,))
         if busy:
-            raise Conflict(f"Reconcile job #{busy.pk} is {busy.status}.", code="job_in_progress")
+            raise Conflict(
+                format_lazy(_("Reconcile job #{pk} is {status}."), pk=busy.pk, status=busy.status),
+                code="job_in_progress",
+            )
         job = create_job(actor, kind=Job.RECONCILE, module=mod, runner=Job.RUNNER_HAL)
         record_audit(
             actor,
@@ -614,7 +677,8 @@ def check_module_health(*, actor: Actor, module: Any, server: Any = None) -> Job
     mod = resolve_module(module)
     if not mod.health_check_url:
         raise Conflict(
-            f"{mod.name} has no health-check URL configured.", code="module_no_health_check"
+            format_lazy(_("{name} has no health-check URL configured."), name=mod.name),
+            code="module_no_health_check",
         )
     host = resolve_server(server) if server not in (None, "") else None
     with transaction.atomic():
@@ -645,15 +709,19 @@ def check_restart_module(*, actor: Actor, module: Any, server: Any, reason: str 
     host = resolve_server(server)
     if not mod.restart_command:
         raise Conflict(
-            f"{mod.name} has no restart command configured.", code="module_no_restart_command"
+            format_lazy(_("{name} has no restart command configured."), name=mod.name),
+            code="module_no_restart_command",
         )
     if not isinstance(reason, str) or len(reason) > 500:
-        raise InvalidInput("reason must be text of at most 500 characters.")
+        raise InvalidInput(_("reason must be text of at most 500 characters."))
     with transaction.atomic():
         _serving(host)
         busy = open_job_for(host, mod, (Job.RESTART,))
         if busy:
-            raise Conflict(f"Restart job #{busy.pk} is {busy.status}.", code="job_in_progress")
+            raise Conflict(
+                format_lazy(_("Restart job #{pk} is {status}."), pk=busy.pk, status=busy.status),
+                code="job_in_progress",
+            )
         # The argv itself is not copied into the job: the agent receives the module's
         # configured command when it claims the job, so nothing in a request selects it.
         job = create_job(

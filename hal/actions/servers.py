@@ -15,7 +15,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
@@ -49,7 +53,7 @@ def resolve_server(ref: Any, *, include_deleted: bool = False) -> Server:
     if server is None and isinstance(ref, str) and ref:
         server = qs.filter(hostname=ref.strip().lower()).order_by("-id").first()
     if server is None:
-        raise NotFound(f"No server {ref!r}.", code="server_not_found")
+        raise NotFound(format_lazy(_("No server {ref!r}."), ref=ref), code="server_not_found")
     return server
 
 
@@ -68,14 +72,14 @@ def _publish(server: Server) -> None:
 def clean_hostname(hostname: Any) -> str:
     """Validate and normalise a hostname (lower case, RFC 1123)."""
     if not isinstance(hostname, str) or not _HOSTNAME.match(hostname.strip().lower()):
-        raise InvalidInput("hostname must be a valid DNS host name.", code="invalid_hostname")
+        raise InvalidInput(_("hostname must be a valid DNS host name."), code="invalid_hostname")
     return hostname.strip().lower()
 
 
 def _required_reason(value: Any) -> str:
     reason = _text(value, "reason", 500)
     if not reason:
-        raise InvalidInput("Give a reason.", code="reason_required")
+        raise InvalidInput(_("Give a reason."), code="reason_required")
     return reason
 
 
@@ -83,10 +87,13 @@ def _text(value: Any, name: str, limit: int) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be text.", code="invalid_input")
+        raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code="invalid_input")
     value = value.strip()
     if len(value) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters.", code="invalid_input")
+        raise InvalidInput(
+            format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
+            code="invalid_input",
+        )
     return value
 
 
@@ -115,7 +122,10 @@ def do_register_server(
     try:
         with transaction.atomic():
             if Server.objects.filter(hostname=hostname).exclude(status=Server.DELETED).exists():
-                raise Conflict(f"{hostname} is already registered.", code="server_exists")
+                raise Conflict(
+                    format_lazy(_("{hostname} is already registered."), hostname=hostname),
+                    code="server_exists",
+                )
             server = Server.objects.create(
                 hostname=hostname,
                 address=address,
@@ -126,7 +136,10 @@ def do_register_server(
             record_audit(actor, "servers.register", target=server, after=_snapshot(server))
             _publish(server)
     except IntegrityError:
-        raise Conflict(f"{hostname} is already registered.", code="server_exists") from None
+        raise Conflict(
+            format_lazy(_("{hostname} is already registered."), hostname=hostname),
+            code="server_exists",
+        ) from None
     return server
 
 
@@ -139,7 +152,12 @@ def check_approve_server(*, actor: Actor, server: Any) -> Server:
         target = _locked(target)
         if target.status != Server.PENDING:
             raise Conflict(
-                f"{target.hostname} is {target.status}, not pending.", code="server_not_pending"
+                format_lazy(
+                    _("{hostname} is {status}, not pending."),
+                    hostname=target.hostname,
+                    status=target.status,
+                ),
+                code="server_not_pending",
             )
         return do_approve_server(actor, target)
 
@@ -167,7 +185,7 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
     """Put an active server into maintenance (enabled=True) or bring it back (False)."""
     require_perm(actor, "operate")
     if not isinstance(enabled, bool):
-        raise InvalidInput("enabled must be true or false.")
+        raise InvalidInput(_("enabled must be true or false."))
     reason = _text(reason, "reason", 500)
     target = resolve_server(server)
     with transaction.atomic():
@@ -175,7 +193,12 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
         wanted_from = Server.ACTIVE if enabled else Server.MAINTENANCE
         if target.status != wanted_from:
             code = "server_not_active" if enabled else "server_not_in_maintenance"
-            raise Conflict(f"{target.hostname} is {target.status}.", code=code)
+            raise Conflict(
+                format_lazy(
+                    _("{hostname} is {status}."), hostname=target.hostname, status=target.status
+                ),
+                code=code,
+            )
         before = _snapshot(target)
         target.status = Server.MAINTENANCE if enabled else Server.ACTIVE
         target.status_reason = reason if enabled else ""
@@ -202,6 +225,7 @@ def _open_jobs(server: Server) -> list[Job]:
 
 
 def _server_impact(actor: Actor, params: dict, verb: str, code: str) -> Impact:
+    # `verb`: the summary's msgid, e.g. "Isolate server {hostname} ({status})."
     require_perm(actor, "view")
     server = resolve_server(params.get("server"))
     jobs = _open_jobs(server)
@@ -213,7 +237,7 @@ def _server_impact(actor: Actor, params: dict, verb: str, code: str) -> Impact:
         subject_type="server",
         subject_id=str(server.pk),
         target_identifier=server.hostname,
-        summary=f"{verb} server {server.hostname} ({server.effective_status()}).",
+        summary=i18n.text(verb, hostname=server.hostname, status=server.effective_status()),
         details={
             "action": code,
             "server": server.hostname,
@@ -270,7 +294,12 @@ def check_isolate_server(
         )
         target = _locked(target)
         if target.status not in (Server.ACTIVE, Server.MAINTENANCE, Server.PENDING):
-            raise Conflict(f"{target.hostname} is {target.status}.", code="server_not_isolatable")
+            raise Conflict(
+                format_lazy(
+                    _("{hostname} is {status}."), hostname=target.hostname, status=target.status
+                ),
+                code="server_not_isolatable",
+            )
         before = _snapshot(target)
         target.status = Server.ISOLATED
         target.status_reason = reason
@@ -308,7 +337,10 @@ def check_delete_server(
         )
         target = _locked(target)
         if target.status == Server.DELETED:
-            raise Conflict(f"{target.hostname} is already deleted.", code="server_deleted")
+            raise Conflict(
+                format_lazy(_("{hostname} is already deleted."), hostname=target.hostname),
+                code="server_deleted",
+            )
         before = _snapshot(target)
         target.status = Server.DELETED
         target.status_reason = reason
@@ -332,12 +364,16 @@ def check_delete_server(
 
 register_high_risk(
     "servers.isolate",
-    impact=lambda actor, params: _server_impact(actor, params, "Isolate", "servers.isolate"),
+    impact=lambda actor, params: _server_impact(
+        actor, params, gettext_noop("Isolate server {hostname} ({status})."), "servers.isolate"
+    ),
     execute=check_isolate_server,
 )
 register_high_risk(
     "servers.delete",
-    impact=lambda actor, params: _server_impact(actor, params, "Delete", "servers.delete"),
+    impact=lambda actor, params: _server_impact(
+        actor, params, gettext_noop("Delete server {hostname} ({status})."), "servers.delete"
+    ),
     execute=check_delete_server,
 )
 
@@ -355,7 +391,7 @@ def check_create_enrolment_token(
     default_ttl = int(getattr(settings, "HAL_ENROLMENT_TOKEN_TTL_SECONDS", ENROLMENT_TTL_DEFAULT))
     ttl = default_ttl if ttl_seconds is None else ttl_seconds
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= 7 * 86400:
-        raise InvalidInput("ttl_seconds must be between 60 and 604800.", code="invalid_ttl")
+        raise InvalidInput(_("ttl_seconds must be between 60 and 604800."), code="invalid_ttl")
     raw = "hal-enrol-" + secrets.token_urlsafe(32)
     with transaction.atomic():
         row = EnrolmentToken.objects.create(
@@ -393,11 +429,11 @@ def check_enrol_agent(
 ) -> tuple[Server, str]:
     """An agent trades a one-time enrolment token for a pending server and its own token."""
     if not isinstance(enrolment_token, str) or not enrolment_token:
-        raise NotAuthenticated("A valid enrolment token is required.", code="enrolment_invalid")
+        raise NotAuthenticated(_("A valid enrolment token is required."), code="enrolment_invalid")
     name = clean_hostname(hostname)
     version = _agent_version(agent_version)
     if facts is not None and not isinstance(facts, dict):
-        raise InvalidInput("facts must be an object.", code="invalid_payload")
+        raise InvalidInput(_("facts must be an object."), code="invalid_payload")
     with transaction.atomic():
         row = (
             EnrolmentToken.objects.select_for_update()
@@ -406,7 +442,7 @@ def check_enrol_agent(
         )
         if row is None or not row.usable():
             raise NotAuthenticated(
-                "The enrolment token is unknown, used or expired.", code="enrolment_invalid"
+                _("The enrolment token is unknown, used or expired."), code="enrolment_invalid"
             )
         # Spend the token first (conditional update): a concurrent enrolment loses.
         spent = EnrolmentToken.objects.filter(pk=row.pk, used_at__isnull=True).update(
@@ -414,7 +450,7 @@ def check_enrol_agent(
         )
         if spent != 1:
             raise NotAuthenticated(
-                "The enrolment token was already used.", code="enrolment_invalid"
+                _("The enrolment token was already used."), code="enrolment_invalid"
             )
         server = do_register_server(
             actor,
@@ -444,7 +480,10 @@ def check_revoke_agent_tokens(*, actor: Actor, server: Any) -> int:
             revoked_at=timezone.now()
         )
         if count == 0:
-            raise Conflict(f"{target.hostname} has no live agent token.", code="no_agent_token")
+            raise Conflict(
+                format_lazy(_("{hostname} has no live agent token."), hostname=target.hostname),
+                code="no_agent_token",
+            )
         record_audit(actor, "servers.agent_token_revoke", target=target, after={"revoked": count})
     return count
 
@@ -482,7 +521,7 @@ def _agent_version(value: Any) -> str:
     if value in (None, ""):
         return ""
     if not isinstance(value, str) or not _AGENT_VERSION.match(value):
-        raise InvalidInput("agent_version is malformed.", code="invalid_payload")
+        raise InvalidInput(_("agent_version is malformed."), code="invalid_payload")
     return value
 
 
@@ -518,21 +557,31 @@ _METRIC_FIELDS = {
 def clean_metrics(metrics: Any) -> dict[str, Any]:
     """Validate a heartbeat's metrics: known numeric fields within range, else 400."""
     if not isinstance(metrics, dict):
-        raise InvalidInput("metrics must be an object.", code="invalid_payload")
+        raise InvalidInput(_("metrics must be an object."), code="invalid_payload")
     unknown = set(metrics) - set(_METRIC_FIELDS)
     if unknown:
-        raise InvalidInput(f"unknown metrics: {sorted(unknown)}", code="invalid_payload")
+        raise InvalidInput(
+            format_lazy(_("unknown metrics: {unknown}"), unknown=sorted(unknown)),
+            code="invalid_payload",
+        )
     clean: dict[str, Any] = {}
     for name, (low, high, required) in _METRIC_FIELDS.items():
         value = metrics.get(name)
         if value is None:
             if required:
-                raise InvalidInput(f"metrics.{name} is required.", code="invalid_payload")
+                raise InvalidInput(
+                    format_lazy(_("metrics.{name} is required."), name=name), code="invalid_payload"
+                )
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInput(f"metrics.{name} must be a number.", code="invalid_payload")
+            raise InvalidInput(
+                format_lazy(_("metrics.{name} must be a number."), name=name),
+                code="invalid_payload",
+            )
         if not math.isfinite(value) or not low <= value <= high:
-            raise InvalidInput(f"metrics.{name} is out of range.", code="invalid_payload")
+            raise InvalidInput(
+                format_lazy(_("metrics.{name} is out of range."), name=name), code="invalid_payload"
+            )
         clean[name] = int(value) if isinstance(low, int) else float(value)
     return clean
 

@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.errors import InvalidInput, NotFound
@@ -97,15 +100,20 @@ def register_setting(
 def get_definition(name: Any) -> SettingDef:
     """The definition of a registered setting, or 404 setting_not_found."""
     if not isinstance(name, str) or name not in REGISTRY:
-        raise NotFound(f"Unknown setting {name!r}.", code="setting_not_found")
+        raise NotFound(
+            format_lazy(_("Unknown setting {name!r}."), name=name), code="setting_not_found"
+        )
     return REGISTRY[name]
 
 
 def coerce(definition: SettingDef, value: Any) -> Any:
     """Validate `value` for the setting and return its stored form (400 on a bad value)."""
 
-    def bad(why: str) -> InvalidInput:
-        return InvalidInput(f"{definition.name}: {why}", code="invalid_setting_value")
+    def bad(why: Any) -> InvalidInput:
+        return InvalidInput(
+            format_lazy(_("{name}: {why}"), name=definition.name, why=why),
+            code="invalid_setting_value",
+        )
 
     kind = definition.type
     if kind == "bool":
@@ -115,10 +123,10 @@ def coerce(definition: SettingDef, value: Any) -> Any:
         elif isinstance(value, str) and value.strip().lower() in ("true", "false"):
             result = value.strip().lower() == "true"
         else:
-            raise bad("expected true or false.")
+            raise bad(_("expected true or false."))
     elif kind in ("int", "duration"):
         if isinstance(value, bool):
-            raise bad("expected a number.")
+            raise bad(_("expected a number."))
         if isinstance(value, int):
             result = value
         elif isinstance(value, str) and kind == "int" and re.fullmatch(r"\s*-?\d+\s*", value):
@@ -127,22 +135,33 @@ def coerce(definition: SettingDef, value: Any) -> Any:
             result = int(m.group(1)) * _UNITS[m.group(2)]
         else:
             raise bad(
-                "expected a whole number"
-                + (" of seconds (or 90s, 15m, 2h, 1d)." if kind == "duration" else ".")
+                _("expected a whole number of seconds (or 90s, 15m, 2h, 1d).")
+                if kind == "duration"
+                else _("expected a whole number.")
             )
         if definition.min_value is not None and result < definition.min_value:
-            raise bad(f"must be at least {definition.min_value}.")
+            raise bad(
+                format_lazy(_("must be at least {min_value}."), min_value=definition.min_value)
+            )
         if definition.max_value is not None and result > definition.max_value:
-            raise bad(f"must be at most {definition.max_value}.")
+            raise bad(
+                format_lazy(_("must be at most {max_value}."), max_value=definition.max_value)
+            )
     elif kind == "str":
         if not isinstance(value, str):
-            raise bad("expected text.")
+            raise bad(_("expected text."))
         result = value.strip()
         if len(result) > definition.max_length:
-            raise bad(f"longer than {definition.max_length} characters.")
+            raise bad(
+                format_lazy(
+                    _("longer than {max_length} characters."), max_length=definition.max_length
+                )
+            )
     else:  # choice
         if not isinstance(value, str) or value not in definition.choices:
-            raise bad("expected one of " + ", ".join(definition.choices) + ".")
+            raise bad(
+                format_lazy(_("expected one of {choices}."), choices=", ".join(definition.choices))
+            )
         result = value
     if definition.validator is not None:
         try:
@@ -188,7 +207,9 @@ def _reason(value: Any) -> str:
     if value is None:
         return ""
     if not isinstance(value, str) or len(value) > 500:
-        raise InvalidInput("reason must be text (at most 500 characters).", code="invalid_reason")
+        raise InvalidInput(
+            _("reason must be text (at most 500 characters)."), code="invalid_reason"
+        )
     return value.strip()
 
 
@@ -202,7 +223,12 @@ def change_impact(actor: Actor, params: dict[str, Any]) -> Impact:
         subject_type="setting",
         subject_id=definition.name,
         target_identifier=definition.name,
-        summary=f"Change {definition.name} from {current!r} to {new!r}.",
+        summary=i18n.text(
+            gettext_noop("Change {name} from {before} to {after}."),
+            name=definition.name,
+            before=repr(current),
+            after=repr(new),
+        ),
         details={
             "controls": definition.controls,
             "before": current,

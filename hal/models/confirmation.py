@@ -39,6 +39,14 @@ class Confirmation(models.Model):
     def __str__(self) -> str:
         return f"confirmation {self.action} {self.subject_type}:{self.subject_id} ({self.state})"
 
+    @property
+    def impact_summary(self) -> str:
+        """The impact summary in the active language (templates)."""
+        from hal.i18n import render
+
+        impact = self.impact or {}
+        return render(impact.get("summary_i18n") or impact.get("summary", ""))
+
     def as_dict(self) -> dict:
         """Return the API shape (the identifier to retype is shown with the impact)."""
         return {

@@ -86,6 +86,14 @@ class Proposal(models.Model):
     def __str__(self) -> str:
         return f"proposal #{self.pk} {self.tool} ({self.status})"
 
+    @property
+    def impact_summary(self) -> str:
+        """The impact summary in the active language (templates)."""
+        from hal.i18n import render
+
+        impact = self.impact or {}
+        return render(impact.get("summary_i18n") or impact.get("summary", ""))
+
     def as_dict(self) -> dict[str, Any]:
         """The API/WS shape of a proposal (never the confirmation token)."""
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from django.utils.translation import gettext_noop
 from pydantic import Field, StringConstraints
+
+from hal import i18n
 
 # Importing the action modules registers their high-risk actions with the confirmation.
 from hal.actions import dr, emergency, incidents, jobs, mail, releases, servers
@@ -453,7 +456,9 @@ _write(
     lambda actor, a: servers.check_register_server(
         actor=actor, hostname=a["hostname"], description=a.get("description", "")
     ),
-    summarize=lambda a: f"Register server {a['hostname']} (pending until approved).",
+    summarize=lambda a: i18n.text(
+        gettext_noop("Register server {hostname} (pending until approved)."), hostname=a["hostname"]
+    ),
     target=lambda a: a["hostname"],
 )
 _write(
@@ -461,7 +466,9 @@ _write(
     "Approve a pending server so its agent receives jobs.",
     ServerArgs,
     lambda actor, a: servers.check_approve_server(actor=actor, server=a["server"]),
-    summarize=lambda a: f"Approve pending server {a['server']}.",
+    summarize=lambda a: i18n.text(
+        gettext_noop("Approve pending server {server}."), server=a["server"]
+    ),
     target=lambda a: a["server"],
 )
 _write(
@@ -471,8 +478,11 @@ _write(
     lambda actor, a: servers.check_set_maintenance(
         actor=actor, server=a["server"], enabled=a["enabled"], reason=a.get("reason", "")
     ),
-    summarize=lambda a: (
-        f"{'Start' if a['enabled'] else 'End'} maintenance of server {a['server']}."
+    summarize=lambda a: i18n.text(
+        gettext_noop("Start maintenance of server {server}.")
+        if a["enabled"]
+        else gettext_noop("End maintenance of server {server}."),
+        server=a["server"],
     ),
     target=lambda a: a["server"],
 )
@@ -488,7 +498,11 @@ _write(
         servers=a.get("servers") or None,
         modules=a.get("modules") or None,
     ),
-    summarize=lambda a: f"Open a {a['severity']} incident: {a['title']}",
+    summarize=lambda a: i18n.text(
+        gettext_noop("Open a {severity} incident: {title}"),
+        severity=a["severity"],
+        title=a["title"],
+    ),
     target=lambda a: a["title"],
 )
 _write(
@@ -498,7 +512,7 @@ _write(
     lambda actor, a: incidents.check_close_incident(
         actor=actor, incident_id=a["incident_id"], resolution=a["resolution"]
     ),
-    summarize=lambda a: f"Close incident INC-{a['incident_id']}.",
+    summarize=lambda a: i18n.text(gettext_noop("Close incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
 )
 _write(
@@ -508,7 +522,9 @@ _write(
     lambda actor, a: incidents.check_annotate_incident(
         actor=actor, incident_id=a["incident_id"], text=a["text"]
     ),
-    summarize=lambda a: f"Add a note to incident INC-{a['incident_id']}.",
+    summarize=lambda a: i18n.text(
+        gettext_noop("Add a note to incident INC-{id}."), id=a["incident_id"]
+    ),
     target=lambda a: f"INC-{a['incident_id']}",
 )
 _write(
@@ -518,21 +534,37 @@ _write(
     lambda actor, a: incidents.check_reopen_incident(
         actor=actor, incident_id=a["incident_id"], reason=a["reason"]
     ),
-    summarize=lambda a: f"Reopen incident INC-{a['incident_id']}.",
+    summarize=lambda a: i18n.text(gettext_noop("Reopen incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
 )
-for _verb, _fn, _what in (
-    ("cancel", jobs.check_cancel_job, "Cancel a queued job (a running job must be stopped)."),
-    ("retry", jobs.check_retry_job, "Retry a failed, cancelled or stopped job as a new job."),
-    ("resume", jobs.check_resume_job, "Put a stopped job back in the queue."),
-    ("stop", jobs.check_stop_job, "Ask a running job to stop."),
+# The summary msgids are spelled out so that makemessages extracts each one.
+for _verb, _fn, _what, _summary in (
+    (
+        "cancel",
+        jobs.check_cancel_job,
+        "Cancel a queued job (a running job must be stopped).",
+        gettext_noop("Cancel job #{job}."),
+    ),
+    (
+        "retry",
+        jobs.check_retry_job,
+        "Retry a failed, cancelled or stopped job as a new job.",
+        gettext_noop("Retry job #{job}."),
+    ),
+    (
+        "resume",
+        jobs.check_resume_job,
+        "Put a stopped job back in the queue.",
+        gettext_noop("Resume job #{job}."),
+    ),
+    ("stop", jobs.check_stop_job, "Ask a running job to stop.", gettext_noop("Stop job #{job}.")),
 ):
     _write(
         f"{_verb}_job",
         _what,
         JobArgs,
         (lambda fn: lambda actor, a: fn(actor=actor, job=a["job"]))(_fn),
-        summarize=(lambda verb: lambda a: f"{verb.capitalize()} job #{a['job']}.")(_verb),
+        summarize=(lambda msgid: lambda a: i18n.text(msgid, job=a["job"]))(_summary),
         target=lambda a: f"job-{a['job']}",
     )
 _write(
@@ -543,7 +575,13 @@ _write(
         actor=actor, module=a["module"], server=a.get("server")
     ),
     summarize=lambda a: (
-        f"Health-check {a['module']}" + (f" on {a['server']}." if a.get("server") else " from HAL.")
+        i18n.text(
+            gettext_noop("Health-check {module} on {server}."),
+            module=a["module"],
+            server=a["server"],
+        )
+        if a.get("server")
+        else i18n.text(gettext_noop("Health-check {module} from HAL."), module=a["module"])
     ),
     target=lambda a: a["module"],
 )
@@ -554,7 +592,9 @@ _write(
     lambda actor, a: releases.check_restart_module(
         actor=actor, module=a["module"], server=a["server"], reason=a.get("reason", "")
     ),
-    summarize=lambda a: f"Restart {a['module']} on {a['server']}.",
+    summarize=lambda a: i18n.text(
+        gettext_noop("Restart {module} on {server}."), module=a["module"], server=a["server"]
+    ),
     target=lambda a: f"{a['module']} on {a['server']}",
 )
 _write(
@@ -562,7 +602,7 @@ _write(
     "Take a DR snapshot (database backup with a checksum manifest) now.",
     NoArgs,
     lambda actor, a: dr.check_snapshot_now(actor=actor),
-    summarize=lambda a: "Take a DR snapshot now.",
+    summarize=lambda a: i18n.text(gettext_noop("Take a DR snapshot now.")),
     target=lambda a: "dr",
 )
 _write(
@@ -570,7 +610,7 @@ _write(
     "Check the configured SMTP relay now (connect, banner, EHLO) and record the result.",
     NoArgs,
     lambda actor, a: mail.check_mail_now(actor=actor),
-    summarize=lambda a: "Check the SMTP relay now.",
+    summarize=lambda a: i18n.text(gettext_noop("Check the SMTP relay now.")),
     target=lambda a: "mail",
 )
 _write(
@@ -578,7 +618,7 @@ _write(
     "Enter emergency-recovery mode (a banner on every screen) with a reason.",
     ReasonArgs,
     lambda actor, a: emergency.check_enter_emergency(actor=actor, reason=a["reason"]),
-    summarize=lambda a: "Enter emergency-recovery mode.",
+    summarize=lambda a: i18n.text(gettext_noop("Enter emergency-recovery mode.")),
     target=lambda a: "emergency",
 )
 _write(
@@ -586,7 +626,7 @@ _write(
     "Leave emergency-recovery mode.",
     OptionalReasonArgs,
     lambda actor, a: emergency.check_leave_emergency(actor=actor, reason=a.get("reason", "")),
-    summarize=lambda a: "Leave emergency-recovery mode.",
+    summarize=lambda a: i18n.text(gettext_noop("Leave emergency-recovery mode.")),
     target=lambda a: "emergency",
 )
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from hal.actions.base import Actor, record_audit
 from hal.errors import HalError
+from hal.i18n import localize
 from hal.models import AuditEntry
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable
 
@@ -76,7 +77,8 @@ class ToolOutcome:
                     f"#{self.proposal.pk}, waiting for an operator's approval in the console. "
                     "Do not claim it is done; you will receive its outcome as the tool result."
                 ),
-                "proposal": self.proposal.as_dict(),
+                # A model reads English: drop the stored translations (`x_i18n`).
+                "proposal": localize(self.proposal.as_dict(), "en"),
             }
         if self.ok:
             return {"ok": True, "tool": self.tool, "result": self.result}

@@ -47,7 +47,7 @@ class Tool:
     # are passed unchanged as that action's params (impact, confirmation and execution).
     action_code: str = ""
     # Write tools: a one-line summary of what the call would do, and its target.
-    summarize: Callable[[dict[str, Any]], str] | None = None
+    summarize: Callable[[dict[str, Any]], Any] | None = None  # str or hal.i18n.text()
     target: Callable[[dict[str, Any]], str] | None = None
     title: str = ""
     # Per-call tier (e.g. fetch_url: read for an allowlisted domain, else a write proposal).

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 
 from hal.actions import jobs as job_actions
@@ -39,18 +41,18 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
     except ValueError:
         declared = MAX_AGENT_BODY + 1
     if declared > MAX_AGENT_BODY:
-        raise InvalidInput("Payload larger than 64 KiB.", code="payload_too_large")
+        raise InvalidInput(_("Payload larger than 64 KiB."), code="payload_too_large")
     raw = request.read(MAX_AGENT_BODY + 1)
     if len(raw) > MAX_AGENT_BODY:
-        raise InvalidInput("Payload larger than 64 KiB.", code="payload_too_large")
+        raise InvalidInput(_("Payload larger than 64 KiB."), code="payload_too_large")
     if not raw:
         return {}
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("Payload is not valid JSON.", code="invalid_json") from None
+        raise InvalidInput(_("Payload is not valid JSON."), code="invalid_json") from None
     if not isinstance(data, dict):
-        raise InvalidInput("Payload must be a JSON object.", code="invalid_json")
+        raise InvalidInput(_("Payload must be a JSON object."), code="invalid_json")
     return data
 
 
@@ -70,7 +72,7 @@ def _refuse_token(request: HttpRequest, why: str) -> JsonResponse:
         )
     except Exception:  # logging a refusal must not turn it into a 500
         log.exception("could not audit agent auth failure")
-    exc = NotAuthenticated("Unknown or revoked agent token.", code="agent_token_invalid")
+    exc = NotAuthenticated(_("Unknown or revoked agent token."), code="agent_token_invalid")
     response = error_response(exc)
     response["WWW-Authenticate"] = 'Bearer realm="hal-agent"'
     return response
@@ -87,7 +89,7 @@ def agent_endpoint(
         def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method not in methods:
                 return error_response(
-                    HalError("Method not allowed.", code="method_not_allowed", http_status=405)
+                    HalError(_("Method not allowed."), code="method_not_allowed", http_status=405)
                 )
             header = request.headers.get("Authorization", "")
             raw = header[7:].strip() if header.startswith("Bearer ") else ""
@@ -123,7 +125,7 @@ def enrol(request: HttpRequest) -> HttpResponse:
     """POST {enrolment_token, hostname, agent_version, facts} → 201 {server, agent_token}."""
     if request.method != "POST":
         return error_response(
-            HalError("Method not allowed.", code="method_not_allowed", http_status=405)
+            HalError(_("Method not allowed."), code="method_not_allowed", http_status=405)
         )
     try:
         data = _read_json(request)
@@ -159,7 +161,10 @@ def heartbeat(request: HttpRequest, server: Server, actor: Actor, data: dict) ->
     """POST {agent_version, metrics{...}} → {server_status, interval}."""
     unknown = set(data) - {"agent_version", "metrics"}
     if unknown:
-        raise InvalidInput(f"unknown fields: {sorted(unknown)}", code="invalid_payload")
+        raise InvalidInput(
+            format_lazy(_("unknown fields: {unknown}"), unknown=sorted(unknown)),
+            code="invalid_payload",
+        )
     server_actions.check_record_heartbeat(
         actor=actor,
         server=server,
@@ -236,9 +241,12 @@ def job_artifact(
     """GET → the artifact of this agent's running deploy job, after HAL re-verifies its sha256."""
     job = job_actions.resolve_job(job_id)
     if job.server_id != server.pk or job.kind != Job.DEPLOY or job.release_id is None:
-        raise NotFound(f"No job {job_id}.", code="job_not_found")
+        raise NotFound(format_lazy(_("No job {job_id}."), job_id=job_id), code="job_not_found")
     if job.status != Job.RUNNING:
-        raise Conflict(f"Job #{job.pk} is {job.status}.", code="job_not_running")
+        raise Conflict(
+            format_lazy(_("Job #{pk} is {status}."), pk=job.pk, status=job.status),
+            code="job_not_running",
+        )
     path = release_actions.verify_artifact(actor, job.release, job=job)
     response = FileResponse(path.open("rb"), content_type="application/gzip")
     response["Content-Length"] = str(path.stat().st_size)

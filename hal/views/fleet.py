@@ -14,7 +14,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.text import format_lazy
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from hal import queries_fleet as q
@@ -156,7 +158,9 @@ def _module_patch(request: HttpRequest, name: str) -> dict:
     body = json_body(request)
     unknown = set(body) - set(_CONFIGURABLE)
     if unknown:
-        raise InvalidInput(f"Unknown fields: {sorted(unknown)}")
+        raise InvalidInput(
+            format_lazy(gettext_lazy("Unknown fields: {unknown}"), unknown=sorted(unknown))
+        )
     module = release_actions.check_configure_module(
         actor=_actor(request), module=name, **{k: body[k] for k in _CONFIGURABLE if k in body}
     )
@@ -249,7 +253,7 @@ JOB_OPS: dict[str, Callable[..., Job]] = {
 def api_job_op(request: HttpRequest, pk: int, op: str) -> dict:
     fn = JOB_OPS.get(op)
     if fn is None:
-        raise HalError("Unknown job operation.", code="not_found", http_status=404)
+        raise HalError(gettext_lazy("Unknown job operation."), code="not_found", http_status=404)
     job = fn(actor=_actor(request), job=pk)
     return {"job": job.as_dict()}
 
@@ -458,7 +462,7 @@ def _form_action(request: HttpRequest, fn: Callable[[Actor], str], back: str) ->
         text = fn(_actor(request, "web"))
         messages.success(request, text)
     except HalError as exc:
-        messages.error(request, f"{exc.message} ({exc.code})")
+        messages.error(request, f"{exc.localized_message} ({exc.code})")
     return redirect(back)
 
 
@@ -514,7 +518,7 @@ def form_server_op(request: HttpRequest, pk: int, op: str) -> HttpResponse:
                 actor=actor, server=pk
             )
             return _("New agent token issued; copy it now, it is shown once.")
-        raise HalError("Unknown operation.", code="not_found", http_status=404)
+        raise HalError(gettext_lazy("Unknown operation."), code="not_found", http_status=404)
 
     return _form_action(request, run, redirect("hal:server_detail", pk=pk).url)
 
@@ -542,7 +546,7 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
                 argv = json.loads(raw) if raw else []
             except ValueError:
                 raise InvalidInput(
-                    "restart_command must be a JSON list.", code="invalid_command"
+                    gettext_lazy("restart_command must be a JSON list."), code="invalid_command"
                 ) from None
             release_actions.check_configure_module(
                 actor=actor,
@@ -551,7 +555,7 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
                 restart_command=argv,
             )
             return _("%(module)s configured.") % {"module": name}
-        raise HalError("Unknown operation.", code="not_found", http_status=404)
+        raise HalError(gettext_lazy("Unknown operation."), code="not_found", http_status=404)
 
     return _form_action(request, run, redirect("hal:module_detail", name=name).url)
 
@@ -581,7 +585,7 @@ def form_job_op(request: HttpRequest, pk: int, op: str) -> HttpResponse:
     def run(actor: Actor) -> str:
         fn = JOB_OPS.get(op)
         if fn is None:
-            raise HalError("Unknown operation.", code="not_found", http_status=404)
+            raise HalError(gettext_lazy("Unknown operation."), code="not_found", http_status=404)
         job = fn(actor=actor, job=pk)
         return _("Job #%(id)s is %(status)s.") % {"id": job.pk, "status": job.status}
 

@@ -11,8 +11,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.text import format_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext_lazy, gettext_noop
 from django.views.decorators.http import require_http_methods
 
 from hal import queries_ops
@@ -42,7 +43,9 @@ def _int(value: Any, name: str, default: float) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be a number.", code="invalid_filter") from None
+        raise InvalidInput(
+            format_lazy(gettext_lazy("{name} must be a number."), name=name), code="invalid_filter"
+        ) from None
 
 
 # --- SVG chart --------------------------------------------------------------------------
@@ -244,7 +247,7 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
                     actor=actor, incident_id=incident_id, reason=request.POST.get("reason")
                 )
             else:
-                raise InvalidInput("Unknown operation.", code="invalid_operation")
+                raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
             error = exc
         else:
@@ -357,7 +360,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
                 confirm.check_execute_confirmation(actor=actor, token=request.POST.get("token"))
                 return redirect("hal:settings")
             else:
-                raise InvalidInput("Unknown operation.", code="invalid_operation")
+                raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
             error = exc
     try:
@@ -477,7 +480,7 @@ def emergency_page(request: HttpRequest) -> HttpResponse:
             elif op == "leave":
                 emergency.check_leave_emergency(actor=actor, reason=request.POST.get("reason"))
             else:
-                raise InvalidInput("Unknown operation.", code="invalid_operation")
+                raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
             error = exc
         else:
