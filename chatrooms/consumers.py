@@ -7,11 +7,13 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import translation
 
 from chatrooms import actions
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor
 from hal.errors import HalError
+from hal.i18n import localize, session_language
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -26,6 +28,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.user = user
+        # The operator's language, read once (the session may need the database).
+        self.language = await database_sync_to_async(session_language)(self.scope.get("session"))
         await self.channel_layer.group_add(actions.operator_group(user.pk), self.channel_name)
         self.groups_joined.add(actions.operator_group(user.pk))
         await self._join_rooms()
@@ -65,13 +69,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 context=content.get("context"),
             )
         except HalError as exc:
-            await self.send_json(
-                {"type": "error", "ref": content.get("ref"), "data": exc.as_dict()["error"]}
-            )
+            with translation.override(self.language):
+                error = exc.as_dict()["error"]
+            await self.send_json({"type": "error", "ref": content.get("ref"), "data": error})
             return
-        await self.send_json(
-            {"type": "message.accepted", "ref": content.get("ref"), "data": sent.message.as_dict()}
-        )
+        data = localize(sent.message.as_dict(), self.language)
+        await self.send_json({"type": "message.accepted", "ref": content.get("ref"), "data": data})
         get_orchestrator().start_turns(
             sent.turn_ids,
             room_id=sent.message.room_id,
@@ -82,4 +85,5 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def hal_event(self, message: dict[str, Any]) -> None:
         if message["event"] in ("connection.updated", "room.updated"):
             await self._join_rooms()  # a new connection brings a new room to listen to
-        await self.send_json({"type": message["event"], "data": message["data"]})
+        data = localize(message["data"], getattr(self, "language", "en"))
+        await self.send_json({"type": message["event"], "data": data})

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from hal import i18n
+
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
@@ -142,9 +144,18 @@ class Message(models.Model):
         if self.author_kind == self.OPERATOR:
             data["addressed"] = list(self.addressed or [])
             data["context"] = self.context or {}
-        if self.status == self.FAILED:
-            data["error"] = {"code": self.error_code, "message": self.error_message}
         meta = self.meta or {}
+        if self.status == self.FAILED:
+            data["error"] = {
+                "code": self.error_code,
+                "message": self.error_message,
+                # Fixed failure reasons are msgids: hal.i18n.localize() translates them
+                # for the reader (a provider's own text has no translation and stays).
+                "message_i18n": meta.get("error_i18n") or i18n.text(self.error_message),
+            }
+        if meta.get("text_i18n"):
+            # A HAL notice: `text` is English (what models read), this is for operators.
+            data["text_i18n"] = meta["text_i18n"]
         if meta.get("proposals"):
             data["proposal_ids"] = list(meta["proposals"])
         if meta.get("retry_turn"):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from hal.events import OPS_GROUP
+from hal.i18n import localize, session_language
 
 
 class OpsConsumer(AsyncJsonWebsocketConsumer):
@@ -17,6 +19,8 @@ class OpsConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
+        # The operator's language, read once (the session may need the database).
+        self.language = await database_sync_to_async(session_language)(self.scope.get("session"))
         await self.channel_layer.group_add(OPS_GROUP, self.channel_name)
         await self.accept()
 
@@ -28,4 +32,5 @@ class OpsConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
 
     async def hal_event(self, message: dict) -> None:
-        await self.send_json({"type": message["event"], "data": message["data"]})
+        data = localize(message["data"], getattr(self, "language", "en"))
+        await self.send_json({"type": message["event"], "data": data})
