@@ -2,28 +2,31 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := hal.settings
 
-.PHONY: run test test-suite lint format venv chromium migrate clean
+.PHONY: run test test-suite lint format venv chromium migrate clean lock
 
-$(STAMP): pyproject.toml
+# requirements.lock pins every dependency (dev tools too) to the versions CI last passed
+# with; `make lock` re-resolves pyproject.toml in a scratch venv and rewrites it.
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 venv: $(STAMP)
 
-# Browser tests drive Debian's chromium; install it when it is missing (root or sudo).
+# Browser tests drive Debian's chromium; install it when it is missing (root or sudo),
+# with a Korean font so screenshots of the Korean UI show text, not boxes.
 chromium:
-	@if [ ! -x /usr/bin/chromium ]; then \
-	  echo "Installing Debian chromium for the browser tests"; \
+	@if [ ! -x /usr/bin/chromium ] || ! fc-list :lang=ko 2>/dev/null | grep -q .; then \
+	  echo "Installing Debian chromium and fonts-nanum for the browser tests"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-nanum >/dev/null; \
 	fi
 
 migrate: venv
@@ -52,6 +55,15 @@ lint: venv
 format: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+lock:
+	@rm -rf .lock-venv && $(PY) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q --upgrade pip
+	.lock-venv/bin/python -m pip install -q -e '.[dev]'
+	@{ echo "# Pinned by \`make lock\` on $$(date -u +%F) (Python $$(.lock-venv/bin/python -c 'import platform; print(platform.python_version())')); constraints for pip -c."; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > requirements.lock
+	@rm -rf .lock-venv
+	@echo "requirements.lock rewritten; run make test before committing it"
 
 clean:
 	rm -rf $(VENV) staticfiles test-artifacts

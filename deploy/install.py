@@ -445,8 +445,13 @@ def stage(
     requirements = release / ".hal-requirements.txt"
     requirements.write_text("\n".join(read_dependencies(release / "pyproject.toml")) + "\n")
     pip = [str(release / ".venv" / "bin" / "python"), "-m", "pip", "install", "-q"]
+    # The release's requirements.lock pins the versions its tests passed with.
+    lock = release / "requirements.lock"
+    constraints = ["-c", lock.name] if lock.is_file() else []
     runner.run(
-        [*pip, *shlex.split(args.pip_args), "-r", requirements.name], cwd=release, as_user=False
+        [*pip, *shlex.split(args.pip_args), *constraints, "-r", requirements.name],
+        cwd=release,
+        as_user=False,
     )
     runner.manage(release, "migrate", "--noinput")
     # Static files belong to the release (the proxy serves current/staticfiles); written

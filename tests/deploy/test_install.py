@@ -194,6 +194,9 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
     release = root / "releases" / version
     assert (release / "manage.py").exists()
     assert (release / ".venv" / "bin" / "python").exists()
+    # The dependencies were installed under the release's pinned versions.
+    assert (release / "requirements.lock").is_file()
+    assert "-c requirements.lock -r .hal-requirements.txt" in done.stdout + done.stderr
     assert (release / "staticfiles" / "hal").is_dir()  # collectstatic ran
     assert (site["data"] / "hal.sqlite3").exists()  # migrate ran against the data dir
     assert not (site["data"] / "snapshots").exists()  # nothing to back up on a first install
