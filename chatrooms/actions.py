@@ -593,19 +593,24 @@ def do_record_decision(
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
-# Failure reasons stored on failed replies, in English; Message.as_dict() offers them
-# as msgids, so they must be in the catalogue. (The orchestrator's ERROR_REASONS are
-# listed here because makemessages must see them marked; tests/chatrooms/test_i18n_notices
-# checks that every one of them is translated.)
+# Why a provider call failed, by ProviderError kind: stored on failed replies in English;
+# Message.as_dict() offers them as msgids (each operator reads their language).
+PROVIDER_FAILURE_REASONS = {
+    "auth": gettext_noop(
+        "The provider refused the credential (re-authorize the connection on /ops/ai)."
+    ),
+    "rate_limited": gettext_noop(
+        "The provider is rate-limiting this connection; try again shortly."
+    ),
+    "timeout": gettext_noop("The provider did not answer in time."),
+    "bad_response": gettext_noop("The provider sent a malformed response."),
+    "bad_request": gettext_noop("The provider refused the request."),
+    "unavailable": gettext_noop("The provider is unavailable right now."),
+}
 FAILURE_REASONS = (
     gettext_noop("HAL stopped while this reply was being written."),
     gettext_noop("HAL could not finish this reply."),
-    gettext_noop("The provider refused the credential (re-authorize the connection on /ops/ai)."),
-    gettext_noop("The provider is rate-limiting this connection; try again shortly."),
-    gettext_noop("The provider did not answer in time."),
-    gettext_noop("The provider sent a malformed response."),
-    gettext_noop("The provider refused the request."),
-    gettext_noop("The provider is unavailable right now."),
+    *PROVIDER_FAILURE_REASONS.values(),
 )
 
 

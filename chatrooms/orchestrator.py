@@ -42,14 +42,7 @@ from providers.base import (
 
 log = logging.getLogger("hal.chatrooms")
 
-ERROR_REASONS = {
-    "auth": "The provider refused the credential (re-authorize the connection on /ops/ai).",
-    "rate_limited": "The provider is rate-limiting this connection; try again shortly.",
-    "timeout": "The provider did not answer in time.",
-    "bad_response": "The provider sent a malformed response.",
-    "bad_request": "The provider refused the request.",
-    "unavailable": "The provider is unavailable right now.",
-}
+ERROR_REASONS = actions.PROVIDER_FAILURE_REASONS  # translatable, defined with the rest
 
 
 def _db_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -666,9 +659,9 @@ class Orchestrator:
                     if rounds >= max_tool_rounds():
                         await self._notice(
                             prepared.room_id,
-                            f"@{prepared.connection.name} reached the limit of "
-                            f"{max_tool_rounds()} tool rounds in one reply; send a message "
-                            "to continue.",
+                            actions.notice_tool_round_limit(
+                                prepared.connection.name, max_tool_rounds()
+                            ),
                             reply_to=prepared.reply.pk,
                         )
                         break
@@ -809,8 +802,9 @@ class Orchestrator:
             framer.close()
 
     async def _notice(
-        self, room_id: int, text: str, *, reply_to: int | None = None, relay_depth: int = 0
+        self, room_id: int, text: Any, *, reply_to: int | None = None, relay_depth: int = 0
     ) -> None:
+        """Post a HAL notice: `text` is a hal.i18n.text() (or plain English)."""
         notice = await db(actions.do_post_notice)(
             room_id, text, reply_to_id=reply_to, relay_depth=relay_depth
         )
@@ -828,8 +822,7 @@ class Orchestrator:
             names = ", ".join("@" + p.name for p in mentions.named)
             await self._notice(
                 prepared.room_id,
-                f"@{speaker} mentioned {names} in a relayed reply. Models answer each other "
-                "only once automatically — send a message to continue.",
+                actions.notice_relay_stopped(speaker, names),
                 reply_to=reply.pk,
                 relay_depth=prepared.relay_depth,
             )
@@ -839,7 +832,7 @@ class Orchestrator:
             names = ", ".join("@" + p.name for p in inactive)
             await self._notice(
                 prepared.room_id,
-                f"@{speaker} mentioned {names}, which is not active and will not answer.",
+                actions.notice_inactive_mentioned(speaker, names),
                 reply_to=reply.pk,
             )
         if not mentions.relay:

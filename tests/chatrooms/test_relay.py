@@ -41,6 +41,9 @@ async def test_second_hop_mention_gets_a_notice_only(models, aclient, orchestrat
     assert "@beta" in notice["text"] and "@alpha" in notice["text"] and "@클로드" in notice["text"]
     assert "send a message to continue" in notice["text"]
     assert await Turn.objects.acount() == 2
+    # Stored with its msgid, so each operator reads it in their own language.
+    stored = await Message.objects.aget(pk=notice["id"])
+    assert stored.meta["text_i18n"]["params"]["speaker"] == "beta"
 
 
 async def test_self_mention_is_ignored(models, aclient, orchestrator):
@@ -67,6 +70,8 @@ async def test_inactive_model_is_not_relayed(models, aclient, operator, orchestr
     assert await Turn.objects.acount() == 1
     notice = (await messages(aclient, room))[-1]
     assert notice["author_kind"] == "hal" and "not active" in notice["text"]
+    stored = await Message.objects.aget(pk=notice["id"])
+    assert stored.meta["text_i18n"]["params"]["names"] == "@beta"
 
 
 async def test_several_mentions_each_get_one_relay(models, aclient, orchestrator):

@@ -81,6 +81,8 @@ async def test_tool_rounds_are_bounded(models, aclient, orchestrator, settings):
     assert len(alpha.requests) == 2
     rows = await messages(aclient, room)
     assert rows[-1]["author_kind"] == "hal" and "limit of 2 tool rounds" in rows[-1]["text"]
+    stored = await Message.objects.aget(pk=rows[-1]["id"])
+    assert stored.meta["text_i18n"]["params"]["limit"] == 2  # stored translatable
 
 
 OPEN_INCIDENT = {"severity": "sev3", "title": "Disk filling on web-1"}
