@@ -27,13 +27,10 @@ async def test_send_creates_claimed_turns_with_streaming_replies(models, operato
     turns = [t async for t in Turn.objects.filter(pk__in=sent.turn_ids).order_by("id")]
     assert [t.status for t in turns] == [Turn.STREAMING, Turn.STREAMING]
     assert all(t.started_at is not None and t.reply_id for t in turns)
-    replies = {
-        m.pk: m async for m in Message.objects.filter(pk__in=[t.reply_id for t in turns])
-    }
+    replies = {m.pk: m async for m in Message.objects.filter(pk__in=[t.reply_id for t in turns])}
     assert {m.author for m in replies.values()} == {"alpha", "beta"}
     assert all(
-        m.status == Message.STREAMING and m.reply_to_id == sent.message.pk
-        for m in replies.values()
+        m.status == Message.STREAMING and m.reply_to_id == sent.message.pk for m in replies.values()
     )
     # Nothing has called a model yet: sending stores, the orchestrator calls.
     assert models[0].requests == [] and models[1].requests == []
