@@ -404,7 +404,19 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
     if api_key is not None or client_secret is not None:
         require_recent(actor)
     _check_unique_name(name)
+    if auth_method != AIConnection.LOGIN and api_key is None:
+        # Nothing to call the provider with yet: not addressable until the key is set or
+        # the OAuth connect completes (both put the connection back to active).
+        fields["status"] = AIConnection.REAUTH_REQUIRED
+        fields["last_error"] = _no_credential_reason(auth_method)
     return do_create_connection(actor, fields, api_key=api_key, client_secret=client_secret)
+
+
+def _no_credential_reason(auth_method: str) -> str:
+    # last_error is stored English, like the providers' own error text it usually holds.
+    if auth_method == AIConnection.OAUTH:
+        return "No credential yet: connect with OAuth."
+    return "No credential yet: set the API key."
 
 
 @sensitive_variables("api_key", "client_secret")
@@ -654,8 +666,18 @@ def check_delete_connection_secret(*, actor: Actor, connection: Any) -> AIConnec
                 owner_type=VAULT_OWNER, owner_id=conn.pk, actor=actor, purpose=purpose
             )
         conn.oauth_expires_at = None
-        conn.save(update_fields=["oauth_expires_at", "updated_at"])
-        record_audit(actor, "connections.delete_secret", target=conn, after={"removed": removed})
+        before = {"status": conn.status}
+        if conn.auth_method != AIConnection.LOGIN and conn.status != AIConnection.DISABLED:
+            conn.status = AIConnection.REAUTH_REQUIRED
+            conn.last_error = _no_credential_reason(conn.auth_method)
+        conn.save(update_fields=["oauth_expires_at", "status", "last_error", "updated_at"])
+        record_audit(
+            actor,
+            "connections.delete_secret",
+            target=conn,
+            before=before,
+            after={"removed": removed, "status": conn.status},
+        )
         _changed(conn)
     return conn
 

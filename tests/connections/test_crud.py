@@ -55,7 +55,9 @@ def test_create_list_get_with_defaults(client_op, signals, django_capture_on_com
     body = response.json()
     assert PUBLIC_KEYS <= set(body)
     assert body["name"] == "클로드" and body["base_url"] == "https://api.anthropic.com"
-    assert body["status"] == "active" and body["secret_hint"] == "" and body["models"] == []
+    # No credential yet: the connection cannot answer until its key is set.
+    assert body["status"] == "reauth_required" and body["secret_hint"] == ""
+    assert body["models"] == [] and "API key" in body["last_error"]
     assert signals == [{"id": body["id"], "created": True, "deleted": False}]
     listing = call(client_op, "GET", API).json()
     assert [c["id"] for c in listing["connections"]] == [body["id"]]
@@ -80,6 +82,7 @@ def test_openai_compat_keeps_custom_base_url_and_position_orders(client_op):
     ).json()
     assert a["base_url"] == "http://127.0.0.1:8080/v1"
     assert b["base_url"] == "" and b["position"] > a["position"]
+    assert b["status"] == "active"  # the CLI brings its own login session
     call(client_op, "PATCH", f"{API}/{b['id']}", {"position": 0})
     call(client_op, "PATCH", f"{API}/{a['id']}", {"position": 5})
     ids = [c["id"] for c in call(client_op, "GET", API).json()["connections"]]

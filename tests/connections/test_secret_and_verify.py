@@ -55,8 +55,10 @@ def test_key_on_login_connection_is_refused(reauthed, make_connection, canary):
 
 def test_set_replace_and_delete_key(reauthed, make_connection, canary):
     c = make_connection()
+    assert c["status"] == "reauth_required"  # created without a key
     body = call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": canary}).json()
     assert body["secret_hint"] == f"{canary[:3]}…{canary[-4:]}"
+    assert body["status"] == "active" and body["last_error"] == ""
     assert get_credential_sync(c["id"]).reveal() == canary
     replacement = canary[::-1]
     call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": replacement})
@@ -64,6 +66,7 @@ def test_set_replace_and_delete_key(reauthed, make_connection, canary):
     assert get_credential_sync(c["id"]).reveal() == replacement
     body = call(reauthed, "DELETE", f"{API}/{c['id']}/secret").json()
     assert body["secret_hint"] == "" and not Secret.objects.exists()
+    assert body["status"] == "reauth_required"  # nothing to call the provider with
     with pytest.raises(Exception) as info:
         get_credential_sync(c["id"])
     assert getattr(info.value, "code", "") == "credential_missing"
