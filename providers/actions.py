@@ -412,6 +412,22 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
     return do_create_connection(actor, fields, api_key=api_key, client_secret=client_secret)
 
 
+def _has_credential(conn: AIConnection) -> bool:
+    if conn.auth_method == AIConnection.LOGIN:
+        return True  # the CLI brings its own login session
+    purpose = PURPOSE_ACCESS_TOKEN if conn.auth_method == AIConnection.OAUTH else PURPOSE_API_KEY
+    return vault.find_secret(purpose=purpose, owner_type=VAULT_OWNER, owner_id=conn.pk) is not None
+
+
+def _reenable(conn: AIConnection) -> None:
+    """disabled → active, or → reauth_required when there is nothing to call it with."""
+    if _has_credential(conn):
+        conn.status = AIConnection.ACTIVE
+    else:
+        conn.status = AIConnection.REAUTH_REQUIRED
+        conn.last_error = _no_credential_reason(conn.auth_method)
+
+
 def _no_credential_reason(auth_method: str) -> str:
     # last_error is stored English, like the providers' own error text it usually holds.
     if auth_method == AIConnection.OAUTH:
@@ -539,7 +555,7 @@ def do_update_connection(
             if status == AIConnection.DISABLED:
                 conn.status = AIConnection.DISABLED
             elif status == AIConnection.ACTIVE and conn.status == AIConnection.DISABLED:
-                conn.status = AIConnection.ACTIVE
+                _reenable(conn)
             conn.save()
             after = _snapshot(conn)
             if client_secret is not None:
@@ -568,8 +584,8 @@ def check_set_connection_enabled(*, actor: Actor, connection: Any, enabled: bool
         if not enabled:
             conn.status = AIConnection.DISABLED
         elif conn.status == AIConnection.DISABLED:
-            conn.status = AIConnection.ACTIVE
-        conn.save(update_fields=["status", "updated_at"])
+            _reenable(conn)
+        conn.save(update_fields=["status", "last_error", "updated_at"])
         record_audit(
             actor,
             "connections.enable" if enabled else "connections.disable",

@@ -210,10 +210,7 @@ def test_bad_update_is_refused_and_unchanged(client_op, body, code):
 
 def test_disable_and_enable(client_op):
     c = call(
-        client_op,
-        "POST",
-        API,
-        {"name": "claude", "provider": "anthropic", "auth_method": "api_key"},
+        client_op, "POST", API, {"name": "cli", "provider": "local_cli", "auth_method": "login"}
     ).json()
     assert call(client_op, "POST", f"{API}/{c['id']}/disable").json()["status"] == "disabled"
     assert (
@@ -225,6 +222,22 @@ def test_disable_and_enable(client_op):
         == "disabled"
     )
     assert call(client_op, "POST", f"{API}/{c['id']}/enable").json()["status"] == "active"
+
+
+def test_enabling_a_connection_without_credential_leaves_it_needing_one(client_op):
+    c = call(
+        client_op,
+        "POST",
+        API,
+        {"name": "claude", "provider": "anthropic", "auth_method": "api_key"},
+    ).json()
+    assert call(client_op, "POST", f"{API}/{c['id']}/disable").json()["status"] == "disabled"
+    assert call(client_op, "POST", f"{API}/{c['id']}/enable").json()["status"] == (
+        "reauth_required"
+    )
+    call(client_op, "POST", f"{API}/{c['id']}/disable")
+    body = call(client_op, "PATCH", f"{API}/{c['id']}", {"status": "active"}).json()
+    assert body["status"] == "reauth_required" and "API key" in body["last_error"]
 
 
 def test_delete_needs_reauth_then_removes_row_and_secrets(
