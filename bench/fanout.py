@@ -107,7 +107,11 @@ async def _main(args: argparse.Namespace) -> int:
             actor=actor, room_id=unified, text=" ".join("@" + n for n in addressees) + " go"
         )
         orchestrator.start_turns(
-            sent.turn_ids, room_id=unified, prefetch=sent.has_urls, claimed=sent.claimed
+            sent.turn_ids,
+            room_id=unified,
+            prefetch=sent.has_urls,
+            claimed=sent.claimed,
+            turns=sent.turns,
         )
         await orchestrator.wait_idle(120)
         return time.perf_counter() - started

@@ -80,6 +80,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             room_id=sent.message.room_id,
             prefetch=sent.has_urls,
             claimed=sent.claimed,
+            turns=sent.turns,
         )
 
     async def hal_event(self, message: dict[str, Any]) -> None:

@@ -145,6 +145,7 @@ class Prepared:
     provider: Any = None
     tools: list[Any] = field(default_factory=list)
     framer: Framer | None = None
+    build: Any = None  # () -> (system, messages), run by the turn's task (assemble_prompt)
     charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
 
 
@@ -278,7 +279,12 @@ def recent_rooms(room_ids: set[int], max_age: float = 30.0) -> dict[int, Room]:
     return found
 
 
-def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepared]:
+def prepare_turns(
+    turn_ids: list[int],
+    *,
+    claimed: bool = False,
+    known: list[tuple[Turn, Message]] | None = None,
+) -> list[Prepared]:
     """Claim queued turns (or load turns created claimed) and their conversations in one
     trip (the DB thread).
 
@@ -286,7 +292,7 @@ def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepare
     connections = integration.recent_connections()
     by_pk = {c.pk: c for c in connections}
     if claimed:
-        started = actions.load_claimed_turns(list(turn_ids), connections=by_pk)
+        started = actions.load_claimed_turns(list(turn_ids), connections=by_pk, known=known)
     else:
         started = actions.do_start_turns(list(turn_ids), connections=by_pk)
     if not started:
@@ -307,13 +313,6 @@ def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepare
             present = connections
         else:
             present = [connection]  # individual rooms name no one else and never relay
-        system = build_system_prompt(
-            connection=connection,
-            room=room,
-            participants=[(c, c.status == integration.ACTIVE) for c in present],
-            operator=room.operator,
-            context=context or {},
-        )
         item = Prepared(
             turn_id=turn.pk,
             room_id=room.pk,
@@ -321,9 +320,8 @@ def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepare
             operator_group=actions.operator_group(room.operator_id),
             connection=connection,
             reply=reply,
-            system=system,
-            messages=to_chat_messages(history, connection.pk)
-            + transcript_messages(turn.transcript),
+            system="",
+            messages=[],
             transcript=list(turn.transcript or []),
             participants=[integration.participant(c) for c in present],
             actor=Actor(user=room.operator, via="ai", label=room.operator.get_username()),
@@ -339,8 +337,33 @@ def prepare_turns(turn_ids: list[int], *, claimed: bool = False) -> list[Prepare
             log.warning("no provider for connection %s: %s", connection.pk, type(exc).__name__)
             item.provider = ProviderError("unavailable", "the connection cannot be used")
         item.tools = integration.tool_specs()
+        # The prompt is assembled by the turn's own task just before its call, so in a
+        # fan-out the first model is asked without waiting for every other prompt.
+        item.build = functools.partial(
+            assemble_prompt, connection, room, present, context or {}, history, turn.transcript
+        )
         prepared.append(item)
     return prepared
+
+
+def assemble_prompt(
+    connection: Any,
+    room: Room,
+    present: list[Any],
+    context: dict[str, Any],
+    history: list[Any],
+    transcript: list[dict[str, Any]] | None,
+) -> tuple[str, list[ChatMessage]]:
+    """System prompt and messages of one model call (no database access)."""
+    system = build_system_prompt(
+        connection=connection,
+        room=room,
+        participants=[(c, c.status == integration.ACTIVE) for c in present],
+        operator=room.operator,
+        context=context,
+    )
+    messages = to_chat_messages(history, connection.pk) + transcript_messages(transcript or [])
+    return system, messages
 
 
 # ----- streaming frames ------------------------------------------------------------------
@@ -491,12 +514,17 @@ class Orchestrator:
         room_id: int | None = None,
         prefetch: bool = True,
         claimed: bool = False,
+        turns: list[tuple[Turn, Message]] | None = None,
     ) -> None:
         """Run turns: queued ones, or `claimed=True` for turns created claimed by the
-        caller (`Sent.claimed`); `prefetch=False` when the trigger holds no URL."""
+        caller (`Sent.claimed`, with `turns=Sent.turns`); `prefetch=False` when the trigger
+        holds no URL."""
         ids = list(turn_ids)
         if ids:
-            self.spawn(self.run_turns(ids, prefetch=prefetch, claimed=claimed), room_id=room_id)
+            self.spawn(
+                self.run_turns(ids, prefetch=prefetch, claimed=claimed, known=turns),
+                room_id=room_id,
+            )
 
     def cancel_room(self, room_id: int) -> None:
         """Stop this process's running turns of a room (after a reset)."""
@@ -539,7 +567,12 @@ class Orchestrator:
         await self.run_turns([turn_id])
 
     async def run_turns(
-        self, turn_ids: list[int], *, prefetch: bool = True, claimed: bool = False
+        self,
+        turn_ids: list[int],
+        *,
+        prefetch: bool = True,
+        claimed: bool = False,
+        known: list[tuple[Turn, Message]] | None = None,
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together, run each concurrently."""
         if claimed:
@@ -554,7 +587,7 @@ class Orchestrator:
             if prefetch:
                 await self._prefetch_web(turn_ids)
             began = time.perf_counter()
-            prepared = await db(prepare_turns)(turn_ids, claimed=claimed)
+            prepared = await db(prepare_turns)(turn_ids, claimed=claimed, known=known)
             self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
             await asyncio.gather(*(self._run_one(item, began) for item in prepared))
         finally:
@@ -597,12 +630,15 @@ class Orchestrator:
         framer.post("message.created", prepared.reply.as_dict())
         usage = prepared.usage
         rounds = prepared.rounds
-        messages = list(prepared.messages)
         transcript = list(prepared.transcript)
         last_saved = time.monotonic()
         try:
             if isinstance(prepared.provider, ProviderError):
                 raise prepared.provider
+            if prepared.build is not None:
+                prepared.system, prepared.messages = prepared.build()
+                prepared.build = None
+            messages = list(prepared.messages)
             async with asyncio.timeout(turn_timeout()):
                 while True:
                     rounds += 1

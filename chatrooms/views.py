@@ -88,7 +88,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
     return {"room_id": room.pk, "messages": [m.as_dict() for m in rows], "has_more": more}
 
 
-def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
+def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
@@ -98,13 +98,13 @@ def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int]
     return (
         sent.message.as_dict(),
         sent.turn_ids,
-        {"prefetch": sent.has_urls, "claimed": sent.claimed},
+        {"prefetch": sent.has_urls, "claimed": sent.claimed, "turns": sent.turns},
     )
 
 
 def _retry(
     request: HttpRequest, room_id: int, turn_id: int
-) -> tuple[dict[str, Any], list[int], dict[str, bool]]:
+) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     turn = actions.check_retry_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)

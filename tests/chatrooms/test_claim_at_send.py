@@ -24,6 +24,9 @@ async def test_send_creates_claimed_turns_with_streaming_replies(models, operato
     sent = await _send(operator, "@alpha @beta status?")
 
     assert sent.claimed is True
+    assert [(t.pk, r.pk) for t, r in sent.turns] == [
+        (t.pk, t.reply_id) async for t in Turn.objects.filter(pk__in=sent.turn_ids).order_by("id")
+    ]
     turns = [t async for t in Turn.objects.filter(pk__in=sent.turn_ids).order_by("id")]
     assert [t.status for t in turns] == [Turn.STREAMING, Turn.STREAMING]
     assert all(t.started_at is not None and t.reply_id for t in turns)
@@ -39,7 +42,7 @@ async def test_send_creates_claimed_turns_with_streaming_replies(models, operato
 async def test_claimed_turns_run_once_even_if_started_twice(models, operator, orchestrator):
     sent = await _send(operator, "@alpha status?")
 
-    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    orchestrator.start_turns(sent.turn_ids, claimed=True, turns=sent.turns, prefetch=False)
     orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
     await orchestrator.wait_idle()
 
@@ -55,7 +58,8 @@ async def test_a_reset_before_the_run_means_no_call(models, operator, orchestrat
         actor=admin_actor(operator), room_id=sent.message.room_id
     )
 
-    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    # The sender's own objects are handed over, but the run still checks the rows.
+    orchestrator.start_turns(sent.turn_ids, claimed=True, turns=sent.turns, prefetch=False)
     await orchestrator.wait_idle()
 
     assert models[0].requests == []
