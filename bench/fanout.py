@@ -106,13 +106,7 @@ async def _main(args: argparse.Namespace) -> int:
         sent = await database_sync_to_async(actions.check_send_message)(
             actor=actor, room_id=unified, text=" ".join("@" + n for n in addressees) + " go"
         )
-        orchestrator.start_turns(
-            sent.turn_ids,
-            room_id=unified,
-            prefetch=sent.has_urls,
-            claimed=sent.claimed,
-            turns=sent.turns,
-        )
+        orchestrator.start_sent(sent)
         await orchestrator.wait_idle(120)
         return time.perf_counter() - started
 

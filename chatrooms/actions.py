@@ -202,6 +202,8 @@ class Sent:
     # and hands the objects over (`turns`) so the run need not read them back.
     claimed: bool = False
     turns: list[tuple[Turn, Message]] = field(default_factory=list, repr=False)
+    # Every connection as the send read it (the unified room's participants), fresh.
+    connections: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def has_urls(self) -> bool:
@@ -272,8 +274,10 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
         if connection.status != integration.ACTIVE:
             raise _inactive(connection)
         targets = [connection]
+        everyone: list[Any] = []
     else:
-        connections = {c.pk: c for c in integration.list_connections()}
+        everyone = integration.list_connections()
+        connections = {c.pk: c for c in everyone}
         addressing = parse_addressees(
             text, [integration.participant(c) for c in connections.values()]
         )
@@ -292,7 +296,9 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
                 _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"
             )
     with transaction.atomic():
-        return do_send_message(actor, room, text, context, targets)
+        sent = do_send_message(actor, room, text, context, targets)
+    sent.connections = everyone
+    return sent
 
 
 def do_send_message(

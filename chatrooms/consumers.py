@@ -75,13 +75,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         data = localize(sent.message.as_dict(), self.language)
         await self.send_json({"type": "message.accepted", "ref": content.get("ref"), "data": data})
-        get_orchestrator().start_turns(
-            sent.turn_ids,
-            room_id=sent.message.room_id,
-            prefetch=sent.has_urls,
-            claimed=sent.claimed,
-            turns=sent.turns,
-        )
+        get_orchestrator().start_sent(sent)
 
     async def hal_event(self, message: dict[str, Any]) -> None:
         if message["event"] in ("connection.updated", "room.updated"):

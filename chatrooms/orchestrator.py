@@ -284,12 +284,14 @@ def prepare_turns(
     *,
     claimed: bool = False,
     known: list[tuple[Turn, Message]] | None = None,
+    everyone: list[Any] | None = None,
 ) -> list[Prepared]:
     """Claim queued turns (or load turns created claimed) and their conversations in one
     trip (the DB thread).
 
     Turns started together share the trigger, the history and the connection list."""
-    connections = integration.recent_connections()
+    # The sender's fresh list when there is one; otherwise a copy at most a second old.
+    connections = everyone or integration.recent_connections()
     by_pk = {c.pk: c for c in connections}
     if claimed:
         started = actions.load_claimed_turns(list(turn_ids), connections=by_pk, known=known)
@@ -514,16 +516,26 @@ class Orchestrator:
         room_id: int | None = None,
         prefetch: bool = True,
         claimed: bool = False,
-        turns: list[tuple[Turn, Message]] | None = None,
     ) -> None:
-        """Run turns: queued ones, or `claimed=True` for turns created claimed by the
-        caller (`Sent.claimed`, with `turns=Sent.turns`); `prefetch=False` when the trigger
-        holds no URL."""
+        """Run queued turns (a retry, a relay, a continuation), or `claimed=True` turns
+        created claimed by this process; `prefetch=False` when the trigger holds no URL."""
         ids = list(turn_ids)
         if ids:
+            self.spawn(self.run_turns(ids, prefetch=prefetch, claimed=claimed), room_id=room_id)
+
+    def start_sent(self, sent: actions.Sent) -> None:
+        """Run the turns of a message just sent (`check_send_message`): born claimed, with
+        the sender's objects and connection list handed over instead of read back."""
+        if sent.turn_ids:
             self.spawn(
-                self.run_turns(ids, prefetch=prefetch, claimed=claimed, known=turns),
-                room_id=room_id,
+                self.run_turns(
+                    list(sent.turn_ids),
+                    prefetch=sent.has_urls,
+                    claimed=sent.claimed,
+                    known=sent.turns,
+                    everyone=sent.connections,
+                ),
+                room_id=sent.message.room_id,
             )
 
     def cancel_room(self, room_id: int) -> None:
@@ -573,6 +585,7 @@ class Orchestrator:
         prefetch: bool = True,
         claimed: bool = False,
         known: list[tuple[Turn, Message]] | None = None,
+        everyone: list[Any] | None = None,
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together, run each concurrently."""
         if claimed:
@@ -587,7 +600,9 @@ class Orchestrator:
             if prefetch:
                 await self._prefetch_web(turn_ids)
             began = time.perf_counter()
-            prepared = await db(prepare_turns)(turn_ids, claimed=claimed, known=known)
+            prepared = await db(prepare_turns)(
+                turn_ids, claimed=claimed, known=known, everyone=everyone
+            )
             self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
             await asyncio.gather(*(self._run_one(item, began) for item in prepared))
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -88,31 +90,29 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
     return {"room_id": room.pk, "messages": [m.as_dict() for m in rows], "has_more": more}
 
 
-def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
+def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[[], None]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
     sent = actions.check_send_message(
         actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
     )
-    return (
-        sent.message.as_dict(),
-        sent.turn_ids,
-        {"prefetch": sent.has_urls, "claimed": sent.claimed, "turns": sent.turns},
-    )
+    return sent.message.as_dict(), functools.partial(get_orchestrator().start_sent, sent)
 
 
 def _retry(
     request: HttpRequest, room_id: int, turn_id: int
-) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
+) -> tuple[dict[str, Any], Callable[[], None]]:
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     turn = actions.check_retry_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)
-    return {"turn": turn.as_dict()}, [turn.pk], {"prefetch": True}
+    start = functools.partial(get_orchestrator().start_turns, [turn.pk], room_id=int(room_id))
+    return {"turn": turn.as_dict()}, start
 
 
 async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -> HttpResponse:
-    """Store (in a DB thread), answer 202, and run the turns on this process's event loop."""
+    """Store (in a DB thread), answer 202, and run the turns on this process's event loop
+    (the handler returns the payload and how to start its turns)."""
     if request.method != "POST":
         return error_response(
             HalError(
@@ -122,10 +122,10 @@ async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -
             )
         )
     try:
-        payload, turn_ids, start = await sync_to_async(handler)(request, room_id, *args)
+        payload, start = await sync_to_async(handler)(request, room_id, *args)
     except HalError as exc:
         return error_response(exc)
-    get_orchestrator().start_turns(turn_ids, room_id=int(room_id), **start)
+    start()
     return JsonResponse(localize(payload), status=202)
 
 

@@ -42,7 +42,7 @@ async def test_send_creates_claimed_turns_with_streaming_replies(models, operato
 async def test_claimed_turns_run_once_even_if_started_twice(models, operator, orchestrator):
     sent = await _send(operator, "@alpha status?")
 
-    orchestrator.start_turns(sent.turn_ids, claimed=True, turns=sent.turns, prefetch=False)
+    orchestrator.start_sent(sent)
     orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
     await orchestrator.wait_idle()
 
@@ -59,7 +59,7 @@ async def test_a_reset_before_the_run_means_no_call(models, operator, orchestrat
     )
 
     # The sender's own objects are handed over, but the run still checks the rows.
-    orchestrator.start_turns(sent.turn_ids, claimed=True, turns=sent.turns, prefetch=False)
+    orchestrator.start_sent(sent)
     await orchestrator.wait_idle()
 
     assert models[0].requests == []
@@ -77,3 +77,23 @@ async def test_claimed_turns_are_not_claimed_again_as_queued(models, operator, o
     assert models[0].requests == []
     turn = await Turn.objects.aget(pk=sent.turn_ids[0])
     assert turn.status == Turn.STREAMING
+
+
+async def test_the_prompt_names_the_participants_the_send_saw(models, operator, orchestrator):
+    """The send reads the connections fresh; the run uses that list, not an older copy."""
+    from chatrooms import integration
+    from providers.models import AIConnection
+
+    from .conftest import system_of
+
+    await database_sync_to_async(integration.recent_connections)()  # a cached copy...
+    # ...that a change made elsewhere (another process: no signal here) leaves stale.
+    await AIConnection.objects.acreate(
+        name="newcomer", provider="anthropic", auth_method="api_key", position=99
+    )
+    sent = await _send(operator, "@alpha who is here?")
+
+    orchestrator.start_sent(sent)
+    await orchestrator.wait_idle()
+
+    assert "@newcomer" in system_of(models[0].requests[0])
