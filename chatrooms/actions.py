@@ -198,12 +198,16 @@ class Sent:
     message: Message
     turn_ids: list[int] = field(default_factory=list)
     # The turns were created already claimed (streaming, with their replies) by the
-    # transaction that stored the message: the caller runs them without a second claim,
-    # and hands the objects over (`turns`) so the run need not read them back.
-    claimed: bool = False
+    # transaction that stored the message: the run takes these objects over
+    # (`Orchestrator.start_sent`) without a second claim or reading them back.
     turns: list[tuple[Turn, Message]] = field(default_factory=list, repr=False)
     # Every connection as the send read it (the unified room's participants), fresh.
     connections: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def claimed(self) -> bool:
+        """Whether the turns were born claimed (always, for a stored send)."""
+        return bool(self.turns)
 
     @property
     def has_urls(self) -> bool:
@@ -355,7 +359,6 @@ def do_send_message(
     return Sent(
         message=message,
         turn_ids=[t.pk for t in turns],
-        claimed=True,
         turns=list(zip(turns, replies, strict=True)),
     )
 
@@ -467,32 +470,15 @@ def do_start_turns(
     return started
 
 
-def load_claimed_turns(
-    turn_ids: list[int],
-    *,
-    connections: Mapping[int, Any] | None = None,
-    known: list[tuple[Turn, Message]] | None = None,
-) -> list[tuple[Turn, Message]]:
-    """Turns this caller created already claimed (`Sent.claimed`), with their replies.
-
-    A turn a reset or a recovery ended in the meantime is left out. `known`: the sender's
-    own objects (`Sent.turns`); then only the statuses are read (a one-column query instead
-    of building two models per turn)."""
-    if known:
-        alive = set(
-            Turn.objects.filter(pk__in=turn_ids, status=Turn.STREAMING).values_list("pk", flat=True)
-        )
-        return [(turn, reply) for turn, reply in known if turn.pk in alive]
-    turns = list(
-        Turn.objects.select_related("reply")
-        .filter(pk__in=turn_ids, status=Turn.STREAMING)
-        .order_by("id")
+def still_claimed(known: list[tuple[Turn, Message]]) -> list[tuple[Turn, Message]]:
+    """The sender's born-claimed turns (`Sent.turns`) that are still streaming: a reset or a
+    recovery in the meantime leaves a turn out. Only the statuses are read."""
+    alive = set(
+        Turn.objects.filter(
+            pk__in=[turn.pk for turn, _ in known], status=Turn.STREAMING
+        ).values_list("pk", flat=True)
     )
-    _attach_connections(turns, connections)
-    for turn in turns:
-        if turn.reply is not None and turn.connection_id is not None:
-            turn.reply.connection = turn.connection
-    return [(turn, turn.reply) for turn in turns if turn.reply is not None]
+    return [(turn, reply) for turn, reply in known if turn.pk in alive]
 
 
 def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:

@@ -282,7 +282,6 @@ def recent_rooms(room_ids: set[int], max_age: float = 30.0) -> dict[int, Room]:
 def prepare_turns(
     turn_ids: list[int],
     *,
-    claimed: bool = False,
     known: list[tuple[Turn, Message]] | None = None,
     everyone: list[Any] | None = None,
 ) -> list[Prepared]:
@@ -293,8 +292,8 @@ def prepare_turns(
     # The sender's fresh list when there is one; otherwise a copy at most a second old.
     connections = everyone or integration.recent_connections()
     by_pk = {c.pk: c for c in connections}
-    if claimed:
-        started = actions.load_claimed_turns(list(turn_ids), connections=by_pk, known=known)
+    if known is not None:
+        started = actions.still_claimed(known)
     else:
         started = actions.do_start_turns(list(turn_ids), connections=by_pk)
     if not started:
@@ -515,13 +514,12 @@ class Orchestrator:
         *,
         room_id: int | None = None,
         prefetch: bool = True,
-        claimed: bool = False,
     ) -> None:
-        """Run queued turns (a retry, a relay, a continuation), or `claimed=True` turns
-        created claimed by this process; `prefetch=False` when the trigger holds no URL."""
+        """Run queued turns (a retry, a relay, a continuation); `prefetch=False` when the
+        trigger holds no URL."""
         ids = list(turn_ids)
         if ids:
-            self.spawn(self.run_turns(ids, prefetch=prefetch, claimed=claimed), room_id=room_id)
+            self.spawn(self.run_turns(ids, prefetch=prefetch), room_id=room_id)
 
     def start_sent(self, sent: actions.Sent) -> None:
         """Run the turns of a message just sent (`check_send_message`): born claimed, with
@@ -531,7 +529,6 @@ class Orchestrator:
                 self.run_turns(
                     list(sent.turn_ids),
                     prefetch=sent.has_urls,
-                    claimed=sent.claimed,
                     known=sent.turns,
                     everyone=sent.connections,
                 ),
@@ -583,15 +580,16 @@ class Orchestrator:
         turn_ids: list[int],
         *,
         prefetch: bool = True,
-        claimed: bool = False,
         known: list[tuple[Turn, Message]] | None = None,
         everyone: list[Any] | None = None,
     ) -> None:
-        """Pre-fetch the trigger's pages, claim turns started together, run each concurrently."""
-        if claimed:
+        """Pre-fetch the trigger's pages, claim turns started together (or take over the
+        sender's born-claimed `known` turns), run each concurrently."""
+        if known is not None:
             # Born-claimed turns are known only to this process; a second start of the
-            # same ids (a caller's mistake) must not call the models twice.
-            turn_ids = [t for t in turn_ids if t not in self.claimed_running]
+            # same turns (a caller's mistake) must not call the models twice.
+            known = [(t, r) for t, r in known if t.pk not in self.claimed_running]
+            turn_ids = [t.pk for t, _ in known]
             if not turn_ids:
                 return
             self.claimed_running.update(turn_ids)
@@ -600,13 +598,11 @@ class Orchestrator:
             if prefetch:
                 await self._prefetch_web(turn_ids)
             began = time.perf_counter()
-            prepared = await db(prepare_turns)(
-                turn_ids, claimed=claimed, known=known, everyone=everyone
-            )
+            prepared = await db(prepare_turns)(turn_ids, known=known, everyone=everyone)
             self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
             await asyncio.gather(*(self._run_one(item, began) for item in prepared))
         finally:
-            if claimed:
+            if known is not None:
                 self.claimed_running.difference_update(turn_ids)
 
     async def _prefetch_web(self, turn_ids: list[int]) -> None:

@@ -56,18 +56,7 @@ def do_enter_emergency(actor: Actor, state: EmergencyState, *, reason: str) -> E
         state.reason = reason
         state.changed_by = state.entered_by = actor.label[:150]
         state.changed_at = state.entered_at = now
-        state.save()
-        record_audit(
-            actor,
-            "emergency.enter",
-            target_type="emergency",
-            target_id="1",
-            target_label="emergency recovery",
-            before=before,
-            after=state.as_dict(),
-            message=reason,
-        )
-        publish(OPS_GROUP, "emergency.changed", state.as_dict())
+        _save_and_record(actor, "emergency.enter", state, before=before, reason=reason)
     return state
 
 
@@ -90,16 +79,23 @@ def do_leave_emergency(actor: Actor, state: EmergencyState, *, reason: str) -> E
         state.reason = reason
         state.changed_by = actor.label[:150]
         state.changed_at = timezone.now()
-        state.save()
-        record_audit(
-            actor,
-            "emergency.leave",
-            target_type="emergency",
-            target_id="1",
-            target_label="emergency recovery",
-            before=before,
-            after=state.as_dict(),
-            message=reason,
-        )
-        publish(OPS_GROUP, "emergency.changed", state.as_dict())
+        _save_and_record(actor, "emergency.leave", state, before=before, reason=reason)
     return state
+
+
+def _save_and_record(
+    actor: Actor, code: str, state: EmergencyState, *, before: dict[str, Any], reason: str
+) -> None:
+    """Save the state row, audit the change and tell every console page (one transaction)."""
+    state.save()
+    record_audit(
+        actor,
+        code,
+        target_type="emergency",
+        target_id="1",
+        target_label="emergency recovery",
+        before=before,
+        after=state.as_dict(),
+        message=reason,
+    )
+    publish(OPS_GROUP, "emergency.changed", state.as_dict())

@@ -73,22 +73,19 @@ class Tool:
         model = self.args.model_validate(raw)
         return model.model_dump(mode="json", exclude_none=True)
 
+    def spec(self) -> Any:
+        """This tool as a `providers.base.ToolSpec`, which owns the wire formats."""
+        from providers.base import ToolSpec
+
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=self.input_schema
+        )
+
     def to_anthropic(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
+        return self.spec().to_anthropic()
 
     def to_openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }
+        return self.spec().to_openai()
 
 
 _REGISTRY: dict[str, Tool] = {}
@@ -140,12 +137,7 @@ def openai_tools(tiers: Iterable[str] | None = None) -> list[dict[str, Any]]:
 
 def tool_specs(tiers: Iterable[str] | None = None) -> list[Any]:
     """The tools as `providers.base.ToolSpec` objects, for provider adapters."""
-    from providers.base import ToolSpec
-
-    return [
-        ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema)
-        for t in all_tools(tiers)
-    ]
+    return [t.spec() for t in all_tools(tiers)]
 
 
 def _ensure_loaded() -> None:

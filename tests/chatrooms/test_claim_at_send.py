@@ -43,7 +43,7 @@ async def test_claimed_turns_run_once_even_if_started_twice(models, operator, or
     sent = await _send(operator, "@alpha status?")
 
     orchestrator.start_sent(sent)
-    orchestrator.start_turns(sent.turn_ids, claimed=True, prefetch=False)
+    orchestrator.start_sent(sent)
     await orchestrator.wait_idle()
 
     assert len(models[0].requests) == 1
@@ -67,8 +67,8 @@ async def test_a_reset_before_the_run_means_no_call(models, operator, orchestrat
 
 
 async def test_claimed_turns_are_not_claimed_again_as_queued(models, operator, orchestrator):
-    """Without `claimed=True` the orchestrator only takes queued turns: a born-claimed
-    turn is never run by a second path (a retry, a recovery)."""
+    """start_turns only takes queued turns: a born-claimed turn is never run by a second
+    path (a retry, a recovery)."""
     sent = await _send(operator, "@alpha status?")
 
     orchestrator.start_turns(sent.turn_ids, prefetch=False)
