@@ -11,7 +11,7 @@ from urllib.parse import urljoin, urlsplit
 import httpcore2
 from django.conf import settings
 
-from webfetch.guard import BLOCKED, GuardError, Target, guard_url
+from webfetch.guard import BLOCKED, Allowance, GuardError, Target, guard_url
 
 TIMEOUT = "timeout"
 NETWORK = "network"
@@ -207,12 +207,14 @@ async def guarded_get(
     media_type_ok: Callable[[str], bool] | None = None,
     before_hop: HopHook | None = None,
     first_target: Target | None = None,
+    allowance: Allowance | None = None,
 ) -> RawResponse:
     """GET `url` through the guard, following at most `max_redirects` redirects by hand.
 
     Every hop is re-guarded (fresh single resolution, pinned connection); https→http
     downgrades are refused; no cookies or credentials are ever sent. The body is decoded
     and cut at `max_bytes` decoded bytes. Raises FetchFailure on anything else.
+    An `allowance` (e.g. HAL's fleet) is applied to every hop, redirects included.
     """
     timeouts = timeouts or Timeouts()
     ctx = ssl_context or _default_ssl_context()
@@ -223,7 +225,7 @@ async def guarded_get(
             target = (
                 first_target
                 if (redirects == 0 and first_target is not None)
-                else await guard_url(current)
+                else await guard_url(current, allowance=allowance)
             )
             if before_hop is not None:
                 await before_hop(target, redirects)

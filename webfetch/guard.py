@@ -114,6 +114,43 @@ class Target:
         return (self.scheme, self.host, self.port)
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """Non-public destinations a caller trusts explicitly (HAL's own fleet, for health checks).
+
+    With an allowance the guard checks exactly this list plus the usual public-address
+    rule: the tests-only loopback switch is not consulted, and metadata or unspecified
+    addresses stay refused whatever the list says. Trusted destinations may use any port.
+    """
+
+    addresses: frozenset[IPAddress] = frozenset()
+    hosts: frozenset[str] = frozenset()  # ASCII lower-case names: any address they resolve to
+    origins: frozenset[tuple[str, int]] = frozenset()  # (host, port) pairs
+
+    def names(self, host: str, port: int) -> bool:
+        """True when this host name (or host:port) is trusted as such."""
+        return host in self.hosts or (host, port) in self.origins
+
+    def covers(self, host: str, port: int, ip: IPAddress) -> bool:
+        """True when connecting to `ip` for `host:port` is explicitly allowed."""
+        if ip in METADATA_ADDRESSES or ip.is_unspecified:
+            return False
+        bare = ipaddress.ip_address(str(ip).split("%", 1)[0])
+        return bare in self.addresses or self.names(host, port)
+
+
+def normalize_host(value: str) -> str | None:
+    """The guard's spelling of a host (IP literal or IDNA lower-case name), or None if bad."""
+    value = (value or "").strip().strip("[]")
+    if not value:
+        return None
+    try:
+        literal = _numeric_host(value)
+        return str(literal) if literal is not None else _encode_host(value).rstrip(".")
+    except GuardError:
+        return None
+
+
 def allow_loopback() -> bool:
     """Tests-only switch: lets the guard accept plain loopback addresses on any port."""
     return bool(getattr(settings, "HAL_WEBFETCH_ALLOW_LOOPBACK", False))
@@ -281,9 +318,12 @@ def _check_all(addresses: Iterable[IPAddress]) -> None:
             raise GuardError(BLOCKED, why)
 
 
-async def guard_url(url: str) -> Target:
-    """Check `url` and resolve it once; raise GuardError unless every address is public."""
+async def guard_url(url: str, *, allowance: Allowance | None = None) -> Target:
+    """Check `url` and resolve it once; raise GuardError unless every address is public
+    (or, with an allowance, explicitly allowed)."""
     parsed = parse_url(url)
+    if allowance is not None:
+        return await _guard_allowed(url, parsed, allowance)
     ports = allowed_ports()
     port_ok = parsed.port in ports
     if not port_ok and not allow_loopback():
@@ -297,6 +337,33 @@ async def guard_url(url: str) -> Target:
     _check_all(addresses)
     if not port_ok and not all(ip.is_loopback for ip in addresses):
         raise GuardError(BLOCKED, f"port {parsed.port} is not allowed")
+    return Target(
+        url=url.strip(),
+        scheme=parsed.scheme,
+        host=parsed.host,
+        port=parsed.port,
+        target=parsed.target,
+        addresses=tuple(addresses),
+    )
+
+
+async def _guard_allowed(url: str, parsed: _Parsed, allowance: Allowance) -> Target:
+    """guard_url with an explicit allowance: each address is public or covered by it."""
+    if parsed.literal is not None:
+        addresses = [parsed.literal]
+    else:
+        if _name_refused(parsed.host) and not allowance.names(parsed.host, parsed.port):
+            raise GuardError(BLOCKED, f"host {parsed.host} is a local name")
+        addresses = await resolve(parsed.host, parsed.port)
+    port_ok = parsed.port in allowed_ports()
+    for ip in addresses:
+        if allowance.covers(parsed.host, parsed.port, ip):
+            continue
+        why = classify_address(ip)
+        if why:
+            raise GuardError(BLOCKED, f"{why} and not an allowed fleet address")
+        if not port_ok:
+            raise GuardError(BLOCKED, f"port {parsed.port} is not allowed")
     return Target(
         url=url.strip(),
         scheme=parsed.scheme,

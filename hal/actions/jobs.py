@@ -10,9 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from django.conf import settings
@@ -25,10 +22,12 @@ from django.utils.translation import gettext_noop
 from django_tasks import task
 
 from hal import i18n
-from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
+from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.fleet_http import http_health_check
 from hal.models import Job, JobLogLine, Module, ModuleDeployment, Release, Server
 from hal.models.fleet import lease_deadline
 
@@ -78,6 +77,37 @@ def open_job_for(server: Server | None, module: Module | None, kinds: tuple) -> 
         .order_by("id")
         .first()
     )
+
+
+def bound_argv_problem(job: Job) -> str | None:
+    """Why a restart job's stored argv may not run (missing, or not matching its sha256)."""
+    argv, digest = (job.params or {}).get("argv"), (job.params or {}).get("argv_sha256")
+    if not isinstance(argv, list) or not argv or not isinstance(digest, str):
+        return "the job has no bound argv"
+    if argv_sha256(argv) != digest:
+        return "the job's stored argv does not match its sha256"
+    return None
+
+
+def _restart_gate(actor: Actor, job: Job) -> None:
+    """Running a restart again is a restart: recent re-auth, and only the argv configured now."""
+    require_recent(actor)
+    current = list(job.module.restart_command or []) if job.module_id else []
+    if (
+        bound_argv_problem(job)
+        or not current
+        or argv_sha256(current) != job.params.get("argv_sha256")
+    ):
+        raise Conflict(
+            format_lazy(
+                _(
+                    "The restart command changed since job #{pk} was queued; "
+                    "start a new restart instead."
+                ),
+                pk=job.pk,
+            ),
+            code="restart_command_changed",
+        )
 
 
 def create_job(
@@ -205,6 +235,8 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
                 code="job_not_resumable",
             )
         _refuse_dead_target(target)
+        if target.kind == Job.RESTART:
+            _restart_gate(actor, target)
         before = _snapshot(target)
         target.status = Job.QUEUED
         target.stop_requested = False
@@ -255,6 +287,8 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
                 code="job_not_retryable",
             )
         _refuse_dead_target(target)
+        if target.kind == Job.RESTART:
+            _restart_gate(actor, target)
         if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
             target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
         ):
@@ -411,6 +445,11 @@ def check_claim_job(*, actor: Actor, server: Server) -> Job | None:
             job = resolve_job(job_id)
             append_log(job, "info", f"claimed by {actor.label} (attempt {job.attempts})")
             record_audit(actor, "jobs.claim", target=job, after={"status": job.status})
+            problem = bound_argv_problem(job) if job.kind == Job.RESTART else None
+            if problem:
+                # Never hand out a command that is not exactly the one queued.
+                do_finish_job(actor, job, Job.FAILED, {}, "argv_mismatch", problem)
+                continue
             _publish(job)
         return job
     return None
@@ -624,25 +663,6 @@ def check_sweep_orphans(*, actor: Actor) -> list[int]:
 
 
 # --- HAL-side work (django-tasks) ------------------------------------------------------------
-
-
-def http_health_check(url: str, timeout: float | None = None) -> dict:
-    """GET the module's configured health URL; report status code and latency."""
-    timeout = timeout or float(getattr(settings, "HAL_HEALTH_CHECK_TIMEOUT_SECONDS", 5))
-    started = time.perf_counter()
-    out: dict[str, Any] = {"url": url}
-    try:
-        request = urllib.request.Request(url, method="GET", headers={"User-Agent": "hal-health"})  # noqa: S310 — an admin-configured http(s) URL
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(65536)
-            out["status_code"] = response.status
-    except urllib.error.HTTPError as exc:
-        out["status_code"] = exc.code
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        out["error"] = str(getattr(exc, "reason", exc))[:200]
-    out["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
-    out["healthy"] = 200 <= out.get("status_code", 0) < 400
-    return out
 
 
 def worker_label() -> str:

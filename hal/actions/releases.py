@@ -1,4 +1,5 @@
-"""Module and release actions: configure, upload, approve, deploy, roll back, reconcile, health.
+"""Release actions: upload, approve, deploy, roll back, reconcile (module configuration,
+health check and restart are in hal.actions.modules and re-exported here).
 
 Views, AI tools and commands call the `check_*` functions only.
 """
@@ -12,7 +13,6 @@ import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -25,6 +25,19 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs import create_job, deploy_params, open_job_for, rollback_params
+
+# Module configuration, health check and restart live in hal.actions.modules; re-exported
+# here because views, tools and commands reach every fleet action through this module.
+from hal.actions.modules import (  # noqa: F401
+    SERVING_STATUSES,
+    check_configure_module,
+    check_module_health,
+    check_restart_module,
+    clean_health_url,
+    clean_restart_command,
+    resolve_module,
+)
+from hal.actions.modules import require_serving as _serving
 from hal.actions.servers import resolve_server
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
@@ -35,7 +48,6 @@ from hal.models import Job, Module, ModuleDeployment, Release, Server
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 CHUNK = 1024 * 1024
-SERVING_STATUSES = (Server.ACTIVE, Server.MAINTENANCE)
 
 
 def artifacts_dir() -> Path:
@@ -63,20 +75,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def resolve_module(ref: Any) -> Module:
-    """Find a module by Module, id or name; unknown → 404 `module_not_found`."""
-    if isinstance(ref, Module):
-        return ref
-    module = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        module = Module.objects.filter(pk=int(ref)).first()
-    if module is None and isinstance(ref, str):
-        module = Module.objects.filter(name=ref.strip()).first()
-    if module is None:
-        raise NotFound(format_lazy(_("No module {ref!r}."), ref=ref), code="module_not_found")
-    return module
-
-
 def resolve_release(ref: Any) -> Release:
     """Find a release by Release, id or `module@version`; unknown → 404 `release_not_found`."""
     if isinstance(ref, Release):
@@ -91,77 +89,6 @@ def resolve_release(ref: Any) -> Release:
     if release is None:
         raise NotFound(format_lazy(_("No release {ref!r}."), ref=ref), code="release_not_found")
     return release
-
-
-# --- module configuration (administrators only) ----------------------------------------------
-
-
-def clean_health_url(value: Any) -> str:
-    """An http(s) URL with a host, or '' to clear it."""
-    if value in (None, ""):
-        return ""
-    if not isinstance(value, str) or len(value) > 500:
-        raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
-    return value.strip()
-
-
-def clean_restart_command(value: Any) -> list[str]:
-    """An argv list: an absolute executable path and up to 31 plain arguments (no shell)."""
-    if value in (None, []):
-        return []
-    if (
-        not isinstance(value, list)
-        or not 1 <= len(value) <= 32
-        or not all(isinstance(a, str) and a and len(a) <= 1000 and "\0" not in a for a in value)
-    ):
-        raise InvalidInput(
-            _("restart_command must be a list of 1–32 non-empty strings."), code="invalid_command"
-        )
-    if not os.path.isabs(value[0]):
-        raise InvalidInput(
-            _("restart_command[0] must be an absolute path to the program."), code="invalid_command"
-        )
-    return list(value)
-
-
-_UNSET = object()
-
-
-@action("modules.configure")
-def check_configure_module(
-    *,
-    actor: Actor,
-    module: Any,
-    health_check_url: Any = _UNSET,
-    restart_command: Any = _UNSET,
-    description: Any = _UNSET,
-) -> Module:
-    """ADMIN: set a module's health-check URL and restart argv (what agents may run)."""
-    require_perm(actor, "administer")
-    target = resolve_module(module)
-    changes: dict[str, Any] = {}
-    if health_check_url is not _UNSET:
-        changes["health_check_url"] = clean_health_url(health_check_url)
-    if restart_command is not _UNSET:
-        changes["restart_command"] = clean_restart_command(restart_command)
-    if description is not _UNSET:
-        if not isinstance(description, str) or len(description) > 200:
-            raise InvalidInput(_("description must be text of at most 200 characters."))
-        changes["description"] = description
-    if not changes:
-        raise InvalidInput(_("Nothing to change."), code="nothing_to_change")
-    with transaction.atomic():
-        target = Module.objects.select_for_update().get(pk=target.pk)
-        before = {k: getattr(target, k) for k in changes}
-        for key, value in changes.items():
-            setattr(target, key, value)
-        target.save()
-        record_audit(actor, "modules.configure", target=target, before=before, after=changes)
-        publish(OPS_GROUP, "module.updated", target.as_dict())
-    return target
 
 
 # --- releases ----------------------------------------------------------------------------------
@@ -388,18 +315,6 @@ register_high_risk("releases.approve", impact=_release_impact, execute=check_app
 
 
 # --- deploy / roll back / reconcile ------------------------------------------------------------
-
-
-def _serving(server: Server) -> None:
-    if server.status not in SERVING_STATUSES:
-        raise Conflict(
-            format_lazy(
-                _("{hostname} is {status}; deploy only to active or maintenance servers."),
-                hostname=server.hostname,
-                status=server.status,
-            ),
-            code="server_not_active",
-        )
 
 
 def _no_change_in_progress(server: Server, module: Module) -> None:
@@ -665,74 +580,3 @@ def check_reconcile_module(*, actor: Actor, module: Any, confirmation: str | Non
 
 
 register_high_risk("modules.reconcile", impact=_reconcile_impact, execute=check_reconcile_module)
-
-
-# --- health check and restart (write tier) ------------------------------------------------------
-
-
-@action("modules.health_check")
-def check_module_health(*, actor: Actor, module: Any, server: Any = None) -> Job:
-    """Run a module's configured health check: on a server's agent, or from HAL if no server."""
-    require_perm(actor, "operate")
-    mod = resolve_module(module)
-    if not mod.health_check_url:
-        raise Conflict(
-            format_lazy(_("{name} has no health-check URL configured."), name=mod.name),
-            code="module_no_health_check",
-        )
-    host = resolve_server(server) if server not in (None, "") else None
-    with transaction.atomic():
-        if host is not None:
-            _serving(host)
-        job = create_job(
-            actor,
-            kind=Job.HEALTH_CHECK,
-            server=host,
-            module=mod,
-            params={"module": mod.name, "url": mod.health_check_url},
-            runner=Job.RUNNER_AGENT if host else Job.RUNNER_HAL,
-        )
-        record_audit(
-            actor,
-            "modules.health_check",
-            target=mod,
-            after={"job": job.pk, "server": host.hostname if host else None},
-        )
-    return job
-
-
-@action("modules.restart")
-def check_restart_module(*, actor: Actor, module: Any, server: Any, reason: str = "") -> Job:
-    """Restart a module on a server with the argv an administrator configured (no shell)."""
-    require_perm(actor, "operate")
-    mod = resolve_module(module)
-    host = resolve_server(server)
-    if not mod.restart_command:
-        raise Conflict(
-            format_lazy(_("{name} has no restart command configured."), name=mod.name),
-            code="module_no_restart_command",
-        )
-    if not isinstance(reason, str) or len(reason) > 500:
-        raise InvalidInput(_("reason must be text of at most 500 characters."))
-    with transaction.atomic():
-        _serving(host)
-        busy = open_job_for(host, mod, (Job.RESTART,))
-        if busy:
-            raise Conflict(
-                format_lazy(_("Restart job #{pk} is {status}."), pk=busy.pk, status=busy.status),
-                code="job_in_progress",
-            )
-        # The argv itself is not copied into the job: the agent receives the module's
-        # configured command when it claims the job, so nothing in a request selects it.
-        job = create_job(
-            actor, kind=Job.RESTART, server=host, module=mod, params={"module": mod.name}
-        )
-        record_audit(
-            actor,
-            "modules.restart",
-            target=mod,
-            target_label=f"{mod.name} on {host.hostname}",
-            after={"job": job.pk},
-            message=reason,
-        )
-    return job

@@ -2,12 +2,15 @@
 
 Each takes its inputs from a job HAL assigned to this server. Paths are built from a
 validated module name and version under the agent's root; the restart argv is the one
-an administrator configured on the module, run without a shell.
+an administrator configured on the module when the job was queued, run without a shell
+and only if it matches the sha256 HAL bound to the job. A health check never follows a
+redirect (the agent fetches the module's own URL, nothing it points elsewhere).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -19,6 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 CHUNK = 1024 * 1024
@@ -32,6 +36,14 @@ class OpError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def argv_sha256(argv: list[str]) -> str:
+    """The sha256 binding a restart job to its exact argv (compact ASCII JSON of the list).
+
+    HAL computes it when the job is queued; the agent recomputes it before running.
+    """
+    return hashlib.sha256(json.dumps(argv, separators=(",", ":")).encode("ascii")).hexdigest()
 
 
 def safe_name(value: Any, what: str) -> str:
@@ -152,19 +164,32 @@ def rollback(root: Path, module: str, to_version: str, log: Any = print) -> dict
     return {"version": to_version, "previous_version": old}
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Report a redirect as the answer instead of following it anywhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def health_check(url: str, timeout: float = 5.0) -> dict:
-    """HTTP GET the module's configured URL: status code and latency."""
+    """HTTP GET the module's configured URL: status code and latency; redirects not followed."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise OpError("invalid_job", "health-check URL must be http(s)")
     started = time.perf_counter()
     out: dict[str, Any] = {"url": url}
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "hal-agent"})  # noqa: S310
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+        with _OPENER.open(req, timeout=timeout) as resp:
             resp.read(65536)
             out["status_code"] = resp.status
     except urllib.error.HTTPError as exc:
         out["status_code"] = exc.code
+        location = exc.headers.get("Location") if exc.headers else None
+        if location and 300 <= exc.code < 400:
+            out["redirect_to"] = urljoin(url, location)[:500]
     except (urllib.error.URLError, OSError, ValueError) as exc:
         out["error"] = str(getattr(exc, "reason", exc))[:200]
     out["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
@@ -172,8 +197,11 @@ def health_check(url: str, timeout: float = 5.0) -> dict:
     return out
 
 
-def restart(argv: Any, timeout: float = 120.0) -> dict:
-    """Run the admin-configured argv without a shell, with a minimal environment."""
+def restart(argv: Any, expected_sha256: Any, timeout: float = 120.0) -> dict:
+    """Run the argv bound to the job without a shell, with a minimal environment.
+
+    Refused (`argv_mismatch`, nothing run) unless its sha256 is the one HAL bound to the job.
+    """
     if (
         not isinstance(argv, list)
         or not argv
@@ -181,6 +209,8 @@ def restart(argv: Any, timeout: float = 120.0) -> dict:
         or not os.path.isabs(argv[0])
     ):
         raise OpError("invalid_job", "restart command must be an argv list with an absolute path")
+    if not isinstance(expected_sha256, str) or argv_sha256(argv) != expected_sha256:
+        raise OpError("argv_mismatch", "the restart argv does not match the sha256 HAL bound")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     try:
         done = subprocess.run(  # noqa: S603 — argv list, shell=False, admin-configured

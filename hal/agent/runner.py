@@ -201,8 +201,9 @@ def run_job(client: HalClient, root: Path, job: dict) -> dict:
                 status, code = "failed", "unhealthy"
                 message = result.get("error") or f"HTTP {result.get('status_code')}"
         elif kind == "restart":
-            log_line("info", "running the module's configured restart command")
-            result = ops.restart(job.get("argv"))
+            digest = str(job.get("argv_sha256") or "")
+            log_line("info", f"running the bound restart command (argv sha256 {digest[:12]}…)")
+            result = ops.restart(job.get("argv"), job.get("argv_sha256"))
             if result["returncode"] != 0:
                 status, code = "failed", "command_failed"
                 message = f"exit status {result['returncode']}"

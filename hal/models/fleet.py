@@ -199,7 +199,8 @@ class Module(models.Model):
     name = models.CharField(max_length=40, unique=True)
     description = models.CharField(max_length=200, blank=True)
     health_check_url = models.CharField(max_length=500, blank=True)
-    # argv list run without a shell by the agent; only an administrator can change it.
+    # argv list run without a shell by the agent; changing it is the high-risk
+    # modules.configure, and each restart job keeps its own copy (hal.actions.modules).
     restart_command = models.JSONField(default=list, blank=True)
     last_health_status = models.CharField(max_length=20, blank=True)
     last_health_at = models.DateTimeField(null=True, blank=True)
@@ -213,6 +214,13 @@ class Module(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def restart_command_sha256(self) -> str:
+        """The sha256 a restart job binds to ('' when no command is configured)."""
+        from hal.agent.ops import argv_sha256
+
+        return argv_sha256(self.restart_command) if self.restart_command else ""
+
     def as_dict(self) -> dict:
         """Return the API shape of this module."""
         return {
@@ -221,6 +229,7 @@ class Module(models.Model):
             "description": self.description,
             "health_check_url": self.health_check_url,
             "restart_command": self.restart_command,
+            "restart_command_sha256": self.restart_command_sha256,
             "last_health_status": self.last_health_status,
             "last_health_at": self.last_health_at.isoformat() if self.last_health_at else None,
             "last_health_detail": self.last_health_detail,

@@ -176,7 +176,7 @@ def heartbeat(request: HttpRequest, server: Server, actor: Actor, data: dict) ->
 
 
 def job_payload(job: Job) -> dict:
-    """What the agent needs to run a claimed job — commands/URLs come from module config."""
+    """What the agent needs to run a claimed job — commands/URLs as bound to the job."""
     payload: dict[str, Any] = {"id": job.pk, "kind": job.kind, "attempt": job.attempts}
     module = job.module
     if job.kind == Job.DEPLOY:
@@ -190,9 +190,15 @@ def job_payload(job: Job) -> dict:
     elif job.kind == Job.ROLLBACK:
         payload.update(module=module.name, to_version=job.release.version)
     elif job.kind == Job.HEALTH_CHECK:
-        payload.update(module=module.name, url=module.health_check_url)
+        # What was configured when the job was queued, not whatever is configured now.
+        payload.update(module=module.name, url=str(job.params.get("url") or ""))
     elif job.kind == Job.RESTART:
-        payload.update(module=module.name, argv=list(module.restart_command))
+        # check_claim_job already refused a job whose stored argv does not match its hash.
+        payload.update(
+            module=module.name,
+            argv=list(job.params["argv"]),
+            argv_sha256=job.params["argv_sha256"],
+        )
     return payload
 
 

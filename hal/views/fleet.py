@@ -156,13 +156,18 @@ _CONFIGURABLE = ("health_check_url", "restart_command", "description")
 
 def _module_patch(request: HttpRequest, name: str) -> dict:
     body = json_body(request)
-    unknown = set(body) - set(_CONFIGURABLE)
+    unknown = set(body) - {*_CONFIGURABLE, "confirmation"}
     if unknown:
         raise InvalidInput(
             format_lazy(gettext_lazy("Unknown fields: {unknown}"), unknown=sorted(unknown))
         )
+    # Command fields are high-risk: the token of a three-step confirmation made for
+    # exactly these fields (POST /api/confirmations {action: "modules.configure"}).
     module = release_actions.check_configure_module(
-        actor=_actor(request), module=name, **{k: body[k] for k in _CONFIGURABLE if k in body}
+        actor=_actor(request),
+        module=name,
+        confirmation=body.get("confirmation"),
+        **{k: body[k] for k in _CONFIGURABLE if k in body},
     )
     return {"module": module.as_dict()}
 
@@ -189,6 +194,7 @@ def api_module_restart(request: HttpRequest, name: str) -> tuple[dict, int]:
         module=name,
         server=body.get("server"),
         reason=body.get("reason", ""),
+        argv_sha256=body.get("argv_sha256"),
     )
     return {"job": job.as_dict()}, 202
 
@@ -393,6 +399,7 @@ def module_detail_page(request: HttpRequest, name: str) -> HttpResponse:
             "releases": releases,
             "servers": servers,
             "restart_command": json.dumps(module.restart_command),
+            "configure_params": json.dumps({"module": module.name}),
             "reconcile": _hr_button("modules.reconcile", {"module": module.name}, _("Reconcile")),
             "selected_type": "module",
             "selected_id": module.pk,
@@ -538,23 +545,10 @@ def form_module_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
                 module=name,
                 server=request.POST.get("server"),
                 reason=request.POST.get("reason", ""),
+                argv_sha256=request.POST.get("argv_sha256") or None,
             )
             return _("Restart queued as job #%(id)s.") % {"id": job.pk}
-        if op == "configure":
-            raw = request.POST.get("restart_command", "").strip()
-            try:
-                argv = json.loads(raw) if raw else []
-            except ValueError:
-                raise InvalidInput(
-                    gettext_lazy("restart_command must be a JSON list."), code="invalid_command"
-                ) from None
-            release_actions.check_configure_module(
-                actor=actor,
-                module=name,
-                health_check_url=request.POST.get("health_check_url", ""),
-                restart_command=argv,
-            )
-            return _("%(module)s configured.") % {"module": name}
+        # Configuration is high-risk: the page's form runs the three-step (confirm.js).
         raise HalError(gettext_lazy("Unknown operation."), code="not_found", http_status=404)
 
     return _form_action(request, run, redirect("hal:module_detail", name=name).url)

@@ -48,19 +48,53 @@ function ask(dialog, label, type = "text") {
   });
 }
 
-async function run(button) {
+function openDialog() {
   const dialog = el("dialog", { class: "hr-dialog" });
   document.body.append(dialog);
   dialog.addEventListener("close", () => dialog.remove());
   dialog.showModal();
-  const params = JSON.parse(button.dataset.hrParams || "{}");
+  return dialog;
+}
+
+function showError(dialog, err) {
+  dialog.replaceChildren(el("p", { class: "error" }, `${err.message} (${err.code})`));
+  const close = el("button", { type: "button" }, STRINGS.close);
+  close.addEventListener("click", () => dialog.close());
+  dialog.append(close);
+}
+
+function run(button) {
+  return confirmAndExecute(
+    button.dataset.hrAction,
+    JSON.parse(button.dataset.hrParams || "{}"),
+    button.textContent.trim(),
+    button.hasAttribute("data-hr-reason"),
+  );
+}
+
+// A form's fields become the action's params; `data-hr-json` fields are parsed as JSON
+// (an unparsable value is sent as typed, and the server refuses it with its code).
+function formParams(form) {
+  const params = JSON.parse(form.dataset.hrParams || "{}");
+  for (const input of form.querySelectorAll("[name]")) {
+    let value = input.value;
+    if (input.hasAttribute("data-hr-json")) {
+      try { value = value.trim() ? JSON.parse(value) : []; } catch { /* sent as typed */ }
+    }
+    params[input.name] = value;
+  }
+  return params;
+}
+
+async function confirmAndExecute(action, params, label, withReason = false) {
+  const dialog = openDialog();
   try {
-    if (button.hasAttribute("data-hr-reason")) {
+    if (withReason) {
       const reason = await ask(dialog, STRINGS.reason);
       if (reason === null) return;
       params.reason = reason;
     }
-    const started = await api("POST", "/api/confirmations", { action: button.dataset.hrAction, params });
+    const started = await api("POST", "/api/confirmations", { action, params });
     const conf = started.confirmation;
     // Step 1: the impact; step 2: retype the identifier exactly.
     const form = el("form");
@@ -70,7 +104,7 @@ async function run(button) {
     const input = el("input", { autocomplete: "off", spellcheck: "false" });
     lab.append(input);
     const error = el("p", { class: "error" });
-    const go = el("button", { type: "submit", class: "danger" }, button.textContent.trim());
+    const go = el("button", { type: "submit", class: "danger" }, label);
     const cancel = el("button", { type: "button" }, STRINGS.cancel);
     form.append(lab, error, go, cancel);
     dialog.replaceChildren(form);
@@ -90,13 +124,40 @@ async function run(button) {
       }
     });
   } catch (err) {
-    dialog.replaceChildren(el("p", { class: "error" }, `${err.message} (${err.code})`));
-    const close = el("button", { type: "button" }, STRINGS.close);
-    close.addEventListener("click", () => dialog.close());
-    dialog.append(close);
+    showError(dialog, err);
+  }
+}
+
+// A write that needs a recent re-auth (e.g. a module restart): sent as JSON to its API,
+// asking for the password when HAL answers reauth_required.
+async function submitWithReauth(form) {
+  const body = {};
+  for (const input of form.querySelectorAll("[name]")) {
+    if (input.name !== "csrfmiddlewaretoken") body[input.name] = input.value;
+  }
+  const dialog = openDialog();
+  try {
+    await withReauth(dialog, () => api("POST", form.dataset.reauthApi, body));
+    dialog.close();
+    window.location.reload();
+  } catch (err) {
+    showError(dialog, err);
   }
 }
 
 for (const button of document.querySelectorAll("button[data-hr-action]")) {
   button.addEventListener("click", () => run(button));
+}
+for (const form of document.querySelectorAll("form[data-hr-form]")) {
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const label = form.querySelector("button[type=submit]")?.textContent.trim() ?? "";
+    confirmAndExecute(form.dataset.hrForm, formParams(form), label);
+  });
+}
+for (const form of document.querySelectorAll("form[data-reauth-api]")) {
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    submitWithReauth(form);
+  });
 }

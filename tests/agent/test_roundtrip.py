@@ -16,7 +16,7 @@ import pytest
 from hal.actions import releases, servers
 from hal.agent import ops, runner
 from hal.models import AuditEntry, Job, ModuleDeployment, Server, ServerMetric
-from tests.fleet.conftest import confirmed, make_artifact
+from tests.fleet.conftest import configure_module, confirmed, make_artifact
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,9 +100,7 @@ def test_full_round_trip(enrolled, op, tmp_path, http_server):
     assert d.actual_release == r1
 
     # Health check run by the agent against a local HTTP server.
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/health"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/health")
     j4 = releases.check_module_health(actor=op, module="portal", server="node1.test")
     runner.run_once(client, root)
     j4.refresh_from_db()
@@ -111,9 +109,9 @@ def test_full_round_trip(enrolled, op, tmp_path, http_server):
 
     # Restart with the admin-configured argv (no shell): proof file written by the program.
     proof = tmp_path / "restarted"
-    releases.check_configure_module(
-        actor=op,
-        module="portal",
+    configure_module(
+        op,
+        "portal",
         restart_command=[
             sys.executable,
             "-c",
@@ -175,8 +173,9 @@ def test_agent_refuses_unsafe_names_and_rollback_to_missing(tmp_path):
     with pytest.raises(ops.OpError) as exc:
         ops.rollback(tmp_path, "portal", "9.9", log=lambda *a: None)
     assert exc.value.code == "release_missing"
-    with pytest.raises(ops.OpError):
-        ops.restart("systemctl restart portal; rm -rf /")
+    with pytest.raises(ops.OpError) as exc:
+        ops.restart("systemctl restart portal; rm -rf /", "")
+    assert exc.value.code == "invalid_job"
 
 
 def _raw(url, token, body: bytes, method="POST"):

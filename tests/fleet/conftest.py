@@ -40,6 +40,15 @@ def confirmed(actor: Actor, code: str, params: dict) -> str:
     return str(conf.token)
 
 
+def configure_module(actor: Actor, module: str, **fields):
+    """Change a module's commands through the high-risk three-step (what an admin does)."""
+    from hal.actions import releases
+
+    params = {"module": module, **fields}
+    token = confirmed(actor, "modules.configure", params)
+    return releases.check_configure_module(actor=actor, confirmation=token, **params)
+
+
 def make_artifact(files: dict[str, bytes] | None = None) -> bytes:
     """A real tar.gz with the given files."""
     files = files or {"VERSION": b"1.0\n", "bin/app.sh": b"#!/bin/sh\necho hi\n"}

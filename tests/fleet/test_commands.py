@@ -12,14 +12,13 @@ from django.utils import timezone
 
 from hal.actions import jobs, releases, servers
 from hal.models import AuditEntry, Job, Server, WorkerHeartbeat
+from tests.fleet.conftest import configure_module
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_worker_runs_queued_hal_job_once_and_sweeps_orphans(op, http_server, active_server):
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/health"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/health")
     hal_job = releases.check_module_health(actor=op, module="portal")
     orphan = Job.objects.create(
         kind=Job.DEPLOY,
@@ -44,9 +43,7 @@ def test_worker_runs_queued_hal_job_once_and_sweeps_orphans(op, http_server, act
 
 
 def test_worker_restart_orphans_a_job_its_predecessor_was_running(op, http_server):
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/health"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/health")
     job = releases.check_module_health(actor=op, module="portal")
     # The old worker claimed it and died: its lease expires.
     assert jobs.try_claim(job.pk, "worker:old:1")

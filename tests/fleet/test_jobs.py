@@ -12,6 +12,7 @@ from hal.actions import jobs, releases
 from hal.actions.base import Actor
 from hal.errors import Conflict, NotFound, PermissionDenied
 from hal.models import AuditEntry, Job, JobLogLine
+from tests.fleet.conftest import configure_module
 
 pytestmark = pytest.mark.django_db
 
@@ -27,9 +28,7 @@ def agent(active_server):
 
 @pytest.fixture
 def health_job(op, active_server):
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url="http://127.0.0.1:9/health"
-    )
+    configure_module(op, "portal", health_check_url="http://127.0.0.1:9/health")
     return releases.check_module_health(actor=op, module="portal", server=active_server.pk)
 
 

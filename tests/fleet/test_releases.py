@@ -8,7 +8,7 @@ from hal.actions import jobs, releases
 from hal.actions.base import Actor
 from hal.errors import ConfirmationError, Conflict, InvalidInput, NotFound, PermissionDenied
 from hal.models import AuditEntry, Job, Module, ModuleDeployment, Release
-from tests.fleet.conftest import confirmed, make_artifact
+from tests.fleet.conftest import configure_module, confirmed, make_artifact
 
 pytestmark = pytest.mark.django_db
 
@@ -56,9 +56,9 @@ def test_modules_are_seeded():
 
 
 def test_configure_module_is_admin_only_and_validated(op, view_actor, operator):
-    m = releases.check_configure_module(
-        actor=op,
-        module="portal",
+    m = configure_module(
+        op,
+        "portal",
         health_check_url="http://127.0.0.1:9/health",
         restart_command=["/bin/systemctl", "restart", "portal"],
     )
@@ -66,14 +66,13 @@ def test_configure_module_is_admin_only_and_validated(op, view_actor, operator):
     assert audits("modules.configure").count() == 1
     with pytest.raises(PermissionDenied):
         releases.check_configure_module(actor=view_actor, module="portal", restart_command=[])
+    # Bad values are refused at step 1 (the impact) and again by the action itself.
     with pytest.raises(InvalidInput):
-        releases.check_configure_module(
-            actor=op, module="portal", restart_command="systemctl restart portal; rm -rf /"
-        )
+        configure_module(op, "portal", restart_command="systemctl restart portal; rm -rf /")
     with pytest.raises(InvalidInput):
         releases.check_configure_module(actor=op, module="portal", restart_command=["rm", "-rf"])
     with pytest.raises(InvalidInput):
-        releases.check_configure_module(actor=op, module="portal", health_check_url="file:///etc")
+        configure_module(op, "portal", health_check_url="file:///etc")
     with pytest.raises(NotFound):
         releases.check_configure_module(actor=op, module="nope", health_check_url="")
 
@@ -237,9 +236,7 @@ def test_reconcile_fans_out_deploys(op, settings, django_capture_on_commit_callb
 
 
 def test_health_check_from_hal_against_local_http(op, http_server):
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/health"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/health")
     job = releases.check_module_health(actor=op, module="portal")
     assert job.runner == Job.RUNNER_HAL
     jobs.run_hal_job.call(job.pk)
@@ -252,9 +249,7 @@ def test_health_check_from_hal_against_local_http(op, http_server):
 
 
 def test_health_check_unhealthy_fails_job(op, http_server):
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/broken"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/broken")
     job = releases.check_module_health(actor=op, module="portal")
     jobs.run_hal_job.call(job.pk)
     job.refresh_from_db()
@@ -273,6 +268,7 @@ def test_restart_needs_admin_configured_command(op, active_server):
     with pytest.raises(Conflict) as exc:
         releases.check_restart_module(actor=op, module="portal", server=active_server.pk)
     assert exc.value.code == "module_no_restart_command"
-    releases.check_configure_module(actor=op, module="portal", restart_command=["/bin/true"])
+    configure_module(op, "portal", restart_command=["/bin/true"])
     job = releases.check_restart_module(actor=op, module="portal", server=active_server.pk)
-    assert job.kind == Job.RESTART and "argv" not in job.params
+    # The job carries the argv configured when it was queued, bound by its sha256.
+    assert job.kind == Job.RESTART and job.params["argv"] == ["/bin/true"]
