@@ -112,6 +112,14 @@ def test_the_web_form_no_longer_configures_without_the_three_step(reauthed):
     assert 'data-hr-form="modules.configure"' in page
 
 
+def test_no_admin_page_edits_modules():
+    # The admin would bypass the three-step; modules are configured on their HAL page.
+    from django.contrib import admin
+
+    assert Module not in admin.site._registry
+    assert Job not in admin.site._registry
+
+
 def test_no_ai_tool_changes_module_commands():
     from hal.tools.registry import all_tools
 
