@@ -68,18 +68,26 @@ def test_three_step_over_http_changes_and_audits_before_after(reauthed):
     assert entry.via == "api"
 
 
-def test_patch_with_its_confirmation_token_and_same_params(reauthed, operator):
-    op = make_actor(operator)
-    params = {"module": "portal", "health_check_url": "http://web1.example.test:8080/health"}
-    token = confirmed(op, "modules.configure", params)
-    # Another URL than the one confirmed is refused.
+def test_patch_with_its_confirmation_token_and_same_params(reauthed):
+    url = "http://web1.example.test:8080/health"
+    params = {"module": "portal", "health_check_url": url}
+    c = post(reauthed, "/api/confirmations", {"action": "modules.configure", "params": params})
+    token = c.json()["confirmation"]["token"]
+    post(reauthed, f"/api/confirmations/{token}/target", {"target": "portal"})
+    # Another URL than the one confirmed is refused, and the token stays unspent.
     r = patch(
         reauthed,
         "/api/modules/portal",
         {"health_check_url": "http://169.254.169.254/", "confirmation": token},
     )
-    assert r.json()["error"]["code"] in ("confirmation_wrong_target", "confirmation_not_found")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "confirmation_wrong_target"
     assert Module.objects.get(name="portal").health_check_url == ""
+    r = patch(reauthed, "/api/modules/portal", {"health_check_url": url, "confirmation": token})
+    assert r.status_code == 200, r.content
+    assert r.json()["module"]["health_check_url"] == url
+    # Spent: a second use is refused.
+    r = patch(reauthed, "/api/modules/portal", {"health_check_url": url, "confirmation": token})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "confirmation_used"
 
 
 def test_description_alone_needs_no_confirmation(client_op):
