@@ -46,7 +46,7 @@ CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "hal.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

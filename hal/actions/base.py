@@ -25,7 +25,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 SESSION_REAUTH_KEY = "hal_reauth_at"
-VIAS = {"web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system"}
+VIAS = {"web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system", "admin"}
 # Non-interactive callers act on behalf of a decision already gated elsewhere
 # (an approved proposal's job, the local shell of the HAL host, an enrolled agent).
 SYSTEM_VIAS = {"agent", "task", "cli", "system"}
