@@ -12,7 +12,7 @@ import bisect
 import json
 import unicodedata
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from django.utils.text import format_lazy
@@ -90,6 +90,7 @@ def skeleton(text: str) -> str:
     return unicodedata.normalize("NFD", "".join(prototypes.get(c, c) for c in chars))
 
 
+@lru_cache(maxsize=4096)
 def name_keys(name: str) -> frozenset[str]:
     """Skeletons a name is compared by; names are case-insensitive, so the folded one too."""
     return frozenset({skeleton(name), skeleton(name.casefold())})

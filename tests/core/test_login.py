@@ -1,8 +1,9 @@
 """Login and logout pages: sessions, audit, rate limits, safe redirects."""
 
 import pytest
-from django.test import Client
+from django.test import Client, RequestFactory
 
+from hal.clientip import client_ip, scope_client_ip
 from hal.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -91,3 +92,18 @@ def test_logout_is_post_only(client_op):
     assert client_op.get("/logout/").status_code == 405
     assert client_op.post("/logout/").status_code == 302
     assert client_op.get("/audit/").status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [
+        ("10.0.0.9", "10.0.0.9"),
+        ("2001:DB8::0:1", "2001:db8::1"),
+        ("", None),
+        ("evil, 1.2.3.4", None),
+    ],
+)
+def test_client_address_comes_from_remote_addr_only(remote, expected):
+    request = RequestFactory().get("/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR="203.0.113.7")
+    assert client_ip(request) == expected
+    assert scope_client_ip({"client": (remote, 5000)}) == expected
