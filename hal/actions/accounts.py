@@ -312,7 +312,7 @@ def check_set_user_password(*, actor: Actor, user: Any, password: Any) -> Any:
 
 @sensitive_variables("password")
 def do_set_user_password(
-    actor: Actor, user: Any, password: str | None, code: str = "accounts.user_set_password"
+    actor: Actor, user: Any, password: str | None, audit_as: str = "accounts.user_set_password"
 ) -> Any:
     """Store the new hash; the audit row says that it changed, never what it is."""
     User = get_user_model()
@@ -326,7 +326,7 @@ def do_set_user_password(
         user.save(update_fields=["password"])
         record_audit(
             actor,
-            code,
+            audit_as,
             target=user,
             before={"has_usable_password": before},
             after={"has_usable_password": password is not None, "password_changed": True},
@@ -346,7 +346,7 @@ def check_change_own_password(*, actor: Actor, old_password: Any, new_password: 
     if new_password is None:
         raise InvalidInput(_("Enter a password."), code="invalid_password")
     clean = _clean_password(new_password, user)
-    return do_set_user_password(actor, user, clean, code="accounts.own_password")
+    return do_set_user_password(actor, user, clean, audit_as="accounts.own_password")
 
 
 @action("accounts.user_delete")
