@@ -190,6 +190,28 @@ class HalAdminSite(admin.AdminSite):
 
         return with_request
 
+    def login(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        """HAL's login page (throttled, audited) instead of Django's admin login form."""
+        from django.conf import settings
+        from django.contrib.auth.views import redirect_to_login
+
+        target = request.GET.get("next") or reverse("admin:index", current_app=self.name)
+        return redirect_to_login(target, settings.LOGIN_URL)
+
+    def logout(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        """HAL's logout (audited)."""
+        from django.conf import settings
+        from django.views.decorators.http import require_POST
+
+        from hal.actions.auth import do_logout
+
+        @require_POST
+        def view(request: HttpRequest) -> HttpResponse:
+            do_logout(request)
+            return HttpResponseRedirect(settings.LOGOUT_REDIRECT_URL)
+
+        return view(request)
+
     def password_change(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         """The admin's own-password form, through accounts.check_change_own_password."""
         from django.contrib.auth.views import PasswordChangeView

@@ -356,3 +356,27 @@ def test_system_check_flags_a_model_admin_that_bypasses_the_actions():
         assert [e.id for e in check_admin_registry()] == ["hal.E101"]
     finally:
         admin.site._registry[FetchAllowDomain] = original
+
+
+def test_admin_login_is_hal_login_with_its_throttle_and_audit(client, operator, settings):
+    # Django's own admin login would skip the throttle and the audit log.
+    response = client.post(
+        "/admin/login/?next=/admin/", {"username": "ops", "password": operator.raw_password}
+    )
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    assert client.get("/admin/").status_code == 302  # not logged in by that POST
+    assert client.get("/admin/login/?next=/admin/auth/")["Location"] == (
+        "/login/?next=/admin/auth/"
+    )
+    settings.HAL_LOGIN_MAX_FAILURES = 2
+    for _ in range(2):
+        client.post("/login/", {"username": "ops", "password": "wrong"})
+    response = client.post("/login/", {"username": "ops", "password": operator.raw_password})
+    assert response.status_code == 429
+
+
+def test_admin_logout_is_audited(client_op):
+    response = client_op.post("/admin/logout/")
+    assert response.status_code == 302
+    assert AuditEntry.objects.filter(action="auth.logout").count() == 1
+    assert client_op.get("/admin/").status_code == 302
