@@ -247,7 +247,7 @@ def check_create_user(*, actor: Actor, data: Any, password: Any) -> Any:
     _gate(actor)
     fields = _clean_user(actor, data)
     User = get_user_model()
-    clean = _clean_password(password, User(**{k: fields[k] for k in ("username",)}))
+    clean = _clean_password(password, User(username=fields["username"]))
     return do_create_user(actor, fields, clean)
 
 
