@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import models
 
 from hal.actions.base import Actor
 from hal.adminsite import ActionModelAdmin
@@ -50,6 +51,7 @@ class CuratedSourceAdmin(ActionModelAdmin):
         "delete": "webfetch.curated_source_delete",
     }
     error_fields = {"invalid_domain": "domain", "invalid_url": "url"}
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def run_save(self, actor: Actor, form: Any, pk: Any) -> Any:
         fields = ("domain", "url", "title", "tags", "description", "enabled")
