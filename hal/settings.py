@@ -46,7 +46,7 @@ CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "hal.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -200,7 +200,9 @@ CONTENT_SECURITY_POLICY = {
 HAL_SERVE_STATIC = env_bool("HAL_SERVE_STATIC", not PRODUCTION)
 HAL_REAUTH_SECONDS = int(env("HAL_REAUTH_SECONDS", "600"))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
+# Failed logins/re-auths allowed per (username, client address), and per client address.
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))
+HAL_LOGIN_MAX_FAILURES_PER_IP = int(env("HAL_LOGIN_MAX_FAILURES_PER_IP", "20"))
 HAL_LOGIN_FAILURE_WINDOW_SECONDS = int(env("HAL_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
 HAL_WORKER_HEARTBEAT_SECONDS = int(env("HAL_WORKER_HEARTBEAT_SECONDS", "5"))
 HAL_WORKER_STALE_SECONDS = int(env("HAL_WORKER_STALE_SECONDS", "60"))

@@ -26,6 +26,7 @@ from django.views.decorators.debug import sensitive_variables
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, HalError, InvalidInput, NotFound, PermissionDenied
 from hal.events import OPS_GROUP, publish
+from providers.lookalikes import check_connection_name
 from providers.models import (
     INSTRUCTIONS_MAX,
     NAME_RE,
@@ -298,6 +299,7 @@ def _check_unique_name(name: str, exclude: int | None = None) -> None:
             format_lazy(_("A connection named @{name} already exists."), name=name),
             code="duplicate_name",
         )
+    check_connection_name(name, exclude=exclude)  # look-alikes and mixed scripts (UTS #39)
 
 
 def _snapshot(conn: AIConnection) -> dict[str, Any]:

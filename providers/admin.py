@@ -1,7 +1,8 @@
 """Django admin for AI connections: hints only; every change goes through providers.actions.
 
-Key fields are write-only; saving one needs a recent re-auth of the admin session (the
-same session as the console, re-authenticated at /reauth/). Nothing here calls .save().
+Key fields are write-only. Every add/change/delete/enable/disable here needs a recent
+re-auth of the admin session (the same session as the console, re-authenticated at
+/reauth/) and is audited with via=admin (hal.adminsite). Nothing here calls .save().
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
 from hal.actions.base import Actor, require_recent
+from hal.adminsite import ActionModelAdmin, admin_actor, check_admin_gate, error_text
 from hal.errors import HalError
 from providers import actions
 from providers.models import AIConnection
@@ -76,23 +77,6 @@ class AIConnectionForm(forms.ModelForm):
         model = AIConnection
         fields = EDITABLE
 
-    request: HttpRequest | None = None
-    result: AIConnection | None = None
-
-    def _post_clean(self) -> None:
-        super()._post_clean()
-        if self.errors or self.request is None:
-            return
-        try:
-            self.result = self._run(Actor.from_request(self.request, via="web"))
-        except HalError as exc:
-            field = ERROR_FIELDS.get(exc.code)
-            if exc.code == "reauth_required":
-                message = f"{exc.message} Re-authenticate at /reauth/ and save again."
-            else:
-                message = f"{exc.message} ({exc.code})"
-            self.add_error(field if field in self.fields else None, message)
-
     def _run(self, actor: Actor) -> AIConnection:
         data = self.cleaned_data
         api_key = data.get("api_key") or None
@@ -135,7 +119,7 @@ class AIConnectionForm(forms.ModelForm):
 
 
 @admin.register(AIConnection)
-class AIConnectionAdmin(admin.ModelAdmin):
+class AIConnectionAdmin(ActionModelAdmin):
     """Connections in the admin site: hints only, changes through the actions."""
 
     form = AIConnectionForm
@@ -155,7 +139,14 @@ class AIConnectionAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    actions = ("disable_connections", "enable_connections", "delete_connections")
+    actions = ("disable_connections", "enable_connections", "delete_through_actions")
+    action_codes = {
+        "add": "connections.create",
+        "change": "connections.update",
+        "delete": "connections.delete",
+        "enable": "connections.set_enabled",
+    }
+    error_fields = ERROR_FIELDS
 
     @admin.display(description="credential")
     def hint(self, obj: AIConnection) -> str:
@@ -168,83 +159,31 @@ class AIConnectionAdmin(admin.ModelAdmin):
         fields = tuple(self.readonly_fields)
         return (*fields, "provider", "auth_method") if obj is not None else fields
 
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kw: Any):
-        base = super().get_form(request, obj, change=change, **kw)
-
-        class RequestForm(base):  # type: ignore[misc, valid-type]
-            pass
-
-        RequestForm.request = request
-        return RequestForm
-
     @method_decorator(sensitive_post_parameters(*SECRET_FIELDS))
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return super().changeform_view(request, *args, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        # The form's action already wrote the row (audited); only reflect the result here.
-        if form.result is not None:
-            obj.pk = form.result.pk
-            obj.refresh_from_db()
+    def run_save(self, actor: Actor, form: Any, pk: Any) -> AIConnection:
+        return form._run(actor)
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        return None
+    def run_delete(self, actor: Actor, obj: Any) -> None:
+        actions.check_delete_connection(actor=actor, connection=obj.pk)
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)  # bypasses the re-auth gate and the vault cleanup
-        return found
-
-    def delete_view(
-        self, request: HttpRequest, object_id: str, extra_context: Any = None
-    ) -> HttpResponse:
-        try:
-            require_recent(Actor.from_request(request, via="web"))
-        except HalError as exc:
-            messages.error(request, f"{exc.message} Re-authenticate at /reauth/ first.")
-            return HttpResponseRedirect(
-                reverse("admin:providers_aiconnection_change", args=[object_id])
-            )
-        return super().delete_view(request, object_id, extra_context)
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        actions.check_delete_connection(
-            actor=Actor.from_request(request, via="web"), connection=obj.pk
-        )
-
-    def _each(self, request: HttpRequest, queryset: Any, run: Any, done: str) -> None:
-        actor = Actor.from_request(request, via="web")
+    def _set_enabled(self, request: HttpRequest, queryset: Any, enabled: bool) -> None:
+        actor = admin_actor(request)
         for conn in queryset:
             try:
-                run(actor, conn)
+                check_admin_gate(actor, self.action_codes["enable"], target=conn)
+                actions.check_set_connection_enabled(actor=actor, connection=conn, enabled=enabled)
             except HalError as exc:
-                messages.error(request, f"@{conn.name}: {exc.message}")
+                messages.error(request, f"@{conn.name}: {error_text(exc)}")
             else:
-                messages.success(request, f"@{conn.name}: {done}")
+                messages.success(request, f"@{conn.name}: {'enabled' if enabled else 'disabled'}")
 
     @admin.action(description="Disable selected connections")
     def disable_connections(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(
-            request,
-            queryset,
-            lambda a, c: actions.check_set_connection_enabled(actor=a, connection=c, enabled=False),
-            "disabled",
-        )
+        self._set_enabled(request, queryset, False)
 
     @admin.action(description="Enable selected connections")
     def enable_connections(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(
-            request,
-            queryset,
-            lambda a, c: actions.check_set_connection_enabled(actor=a, connection=c, enabled=True),
-            "enabled",
-        )
-
-    @admin.action(description="Delete selected connections (needs re-auth)")
-    def delete_connections(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(
-            request,
-            queryset,
-            lambda a, c: actions.check_delete_connection(actor=a, connection=c),
-            "deleted",
-        )
+        self._set_enabled(request, queryset, True)

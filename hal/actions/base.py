@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal.clientip import client_ip, scope_client_ip
 from hal.errors import HalError, NotAuthenticated, PermissionDenied, ReauthRequired
 from hal.i18n import english
 from hal.models import AuditEntry
@@ -24,7 +25,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 SESSION_REAUTH_KEY = "hal_reauth_at"
-VIAS = {"web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system"}
+VIAS = {"web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system", "admin"}
 # Non-interactive callers act on behalf of a decision already gated elsewhere
 # (an approved proposal's job, the local shell of the HAL host, an enrolled agent).
 SYSTEM_VIAS = {"agent", "task", "cli", "system"}
@@ -68,7 +69,7 @@ class Actor:
             request_id=getattr(request, "request_id", ""),
             session_key=session.session_key if session is not None else None,
             reauth_at=session.get(SESSION_REAUTH_KEY) if session is not None else None,
-            ip=request.META.get("REMOTE_ADDR"),
+            ip=client_ip(request),
         )
 
     @classmethod
@@ -76,13 +77,12 @@ class Actor:
         """Build the actor of a WebSocket connection from its ASGI scope."""
         session = scope.get("session")
         user = scope.get("user")
-        client = scope.get("client") or (None, None)
         return cls(
             user=user if user is not None and user.is_authenticated else None,
             via=via,
             session_key=session.session_key if session is not None else None,
             reauth_at=session.get(SESSION_REAUTH_KEY) if session is not None else None,
-            ip=client[0],
+            ip=scope_client_ip(scope),
         )
 
     @classmethod

@@ -10,7 +10,7 @@ class AuditEntry(models.Model):
     """One audited action: who, through which path, what, before/after, outcome."""
 
     VIA_CHOICES = [
-        (v, v) for v in ("web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system")
+        (v, v) for v in ("web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system", "admin")
     ]
     RESULT_OK = "ok"
     RESULT_REFUSED = "refused"

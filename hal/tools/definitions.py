@@ -230,7 +230,9 @@ class AuditArgs(ToolArgs):
     target_type: Filter | None = None
     target_id: Filter | None = None
     result: Literal["ok", "refused", "failed"] | None = None
-    via: Literal["web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system"] | None = None
+    via: (
+        Literal["web", "api", "ws", "ai", "mcp", "agent", "task", "cli", "system", "admin"] | None
+    ) = None
     since: Annotated[str, StringConstraints(max_length=40)] | None = Field(
         None, description="ISO 8601 date-time."
     )

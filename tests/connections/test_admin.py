@@ -39,12 +39,26 @@ def form(**fields):
     return data
 
 
-def test_add_without_key_goes_through_the_action(client_op):
-    response = client_op.post(ADD, form(name="admin-made"))
+def test_add_without_key_goes_through_the_action(reauthed):
+    response = reauthed.post(ADD, form(name="admin-made"))
     assert response.status_code == 302, response.content.decode()[:2000]
     conn = AIConnection.objects.get()
     assert conn.name == "admin-made" and conn.base_url == "https://api.anthropic.com"
-    assert AuditEntry.objects.filter(action="connections.create", via="web").count() == 1
+    assert AuditEntry.objects.filter(action="connections.create", via="admin").count() == 1
+
+
+def test_any_admin_change_needs_reauth(client_op):
+    # Connections decide what models exist and where they call: every admin change is
+    # sensitive (issue 11), not only the key.
+    response = client_op.post(ADD, form(name="admin-made"))
+    assert response.status_code == 200 and "Re-authenticate" in response.content.decode()
+    assert not AIConnection.objects.exists()
+    refused = AuditEntry.objects.get(action="connections.create")
+    assert (refused.via, refused.result, refused.error_code) == (
+        "admin",
+        "refused",
+        "reauth_required",
+    )
 
 
 def test_key_in_admin_needs_reauth(client_op, canary):
@@ -78,15 +92,16 @@ def test_change_identity_and_replace_key(reauthed, canary):
     assert AuditEntry.objects.filter(action="connections.set_secret", result="ok").count() == 1
 
 
-def test_invalid_name_shows_form_error(client_op):
-    response = client_op.post(ADD, form(name="has space"))
+def test_invalid_name_shows_form_error(reauthed):
+    response = reauthed.post(ADD, form(name="has space"))
     assert response.status_code == 200 and not AIConnection.objects.exists()
     assert "invalid_name" in response.content.decode()
 
 
 def test_delete_in_admin_needs_reauth(client_op, operator):
-    client_op.post(ADD, form())
-    conn = AIConnection.objects.get()
+    conn = AIConnection.objects.create(
+        name="claude", provider="anthropic", auth_method="api_key", base_url="https://x.test"
+    )
     url = f"/admin/providers/aiconnection/{conn.pk}/delete/"
     response = client_op.post(url, {"post": "yes"})
     assert response.status_code == 302 and AIConnection.objects.exists()
@@ -95,4 +110,4 @@ def test_delete_in_admin_needs_reauth(client_op, operator):
     )
     response = client_op.post(url, {"post": "yes"})
     assert response.status_code == 302 and not AIConnection.objects.exists()
-    assert AuditEntry.objects.filter(action="connections.delete", result="ok").count() == 1
+    assert AuditEntry.objects.get(action="connections.delete", result="ok").via == "admin"

@@ -77,6 +77,21 @@ def test_reauth_attempts_are_rate_limited(client_op, operator, settings):
     assert SESSION_REAUTH_KEY not in client_op.session
 
 
+def test_reauth_failures_from_another_address_do_not_block_this_one(operator, settings):
+    settings.HAL_LOGIN_MAX_FAILURES = 3
+    stolen = Client(REMOTE_ADDR="10.0.0.9")
+    stolen.force_login(operator)
+    for _ in range(3):
+        stolen.post("/api/auth/reauth", {"password": "nope"}, content_type="application/json")
+    mine = Client()
+    mine.force_login(operator)
+    response = mine.post(
+        "/api/auth/reauth", {"password": operator.raw_password}, content_type="application/json"
+    )
+    assert response.status_code == 200
+    assert SESSION_REAUTH_KEY in mine.session
+
+
 def test_reauth_page_flow(client_op, operator):
     page = client_op.get("/reauth/?next=/audit/")
     assert page.status_code == 200
