@@ -3,7 +3,7 @@
 A connection's `@name` is how operators and models address it, so a second name that
 looks the same (`inрutbot` with a Cyrillic р next to `inputbot`) would let a message meant
 for one model reach another. Data: Unicode confusables.txt and the UCD script tables,
-compacted into data/unicode_security.json by scripts/build_unicode_security.py (ADR 0006).
+compacted into data/unicode_security.json by scripts/build_unicode_security.py (ADR 0008).
 """
 
 from __future__ import annotations
