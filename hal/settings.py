@@ -36,7 +36,14 @@ PRODUCTION = env_bool("HAL_PRODUCTION", False)
 # The embedded default generates a per-installation key on first run instead of
 # shipping one; production must set it explicitly.
 SECRET_KEY = env("DJANGO_SECRET_KEY")
-if not SECRET_KEY:
+# HAL_SECRETLESS=1 (always set for `manage.py mcp`): a process that runs read tools only
+# gets no secret key and no vault. Its key signs nothing that outlives the process.
+SECRETLESS = env_bool("HAL_SECRETLESS", False)
+if SECRETLESS:
+    import secrets as _secrets
+
+    SECRET_KEY = _secrets.token_urlsafe(50)
+elif not SECRET_KEY:
     from hal.bootstrap import local_secret_key
 
     SECRET_KEY = local_secret_key(DATA_DIR)
@@ -205,8 +212,9 @@ HAL_LOGIN_FAILURE_WINDOW_SECONDS = int(env("HAL_LOGIN_FAILURE_WINDOW_SECONDS", "
 HAL_WORKER_HEARTBEAT_SECONDS = int(env("HAL_WORKER_HEARTBEAT_SECONDS", "5"))
 HAL_WORKER_STALE_SECONDS = int(env("HAL_WORKER_STALE_SECONDS", "60"))
 HAL_HEALTH_REQUIRE_WORKER = env_bool("HAL_HEALTH_REQUIRE_WORKER", True)
-HAL_VAULT_KEYS = env("HAL_VAULT_KEYS")
-HAL_VAULT_KEY_FILE = env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
+HAL_VAULT_KEYS = "" if SECRETLESS else env("HAL_VAULT_KEYS")
+HAL_VAULT_KEY_FILE = "" if SECRETLESS else env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
+HAL_VAULT_DISABLED = SECRETLESS  # vault.keyring refuses to load any key
 
 # Web fetch (webfetch/): the loopback switch exists for tests only.
 HAL_WEBFETCH_ALLOW_LOOPBACK = env_bool("HAL_WEBFETCH_ALLOW_LOOPBACK", False)
