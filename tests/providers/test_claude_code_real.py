@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,7 +68,7 @@ def make_home(tmp_path, fake, outbound, *, login: str = "api_key", key: str = ""
     home = tmp_path / f"home-{login}"
     claude = home / ".claude"
     claude.mkdir(parents=True)
-    proxy = "http://127.0.0.1:%d" % outbound.server_address[1]
+    proxy = f"http://127.0.0.1:{outbound.server_address[1]}"
     env = {
         "ANTHROPIC_BASE_URL": fake.base_url,
         "HTTPS_PROXY": proxy,
