@@ -52,7 +52,7 @@ ALLOWED_HOSTS = env_list("HAL_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
+    *([] if SECRETLESS else ["daphne"]),  # the MCP server serves no HTTP: skip twisted (~1 s)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
