@@ -90,7 +90,10 @@ def cleanup_home(home: str, *, session_id: str, pid: int | None) -> None:
         folder = root / name
         with contextlib.suppress(OSError):
             for entry in list(folder.iterdir()):
-                if session_id in entry.name or (pid is not None and entry.name == f"{pid}.json"):
+                if session_id in entry.name or (
+                    # sessions/<pid>.json and, when the run was killed, <pid>.<hash>.key
+                    name == "sessions" and pid is not None and entry.name.startswith(f"{pid}.")
+                ):
                     _remove(entry)
     with contextlib.suppress(OSError):
         for project in (root / "projects").iterdir():

@@ -194,6 +194,19 @@ async def test_429_is_rate_limited(fake_anthropic, provider_api_key, outbound, t
     assert err.kind == "rate_limited"
 
 
+async def test_a_killed_run_leaves_nothing_of_its_own_in_home(
+    fake_anthropic, provider_api_key, outbound, tmp_path
+):
+    home = make_home(tmp_path, fake_anthropic, outbound, key=provider_api_key)
+    fake_anthropic.fail_next("stall", delay=60)  # first token, then silence
+    err = await raises_provider_error(lambda: collect(ask(provider(home, idle_timeout=5.0))))
+    assert err.kind == "timeout"
+    claude = home / ".claude"
+    assert not list(claude.glob("sessions/*")), "the killed run's pid file was removed"
+    assert not list(claude.glob("session-env/*"))
+    assert not (home / ".cache").exists()
+
+
 # ----- HAL's tools through HAL's MCP server -------------------------------------------------
 
 
