@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := hal.settings
 
-.PHONY: run test test-suite lint format venv chromium migrate clean lock
+.PHONY: run test test-suite lint format venv chromium claude-code migrate clean lock
 
 # requirements.lock pins every dependency (dev tools too) to the versions CI last passed
 # with; `make lock` re-resolves pyproject.toml in a scratch venv and rewrites it.
@@ -29,6 +29,22 @@ chromium:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-nanum >/dev/null; \
 	fi
 
+# The real Claude Code CLI for the local-CLI tests, pinned in deploy/claude-code.version
+# (docs/providers.md: how to update), installed into .tools/ (git-ignored) from npm;
+# Debian's nodejs/npm are installed first when npm is missing.
+CLAUDE_CODE_VERSION := $(shell cat deploy/claude-code.version)
+CLAUDE_CODE := .tools/claude-code/node_modules/.bin/claude
+claude-code:
+	@if [ "$$($(CLAUDE_CODE) --version 2>/dev/null | cut -d' ' -f1)" != "$(CLAUDE_CODE_VERSION)" ]; then \
+	  if ! command -v npm >/dev/null; then \
+	    echo "Installing Debian nodejs and npm for the Claude Code CLI tests"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; \
+	  fi; \
+	  npm install --prefix .tools/claude-code --no-save --no-audit --no-fund --loglevel=error \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); \
+	fi
+
 migrate: venv
 	$(BIN)/python manage.py migrate --noinput
 
@@ -43,7 +59,7 @@ run: migrate
 	  $(BIN)/python manage.py hal_local_agent --hal http://$(HOST):$(PORT) & \
 	  $(BIN)/daphne -b $(HOST) -p $(PORT) hal.asgi:application
 
-test: venv chromium test-suite
+test: venv chromium claude-code test-suite
 
 test-suite:
 	$(BIN)/pytest -q

@@ -655,11 +655,26 @@ PROVIDER_FAILURE_REASONS = {
     "bad_request": gettext_noop("The provider refused the request."),
     "unavailable": gettext_noop("The provider is unavailable right now."),
 }
+# A local CLI connection has no credential in HAL: its login belongs to the service user.
+CLI_FAILURE_REASONS = {
+    "auth": gettext_noop(
+        "The Claude Code CLI on the HAL host is not logged in (log the HAL service user in: "
+        "run `claude login` as that user)."
+    ),
+}
 FAILURE_REASONS = (
     gettext_noop("HAL stopped while this reply was being written."),
     gettext_noop("HAL could not finish this reply."),
     *PROVIDER_FAILURE_REASONS.values(),
+    *CLI_FAILURE_REASONS.values(),
 )
+
+
+def provider_failure_reason(error: Any, provider: str) -> str:
+    """The English reason stored on a reply failed with ProviderError `error`."""
+    if provider == "local_cli" and error.kind in CLI_FAILURE_REASONS:
+        return CLI_FAILURE_REASONS[error.kind]
+    return PROVIDER_FAILURE_REASONS.get(error.kind, error.message)
 
 
 def notice_interrupted(name: str) -> dict[str, Any]:

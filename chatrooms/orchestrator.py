@@ -660,6 +660,7 @@ class Orchestrator:
                         messages=messages,
                         tools=prepared.tools,
                         model=prepared.connection.model,
+                        operator=prepared.actor.label,  # the CLI mounts HAL's MCP server
                     )
                     iterator = aiter(stream)
                     if clock.get("to_provider") is None:
@@ -724,7 +725,8 @@ class Orchestrator:
             )
             raise
         except ProviderError as exc:
-            await self._fail(prepared, framer, exc.kind, ERROR_REASONS.get(exc.kind, exc.message))
+            reason = actions.provider_failure_reason(exc, prepared.connection.provider)
+            await self._fail(prepared, framer, exc.kind, reason)
             return None
         except TimeoutError:
             await self._fail(prepared, framer, "timeout", ERROR_REASONS["timeout"])

@@ -66,6 +66,7 @@ class HalMCPServer(MCPServer):
                 ),
             )
             for tool in all_tools()
+            if not tool.needs_secret
         ]
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
@@ -77,25 +78,33 @@ class HalMCPServer(MCPServer):
     ) -> CallToolResult:
         return await sync_to_async(self.call_tool_sync, thread_sensitive=True)(name, arguments)
 
+    def _refuse(self, tool_name: str, code: str, message: str) -> dict[str, Any]:
+        """Audit a refused MCP call; the payload the client reads."""
+        record_audit(
+            self.actor,
+            "tools.call",
+            target_type="tool",
+            target_id=tool_name,
+            target_label=tool_name,
+            result=AuditEntry.RESULT_REFUSED,
+            error_code=code,
+            message=message[:300],
+        )
+        return {"ok": False, "tool": tool_name, "error": {"code": code, "message": message}}
+
     def call_tool_sync(self, name: str, arguments: Any) -> CallToolResult:
         """Run one MCP tool call (sync: the ORM)."""
+        payload: dict[str, Any]
         tool = get_tool(name) if isinstance(name, str) else None
-        if tool is not None and tool.tier != READ:
-            record_audit(
-                self.actor,
-                "tools.call",
-                target_type="tool",
-                target_id=tool.name,
-                target_label=tool.name,
-                result=AuditEntry.RESULT_REFUSED,
-                error_code="approval_required",
-                message="write/high-risk tools are not executed over MCP",
+        if tool is not None and tool.needs_secret:
+            payload = self._refuse(
+                tool.name,
+                "unavailable_over_mcp",
+                f"{tool.name} needs a secret from HAL's vault, which the MCP server does not "
+                "have. Nothing was run. Ask in the HAL console instead.",
             )
-            payload: dict[str, Any] = {
-                "ok": False,
-                "tool": tool.name,
-                "error": {"code": "approval_required", "message": refusal_text(tool.name)},
-            }
+        elif tool is not None and tool.tier != READ:
+            payload = self._refuse(tool.name, "approval_required", refusal_text(tool.name))
         else:
             payload = run_tool_call(name, arguments, actor=self.actor, via="mcp").as_payload()
         text = json.dumps(payload, ensure_ascii=False, default=str)

@@ -36,7 +36,14 @@ PRODUCTION = env_bool("HAL_PRODUCTION", False)
 # The embedded default generates a per-installation key on first run instead of
 # shipping one; production must set it explicitly.
 SECRET_KEY = env("DJANGO_SECRET_KEY")
-if not SECRET_KEY:
+# HAL_SECRETLESS=1 (always set for `manage.py mcp`): a process that runs read tools only
+# gets no secret key and no vault. Its key signs nothing that outlives the process.
+SECRETLESS = env_bool("HAL_SECRETLESS", False)
+if SECRETLESS:
+    import secrets as _secrets
+
+    SECRET_KEY = _secrets.token_urlsafe(50)
+elif not SECRET_KEY:
     from hal.bootstrap import local_secret_key
 
     SECRET_KEY = local_secret_key(DATA_DIR)
@@ -45,7 +52,7 @@ ALLOWED_HOSTS = env_list("HAL_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
+    *([] if SECRETLESS else ["daphne"]),  # the MCP server serves no HTTP: skip twisted (~1 s)
     "hal.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -207,8 +214,9 @@ HAL_LOGIN_FAILURE_WINDOW_SECONDS = int(env("HAL_LOGIN_FAILURE_WINDOW_SECONDS", "
 HAL_WORKER_HEARTBEAT_SECONDS = int(env("HAL_WORKER_HEARTBEAT_SECONDS", "5"))
 HAL_WORKER_STALE_SECONDS = int(env("HAL_WORKER_STALE_SECONDS", "60"))
 HAL_HEALTH_REQUIRE_WORKER = env_bool("HAL_HEALTH_REQUIRE_WORKER", True)
-HAL_VAULT_KEYS = env("HAL_VAULT_KEYS")
-HAL_VAULT_KEY_FILE = env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
+HAL_VAULT_KEYS = "" if SECRETLESS else env("HAL_VAULT_KEYS")
+HAL_VAULT_KEY_FILE = "" if SECRETLESS else env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
+HAL_VAULT_DISABLED = SECRETLESS  # vault.keyring refuses to load any key
 
 # Web fetch (webfetch/): the loopback switch exists for tests only.
 HAL_WEBFETCH_ALLOW_LOOPBACK = env_bool("HAL_WEBFETCH_ALLOW_LOOPBACK", False)
@@ -242,6 +250,10 @@ HAL_OAUTH_REFRESH_MARGIN_SECONDS = int(env("HAL_OAUTH_REFRESH_MARGIN_SECONDS", "
 HAL_OAUTH_TIMEOUT_SECONDS = float(env("HAL_OAUTH_TIMEOUT_SECONDS", "15"))
 HAL_VERIFY_TIMEOUT_SECONDS = float(env("HAL_VERIFY_TIMEOUT_SECONDS", "20"))
 HAL_PROVIDER_TIMEOUT_SECONDS = float(env("HAL_PROVIDER_TIMEOUT_SECONDS", "60"))
+# Every provider stream (SDK and CLI): the longest silence between two events, and a
+# generous cap on the whole call (a reply streaming steadily is never cut at 60 s).
+HAL_PROVIDER_IDLE_TIMEOUT_SECONDS = float(env("HAL_PROVIDER_IDLE_TIMEOUT_SECONDS", "60"))
+HAL_PROVIDER_TOTAL_TIMEOUT_SECONDS = float(env("HAL_PROVIDER_TOTAL_TIMEOUT_SECONDS", "600"))
 HAL_PROVIDER_MAX_RETRIES = int(env("HAL_PROVIDER_MAX_RETRIES", "1"))
 HAL_LOCAL_CLI_BINARY = env("HAL_LOCAL_CLI_BINARY", "claude")
 HAL_LOCAL_CLI_HOME = env("HAL_LOCAL_CLI_HOME") or None

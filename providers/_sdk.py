@@ -12,11 +12,14 @@ from typing import Any
 import httpx2
 
 from .base import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
     ChatMessage,
     CredentialGetter,
     ProviderError,
     StreamEvent,
     ToolSpec,
+    bounded_stream,
     redact,
 )
 
@@ -101,7 +104,8 @@ class SDKProvider:
         credential: CredentialGetter,
         auth_scheme: str = "api_key",
         timeout: float = 60.0,
-        total_timeout: float = 600.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
         max_retries: int = 1,
         max_tokens: int | None = None,
         label: str = "",
@@ -114,7 +118,8 @@ class SDKProvider:
         self.base_url = base_url
         self.credential = credential
         self.auth_scheme = auth_scheme
-        self.timeout = float(timeout)
+        self.timeout = float(timeout)  # connect and first answer of one request
+        self.idle_timeout = float(idle_timeout)  # between two events of a stream
         self.total_timeout = max(float(total_timeout), self.timeout)
         self.max_retries = max_retries
         self.max_tokens = max_tokens
@@ -197,7 +202,9 @@ class SDKProvider:
         )
         try:
             async with aclosing(events):
-                async for event in events:
+                async for event in bounded_stream(
+                    events, idle=self.idle_timeout, total=self.total_timeout
+                ):
                     yield event
         except Exception as exc:
             raise map_sdk_error(exc, secret) from None

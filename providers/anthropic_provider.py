@@ -135,7 +135,7 @@ class AnthropicProvider(SDKProvider):
         tool_blocks: dict[int, dict[str, Any]] = {}
         async with sdk_stream:
             async for event in iterate_with_timeouts(
-                sdk_stream, idle=self.timeout, deadline=deadline
+                sdk_stream, idle=self.idle_timeout, deadline=deadline
             ):
                 etype = event.type
                 if etype == "message_start":

@@ -219,6 +219,12 @@ class Provider(Protocol):
     ) -> AsyncIterator[StreamEvent]: ...
 
 
+# The defaults of HAL_PROVIDER_IDLE_TIMEOUT_SECONDS and HAL_PROVIDER_TOTAL_TIMEOUT_SECONDS: a
+# reply may stream for minutes, but never go quiet for a minute or run past ten.
+DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_TOTAL_TIMEOUT = 600.0
+
+
 async def iterate_with_timeouts(
     source: AsyncIterator[Any], *, idle: float, deadline: float
 ) -> AsyncIterator[Any]:
@@ -239,5 +245,23 @@ async def iterate_with_timeouts(
         except StopAsyncIteration:
             return
         except TimeoutError as exc:
+            if loop.time() >= deadline:
+                raise ProviderError("timeout", "the provider took too long to answer") from exc
             raise ProviderError("timeout", "the provider stopped answering in time") from exc
         yield item
+
+
+async def bounded_stream(
+    source: AsyncIterator[Any], *, idle: float, total: float
+) -> AsyncIterator[Any]:
+    """The one timeout wrapper of every provider's stream: at most `idle` seconds between
+    two events and `total` seconds for the whole call, so a reply that streams steadily
+    is never cut off while a silent one fails with `timeout`. Closes `source` on exit."""
+    deadline = asyncio.get_running_loop().time() + max(total, 0.0)
+    try:
+        async for item in iterate_with_timeouts(source, idle=idle, deadline=deadline):
+            yield item
+    finally:
+        closer = getattr(source, "aclose", None)
+        if closer is not None:
+            await closer()

@@ -106,7 +106,7 @@ class OpenAICompatProvider(SDKProvider):
         calls: dict[int, dict[str, Any]] = {}
         async with sdk_stream:
             async for chunk in iterate_with_timeouts(
-                sdk_stream, idle=self.timeout, deadline=deadline
+                sdk_stream, idle=self.idle_timeout, deadline=deadline
             ):
                 if chunk.usage is not None:
                     input_tokens = chunk.usage.prompt_tokens or 0

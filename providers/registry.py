@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .anthropic_provider import AnthropicProvider
-from .base import CredentialGetter, Provider
+from .base import DEFAULT_IDLE_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, CredentialGetter, Provider
 from .local_cli import DEFAULT_CLI_MODELS, LocalCLIProvider
 from .openai_compat import OpenAICompatProvider
 
@@ -29,7 +29,8 @@ class ProviderConfig:
     credential: CredentialGetter | None = field(default=None, compare=False, repr=False)
     auth_scheme: str = "api_key"
     timeout: float = 60.0
-    total_timeout: float = 600.0
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    total_timeout: float = DEFAULT_TOTAL_TIMEOUT
     max_retries: int = 1
     version: str = ""
     label: str = ""
@@ -51,6 +52,7 @@ class ProviderConfig:
             self.base_url,
             self.auth_scheme,
             self.timeout,
+            self.idle_timeout,
             self.total_timeout,
             self.max_retries,
             self.version,
@@ -70,6 +72,9 @@ def build_provider(config: ProviderConfig) -> Provider:
         return LocalCLIProvider(
             binary=config.cli_binary,
             timeout=config.timeout,
+            idle_timeout=config.idle_timeout,
+            total_timeout=config.total_timeout,
+            max_retries=config.max_retries,
             home=config.cli_home,
             models=config.cli_models,
             label=config.label,
@@ -79,6 +84,7 @@ def build_provider(config: ProviderConfig) -> Provider:
         "credential": config.credential or _no_credential,
         "auth_scheme": "bearer" if config.auth_scheme == "bearer" else "api_key",
         "timeout": config.timeout,
+        "idle_timeout": config.idle_timeout,
         "total_timeout": config.total_timeout,
         "max_retries": config.max_retries,
         "label": config.label,

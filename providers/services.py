@@ -114,6 +114,8 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False, credential:
             if for_verify
             else _setting("HAL_PROVIDER_TIMEOUT_SECONDS", 60)
         ),
+        idle_timeout=float(_setting("HAL_PROVIDER_IDLE_TIMEOUT_SECONDS", 60)),
+        total_timeout=float(_setting("HAL_PROVIDER_TOTAL_TIMEOUT_SECONDS", 600)),
         max_retries=0 if for_verify else int(_setting("HAL_PROVIDER_MAX_RETRIES", 1)),
         label=conn.name,
         cli_binary=_setting("HAL_LOCAL_CLI_BINARY", "claude"),

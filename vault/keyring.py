@@ -208,6 +208,9 @@ def _create_key_file(path: Path) -> None:
 
 def get_keyring(*, create: bool = False) -> Keyring:
     """Return the current keyring; with create=True, generate the default key file if absent."""
+    if getattr(settings, "HAL_VAULT_DISABLED", False):
+        # A secretless process (HAL's MCP server): it must not be able to decrypt anything.
+        raise KeyringError("the vault is not available in this process")
     raw = configured_keys()
     if raw:
         signature: tuple = (ENV_SOURCE, raw)

@@ -263,6 +263,7 @@ TOOLS = (
         ),
         args=WebSearchArgs,
         handler=web_search,
+        needs_secret=True,  # the Tavily key, when one is stored
     ),
     Tool(
         name="web_metrics",

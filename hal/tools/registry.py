@@ -55,6 +55,9 @@ class Tool:
     tier_for: Callable[[dict[str, Any]], Tier] | None = None
     # At most this many calls per chat turn (Origin.turn_id); 0 = no limit.
     max_per_turn: int = 0
+    # The handler may decrypt a vault secret (e.g. a search provider key): not offered
+    # where no vault exists (HAL's MCP server), refused there with `unavailable_over_mcp`.
+    needs_secret: bool = False
 
     def call_tier(self, arguments: dict[str, Any]) -> str:
         """The tier of one validated call (the static tier unless `tier_for` decides)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from typing import Any
 
 from .httpserver import FakeHTTPServer, RecordedRequest, _Handler
@@ -35,6 +36,10 @@ class FakeAnthropic(FakeHTTPServer):
         self.replies = ReplyQueue()
         self.accepted_credentials: set[str] = set()
         self.models = ["claude-fake-opus-1", "claude-fake-sonnet-1", "claude-fake-haiku-1"]
+        # When set, a streamed text reply holds after its first chunk until the event is
+        # set (a test proves the first delta arrived while the reply was still streaming).
+        self.hold_after_first_chunk: threading.Event | None = None
+        self.held_until_released: list[bool] = []
 
     @property
     def base_url(self) -> str:
@@ -170,6 +175,8 @@ class FakeAnthropic(FakeHTTPServer):
                 )
                 if stall and n == 0:
                     self.sleep(stall)  # first token arrives, then the stream goes quiet
+                if n == 0 and self.hold_after_first_chunk is not None:
+                    self.held_until_released.append(self.hold_after_first_chunk.wait(60))
                 self.sleep(reply.token_delay)
             emit("content_block_stop", {"index": index})
             index += 1

@@ -1,4 +1,4 @@
-"""A fake `claude` executable: prints the CLI's `--output-format json` result, records its call."""
+"""A fake `claude` executable: prints the CLI's stream-json events, records how HAL ran it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 _SCRIPT = """#!{python}
 # Fake Claude Code CLI written by tests/fakes/claude_cli.py. It records how HAL ran it.
-import json, os, sys, time
+import json, os, re, sys, time
 HERE = {here!r}
 behaviour = json.load(open(os.path.join(HERE, "behaviour.json")))
-stdin = sys.stdin.read()
+stdin = "" if "auth" in sys.argv[1:2] or "--version" in sys.argv else sys.stdin.read()
 def exec_environment():
     # Python itself may add LC_CTYPE (PEP 538); /proc shows the environment HAL passed.
     try:
@@ -38,29 +38,71 @@ if "--mcp-config" in args:
         record["mcp_config_file"] = value
         record["mcp_config_mode"] = oct(os.stat(value).st_mode & 0o777)
         record["mcp_config"] = json.load(open(value))
+        for server in record["mcp_config"]["mcpServers"].values():
+            env_file = server["args"][2]
+            record["mcp_env_mode"] = oct(os.stat(env_file).st_mode & 0o777)
+            record["mcp_env"] = json.load(open(env_file))
     else:
         record["mcp_config"] = json.loads(value)
 with open(os.path.join(HERE, "call-%04d.json" % len(calls)), "w") as fh:
     json.dump(record, fh)
-if "--version" in sys.argv[1:]:
+if "--version" in args:
     print("2.1.0 (Claude Code)")
     sys.exit(0)
+if args[:2] == ["auth", "status"]:
+    logged_in = behaviour.get("logged_in", True)
+    print(json.dumps({{"loggedIn": logged_in, "authMethod": "claude.ai" if logged_in else "none"}}))
+    sys.exit(0 if logged_in else 1)
+sid = args[args.index("--session-id") + 1] if "--session-id" in args else "0000"
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\\n")
+    sys.stdout.flush()
+def api(event):
+    emit({{"type": "stream_event", "event": event, "session_id": sid, "parent_tool_use_id": None}})
 time.sleep(behaviour.get("sleep", 0))
 if behaviour.get("raw_stdout") is not None:
     sys.stdout.write(behaviour["raw_stdout"])
+    sys.stdout.flush()
+    time.sleep(behaviour.get("after_raw_sleep", 0))
 else:
-    print(json.dumps({{
+    emit({{"type": "system", "subtype": "init", "session_id": sid, "tools": []}})
+    text = behaviour.get("result", "")
+    if not behaviour.get("is_error"):
+        for name, arguments in behaviour.get("tool_uses", []):
+            api({{"type": "message_start", "message": {{"usage": {{"input_tokens": 1}}}}}})
+            block = {{"type": "tool_use", "id": "toolu_1", "name": name, "input": {{}}}}
+            api({{"type": "content_block_start", "index": 0, "content_block": block}})
+            api({{"type": "content_block_delta", "index": 0,
+                 "delta": {{"type": "input_json_delta", "partial_json": json.dumps(arguments)}}}})
+            api({{"type": "content_block_stop", "index": 0}})
+            api({{"type": "message_stop"}})
+        api({{"type": "message_start", "message": {{"usage": {{"input_tokens": 1}}}}}})
+        block = {{"type": "text", "text": ""}}
+        api({{"type": "content_block_start", "index": 0, "content_block": block}})
+        for n, chunk in enumerate(re.findall(r"\\S+\\s*|\\s+", text)):
+            delta = {{"type": "text_delta", "text": chunk}}
+            api({{"type": "content_block_delta", "index": 0, "delta": delta}})
+            if n == 0:
+                time.sleep(behaviour.get("stall", 0))
+            time.sleep(behaviour.get("token_delay", 0))
+        api({{"type": "content_block_stop", "index": 0}})
+        api({{"type": "message_stop"}})
+    result = {{
         "type": "result",
         "subtype": behaviour.get("subtype", "success"),
         "is_error": behaviour.get("is_error", False),
         "duration_ms": 1234,
-        "duration_api_ms": 1100,
         "num_turns": 1,
-        "result": behaviour.get("result", ""),
-        "session_id": "00000000-0000-4000-8000-000000000000",
+        "result": text,
+        "session_id": sid,
         "total_cost_usd": 0.0012,
         "usage": behaviour.get("usage", {{}}),
-    }}))
+    }}
+    if behaviour.get("api_error_status") is not None:
+        result["api_error_status"] = behaviour["api_error_status"]
+        result["api_error_type"] = behaviour.get("api_error_type")
+    if not behaviour.get("no_result"):
+        emit(result)
 if behaviour.get("stderr"):
     sys.stderr.write(behaviour["stderr"])
 sys.exit(behaviour.get("exit_code", 0))
@@ -85,20 +127,36 @@ class FakeClaudeCLI:
         is_error: bool = False,
         subtype: str = "success",
         sleep: float = 0,
+        token_delay: float = 0,
+        stall: float = 0,
         exit_code: int = 0,
         raw_stdout: str | None = None,
+        after_raw_sleep: float = 0,
         stderr: str = "",
         usage: dict[str, int] | None = None,
+        api_error_status: int | None = None,
+        api_error_type: str | None = None,
+        logged_in: bool = True,
+        tool_uses: list[tuple[str, dict[str, Any]]] | None = None,
+        no_result: bool = False,
     ) -> None:
-        """Set what the next runs print."""
+        """Set what the next runs print (stream-json events, as the real CLI does)."""
         behaviour: dict[str, Any] = {
             "result": result,
             "is_error": is_error,
             "subtype": subtype,
             "sleep": sleep,
+            "token_delay": token_delay,
+            "stall": stall,
             "exit_code": exit_code,
             "raw_stdout": raw_stdout,
+            "after_raw_sleep": after_raw_sleep,
             "stderr": stderr,
+            "api_error_status": api_error_status,
+            "api_error_type": api_error_type,
+            "logged_in": logged_in,
+            "tool_uses": list(tool_uses or []),
+            "no_result": no_result,
             "usage": usage
             if usage is not None
             else {

@@ -96,3 +96,73 @@ def test_unknown_operator_is_refused():
 
     with pytest.raises(CommandError):
         call_command("mcp", "--operator", "nobody-here")
+
+
+async def test_the_mcp_server_gets_no_secret_key_no_vault_and_no_secret_tools(operator, tmp_path):
+    """Issue 11 item 12: whatever environment it is started with (here HAL's own secret key
+    and vault keys), `manage.py mcp` neither reads nor creates a secret key or key file, and
+    a tool that needs a vault secret is not offered and refused with a code."""
+    import base64
+    import secrets
+
+    from asgiref.sync import sync_to_async
+
+    params = server_params(operator.username, tmp_path)
+    env = dict(params.env)
+    env.pop("DJANGO_SECRET_KEY")  # as in a deployment that keeps the key in the data dir
+    env["HAL_VAULT_KEYS"] = "k1:" + base64.b64encode(secrets.token_bytes(32)).decode()
+    params = StdioServerParameters(
+        command=params.command, args=params.args, env=env, cwd=params.cwd
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert "list_servers" in names
+            assert "web_search" not in names
+            refused = await session.call_tool("web_search", {"query": "hal", "max_results": 3})
+            assert refused.is_error
+            body = json.loads(refused.content[0].text)
+            assert body["error"]["code"] == "unavailable_over_mcp"
+    # Neither a secret key nor a vault key file was read or generated in the data dir.
+    assert not (tmp_path / "secret_key").exists()
+    assert not (tmp_path / "vault.keys").exists()
+    row = await sync_to_async(AuditEntry.objects.get)(action="tools.call", target_id="web_search")
+    assert (row.via, row.result, row.error_code) == ("mcp", "refused", "unavailable_over_mcp")
+
+
+def test_secretless_settings_have_no_vault_and_an_ephemeral_key(tmp_path):
+    """HAL_SECRETLESS (set for `manage.py mcp`): the vault refuses, the secret key is not
+    the configured one."""
+    import base64
+    import secrets
+    import subprocess
+
+    configured = secrets.token_urlsafe(40)
+    env = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "hal.settings",
+        "HAL_DATA_DIR": str(tmp_path),
+        "HAL_SECRETLESS": "1",
+        "DJANGO_SECRET_KEY": configured,
+        "HAL_VAULT_KEYS": "k1:" + base64.b64encode(secrets.token_bytes(32)).decode(),
+    }
+    code = (
+        "import django, os; django.setup()\n"
+        "from django.conf import settings\n"
+        "from vault.keyring import KeyringError, get_keyring\n"
+        "assert settings.SECRET_KEY != os.environ['DJANGO_SECRET_KEY']\n"
+        "try:\n    get_keyring(create=True)\nexcept KeyringError as e:\n    print('refused', e)\n"
+        "else:\n    print('KEYRING')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith("refused")
+    assert not (tmp_path / "vault.keys").exists()
+    assert not (tmp_path / "secret_key").exists()

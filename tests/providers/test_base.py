@@ -68,3 +68,32 @@ def test_secret_hint_shows_only_the_ends():
     assert secret not in hint
     assert secret_hint("short") == "…"
     assert secret_hint("") == ""
+
+
+async def test_bounded_stream_bounds_silence_and_the_whole_stream():
+    import asyncio
+
+    from providers.base import ProviderError, bounded_stream
+
+    closed = []
+
+    async def ticking(n, pause):
+        try:
+            for i in range(n):
+                await asyncio.sleep(pause)
+                yield i
+        finally:
+            closed.append(n)
+
+    # Steady: ten events 0.05 s apart pass an idle bound of 0.5 s.
+    got = [i async for i in bounded_stream(ticking(10, 0.05), idle=0.5, total=30)]
+    assert got == list(range(10))
+    # Silent: one pause longer than the idle bound.
+    with pytest.raises(ProviderError) as err:
+        [i async for i in bounded_stream(ticking(2, 1.0), idle=0.2, total=30)]
+    assert err.value.kind == "timeout"
+    # Endless but steady: the overall cap ends it.
+    with pytest.raises(ProviderError) as err:
+        [i async for i in bounded_stream(ticking(10_000, 0.02), idle=5, total=0.3)]
+    assert err.value.kind == "timeout"
+    assert closed == [10, 2, 10_000]  # the source is closed on every path

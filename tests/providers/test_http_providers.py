@@ -266,3 +266,40 @@ async def test_usage_event_precedes_stop(wire):
     )
     kinds = [type(e) for e in events]
     assert kinds.index(Usage) < kinds.index(Stop) == len(kinds) - 1
+
+
+async def test_a_steady_stream_longer_than_the_idle_timeout_completes(wire):
+    # Each event arrives well within the idle bound, the whole reply takes several times it.
+    _, fake, factory = wire
+    words = " ".join(f"w{n}" for n in range(12))
+    fake.replies.push(Reply(text=words, token_delay=0.1))
+    provider, _ = factory(timeout=5.0, idle_timeout=0.4, total_timeout=60.0)
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+    )
+    assert text_of(events) == words
+    assert isinstance(events[-1], Stop)
+
+
+async def test_a_stream_that_goes_quiet_fails_on_the_idle_timeout(wire):
+    _, fake, factory = wire
+    fake.fail_next("stall", delay=30)  # first token, then silence
+    provider, _ = factory(timeout=30.0, idle_timeout=0.5, total_timeout=60.0)
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+    )
+    assert err.kind == "timeout"
+
+
+async def test_the_overall_cap_ends_a_stream_that_never_stops(wire):
+    _, fake, factory = wire
+    fake.replies.push(Reply(text=" ".join(["word"] * 400), token_delay=0.05))
+    provider, _ = factory(timeout=0.5, idle_timeout=5.0, total_timeout=0.5)
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+    )
+    assert err.kind == "timeout"

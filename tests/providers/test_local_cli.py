@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from providers.base import ChatMessage, Stop, TextDelta, ToolCall, ToolResult, ToolSpec, Usage
 from providers.local_cli import LocalCLIProvider
 
-from .helpers import collect, raises_provider_error
+from .helpers import collect, raises_provider_error, text_of
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def make(**kw) -> LocalCLIProvider:
 async def test_runs_claude_with_exactly_the_locked_down_arguments(
     fake_claude, home, settings, monkeypatch
 ):
-    from providers.local_cli import MCP_ENV_PASSTHROUGH
+    from providers.cli_sandbox import LAUNCHER, MCP_ENV_PASSTHROUGH, SANDBOX_ENV
 
     for name in MCP_ENV_PASSTHROUGH:
         monkeypatch.delenv(name, raising=False)
@@ -39,6 +39,8 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
     monkeypatch.setenv("DATABASE_URL", db_url)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "hal.settings")
     monkeypatch.setenv("HAL_VAULT_KEYS", "k1:" + secrets.token_urlsafe(32))
+    monkeypatch.setenv("DJANGO_SECRET_KEY", secrets.token_urlsafe(32))
+    monkeypatch.setenv("HAL_VAULT_KEY_FILE", "/srv/hal/vault.keys")
     provider = make(home=str(home))
     events = await collect(
         provider.stream(
@@ -50,25 +52,50 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         )
     )
     (call,) = fake_claude.calls
-    mcp_config = {
-        "mcpServers": {
-            "hal": {
-                "type": "stdio",
-                "command": sys.executable,
-                "args": [str(Path(settings.BASE_DIR) / "manage.py"), "mcp", "--operator", "alice"],
-                "env": {"DJANGO_SETTINGS_MODULE": "hal.settings", "DATABASE_URL": db_url},
-            }
-        }
+    (server,) = call["mcp_config"]["mcpServers"].values()
+    env_file = server["args"][2]
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    # The MCP server starts through the launcher, with exactly the environment of a private
+    # file: HAL's database settings, no secret key, no vault keys, whatever the CLI has.
+    assert server == {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [
+            "-I",
+            str(LAUNCHER),
+            env_file,
+            "--",
+            sys.executable,
+            manage,
+            "mcp",
+            "--operator",
+            "alice",
+        ],
     }
-    # The MCP server's settings travel in a private file, never in argv (visible in ps).
-    assert call["mcp_config"] == mcp_config
-    assert call["mcp_config_mode"] == "0o600"
+    assert call["mcp_env"] == {
+        "DJANGO_SETTINGS_MODULE": "hal.settings",
+        "DATABASE_URL": db_url,
+        "PATH": os.environ["PATH"],
+        "LANG": "C.UTF-8",
+        "HAL_SECRETLESS": "1",
+    }
+    assert call["mcp_config_mode"] == call["mcp_env_mode"] == "0o600"
     assert not Path(call["mcp_config_file"]).exists(), "removed after the run"
+    assert not Path(env_file).exists(), "removed after the run"
     assert db_url not in " ".join(call["argv"])
-    assert call["argv"] == [
+    argv = call["argv"]
+    session_id = argv[argv.index("--session-id") + 1]
+    settings_json = argv[argv.index("--settings") + 1]
+    assert json.loads(settings_json) == {
+        "disableAllHooks": True,
+        "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": "1"},
+    }
+    assert argv == [
         "-p",
         "--output-format",
-        "json",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
         "--tools",
         "",
         "--strict-mcp-config",
@@ -76,22 +103,32 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         call["mcp_config_file"],
         "--allowedTools",
         "mcp__hal",
+        "--disable-slash-commands",
+        "--settings",
+        settings_json,
         "--no-session-persistence",
+        "--session-id",
+        session_id,
         "--model",
         "sonnet",
         "--system-prompt",
         "You are HAL.",
     ]
-    assert call["env"] == {"PATH": os.environ["PATH"], "HOME": str(home)}
+    private = str(Path(call["cwd"]).parent)
+    assert call["env"] == {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        **SANDBOX_ENV,
+        "CLAUDE_CODE_MAX_RETRIES": "1",
+        "XDG_CACHE_HOME": os.path.join(private, "cache"),
+        "TMPDIR": private,
+    }
     assert call["cwd_entries"] == []
     assert not call["cwd"].startswith(str(settings.BASE_DIR))
     assert not Path(call["cwd"]).exists(), "the scratch directory is removed after the run"
     assert "[alice]: status?" in call["stdin"]
-    assert events == [
-        TextDelta("Hello from the fake CLI."),
-        Usage(input_tokens=21, output_tokens=9),
-        Stop("end"),
-    ]
+    assert text_of(events) == "Hello from the fake CLI."
+    assert events[-2:] == [Usage(input_tokens=21, output_tokens=9), Stop("end")]
 
 
 async def test_without_operator_no_mcp_server_is_mounted(fake_claude, home):
@@ -114,7 +151,9 @@ async def test_secrets_in_hal_environment_do_not_reach_the_cli(fake_claude, monk
     monkeypatch.setenv("HAL_VAULT_KEYS", "must-not-leak")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "must-not-leak")
     await collect(make().stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model=""))
-    assert set(fake_claude.calls[0]["env"]) == {"PATH", "HOME"}
+    env = fake_claude.calls[0]["env"]
+    assert "must-not-leak" not in json.dumps(env)
+    assert not {"HAL_VAULT_KEYS", "ANTHROPIC_API_KEY"} & set(env)
 
 
 async def test_conversation_with_tool_round_trip_is_rendered_to_stdin(fake_claude):
@@ -151,11 +190,18 @@ async def test_missing_binary_is_unavailable(no_claude):
     assert err.kind == "unavailable"
 
 
-async def test_list_models_checks_the_binary_and_returns_configured_aliases(fake_claude):
+async def test_verify_checks_the_login_and_returns_configured_aliases(fake_claude):
     provider = make(models=("sonnet", "opus"))
     assert await provider.list_models() == ["sonnet", "opus"]
-    assert fake_claude.calls[0]["argv"] == ["--version"]
-    assert set(fake_claude.calls[0]["env"]) == {"PATH", "HOME"}
+    assert fake_claude.calls[0]["argv"] == ["auth", "status", "--json"]
+    assert "ANTHROPIC_API_KEY" not in fake_claude.calls[0]["env"]
+
+
+async def test_verify_of_a_logged_out_cli_is_auth_with_the_login_hint(fake_claude):
+    fake_claude.script(logged_in=False)
+    err = await raises_provider_error(make().list_models)
+    assert err.kind == "auth"
+    assert "claude login" in err.message and "/ops/ai" not in err.message
 
 
 @pytest.mark.parametrize(
@@ -169,9 +215,60 @@ async def test_list_models_checks_the_binary_and_returns_configured_aliases(fake
             {"is_error": True, "result": "Claude AI usage limit reached", "exit_code": 1},
             "rate_limited",
         ),
+        # The API status the CLI reports decides, whatever its text says.
+        (
+            {
+                "is_error": True,
+                "result": "API Error: Request rejected",
+                "api_error_status": 429,
+                "api_error_type": "rate_limit_error",
+                "exit_code": 1,
+            },
+            "rate_limited",
+        ),
+        (
+            {
+                "is_error": True,
+                "result": "There's an issue with the selected model",
+                "api_error_status": 404,
+                "api_error_type": "not_found_error",
+                "exit_code": 1,
+            },
+            "bad_request",
+        ),
+        (
+            {
+                "is_error": True,
+                "result": "API Error: 400 bad",
+                "api_error_status": 400,
+                "api_error_type": "invalid_request_error",
+                "exit_code": 1,
+            },
+            "bad_request",
+        ),
+        (
+            {
+                "is_error": True,
+                "result": "Failed to authenticate. API Error: 401",
+                "api_error_status": 401,
+                "exit_code": 1,
+            },
+            "auth",
+        ),
+        (
+            {
+                "is_error": True,
+                "result": "API Error: timeout",
+                "api_error_status": 529,
+                "api_error_type": "overloaded_error",
+                "exit_code": 1,
+            },
+            "unavailable",
+        ),
         ({"is_error": True, "subtype": "error_during_execution", "result": ""}, "bad_response"),
-        ({"raw_stdout": "this is not json", "exit_code": 0}, "bad_response"),
+        ({"raw_stdout": "this is not json\n", "exit_code": 0}, "bad_response"),
         ({"raw_stdout": "", "exit_code": 2, "stderr": "boom"}, "bad_response"),
+        ({"no_result": True}, "bad_response"),
     ],
 )
 async def test_cli_errors_are_provider_errors_not_answers(fake_claude, script, kind):
@@ -182,19 +279,89 @@ async def test_cli_errors_are_provider_errors_not_answers(fake_claude, script, k
         )
     )
     assert err.kind == kind
+    if kind == "auth":
+        assert "claude login" in err.message
 
 
-async def test_slow_cli_times_out_and_is_killed(fake_claude):
-    fake_claude.script(sleep=30)
-    provider = make(timeout=1.0)
-    started = time.monotonic()
+async def test_a_malformed_line_fails_at_once_and_never_hangs(fake_claude):
+    # A broken line, then the CLI stays alive: the turn fails on the line, not on a timeout.
+    fake_claude.script(raw_stdout='{"type": "stream_event", "event": {\n', after_raw_sleep=30)
+    provider = make(idle_timeout=20.0, total_timeout=30.0)
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+        )
+    )
+    assert err.kind == "bad_response"
+    pid = fake_claude.calls[0]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_text_deltas_stream_as_they_come(fake_claude):
+    fake_claude.script(result="one two three four", stall=30)
+    provider = make(idle_timeout=20.0, total_timeout=40.0)
+    stream = provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    # The first word arrives while the CLI is still running (it stalls after it).
+    first = await anext(aiter(stream))
+    assert first == TextDelta("one ")
+    await stream.aclose()
+    pid = fake_claude.calls[0]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_tool_uses_are_parsed_but_not_handed_to_the_orchestrator(fake_claude):
+    fake_claude.script(result="All green.", tool_uses=[("mcp__hal__get_health", {"x": 1})])
+    events = await collect(
+        make().stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    )
+    # The CLI ran the tool through HAL's MCP server: the orchestrator must not run it again.
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert text_of(events) == "All green."
+
+
+async def test_a_silent_cli_fails_on_the_idle_timeout_and_is_killed(fake_claude):
+    fake_claude.script(result="first then silence", stall=30)
+    provider = make(idle_timeout=1.0, total_timeout=60.0)
     err = await raises_provider_error(
         lambda: collect(
             provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
         )
     )
     assert err.kind == "timeout"
-    assert time.monotonic() - started < 10, "the CLI must be killed, not waited for"
     pid = fake_claude.calls[0]["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_steady_reply_longer_than_the_idle_timeout_completes(fake_claude):
+    words = " ".join(f"w{n}" for n in range(10))
+    fake_claude.script(result=words, token_delay=0.15)
+    provider = make(idle_timeout=1.0, total_timeout=60.0)
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    )
+    assert text_of(events) == words
+
+
+async def test_per_run_leftovers_in_home_are_removed(fake_claude, home):
+    # What the real CLI leaves per run, named by its session id or pid.
+    provider = make(home=str(home))
+    stream = provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    events = []
+    async for event in stream:
+        if not events:
+            call = fake_claude.calls[0]
+            argv = call["argv"]
+            sid = argv[argv.index("--session-id") + 1]
+            for sub in ("session-env", "telemetry"):
+                (home / ".claude" / sub / f"x.{sid}.json").parent.mkdir(parents=True, exist_ok=True)
+            (home / ".claude" / "session-env" / sid).mkdir()
+            (home / ".claude" / "telemetry" / f"1p_failed_events.{sid}.json").write_text("{}")
+            (home / ".claude" / "sessions").mkdir()
+            (home / ".claude" / "sessions" / f"{call['pid']}.json").write_text("{}")
+            (home / ".claude" / "sessions" / "999999999.json").write_text("{}")  # not ours
+        events.append(event)
+    left = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    assert left == [".claude/sessions/999999999.json"]
