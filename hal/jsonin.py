@@ -24,10 +24,6 @@ MAX_DEPTH = 64  # far beyond any HAL payload; keeps every later recursive walk s
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
-def _bad_json(message: Any = None) -> InvalidInput:
-    return InvalidInput(message or _("The body is not valid JSON."), code="invalid_json")
-
-
 def bad_text() -> InvalidInput:
     """The refusal of text holding NUL or a lone surrogate."""
     return InvalidInput(
@@ -68,7 +64,7 @@ def _walk(data: Any) -> None:
                 raise bad_text()
         elif isinstance(node, dict | list):
             if depth > MAX_DEPTH:
-                raise _bad_json(_("The JSON is nested too deeply."))
+                raise _too_deep()
             if isinstance(node, dict):
                 for key, value in node.items():
                     if not text_is_clean(key):
@@ -78,14 +74,18 @@ def _walk(data: Any) -> None:
                 stack.extend((value, depth + 1) for value in node)
 
 
+def _too_deep() -> InvalidInput:
+    return InvalidInput(_("The JSON is nested too deeply."), code="invalid_json")
+
+
 def loads_json(raw: str | bytes | bytearray) -> Any:
     """Parse untrusted JSON; InvalidInput `invalid_json` or `invalid_text` on anything a
     database or a recursive walk could not take."""
     try:
         data = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
     except RecursionError:
-        raise _bad_json(_("The JSON is nested too deeply.")) from None
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError):
-        raise _bad_json() from None
+        raise InvalidInput(_("Request body is not valid JSON."), code="invalid_json") from None
     _walk(data)
     return data
