@@ -54,7 +54,7 @@ def _no_constant(raw: str) -> Any:
     raise ValueError(f"{raw} is not JSON")
 
 
-def _walk(data: Any) -> None:
+def check_json_value(data: Any) -> None:
     """Refuse nesting deeper than MAX_DEPTH and bad text in any key or string (no recursion)."""
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
@@ -87,5 +87,5 @@ def loads_json(raw: str | bytes | bytearray) -> Any:
         raise _too_deep() from None
     except (ValueError, UnicodeDecodeError):
         raise InvalidInput(_("Request body is not valid JSON."), code="invalid_json") from None
-    _walk(data)
+    check_json_value(data)
     return data
