@@ -2,8 +2,8 @@
 
 A socket joins two channel-layer groups at connect: its session's and its user's.
 - Logout (Django's `user_logged_out`, whatever view sent it) closes the session's sockets.
-- A user saved with `is_active=False` or a new password asks every socket of that user to
-  re-check its session; the ones whose session no longer authenticates close.
+- A user saved with `is_active=False` or a new password (or deleted) asks every socket of
+  that user to re-check its session; the ones whose session no longer authenticates close.
 - Every inbound frame re-checks the session first (so a session ended where no event
   reaches this process — expiry, another web process on the in-memory layer — is caught
   before the frame does anything).
@@ -25,7 +25,7 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.utils import translation
 from django.utils.module_loading import import_string
 
@@ -161,9 +161,14 @@ def _recheck_after_save(sender: Any, instance: Any, created: bool = False, **kw:
         recheck_user_sockets(instance.pk)
 
 
+def _recheck_after_delete(sender: Any, instance: Any, **kw: Any) -> None:
+    recheck_user_sockets(instance.pk)
+
+
 def connect_signals() -> None:
     """Hook logout and user saves (any path: admin, actions, `changepassword`, shell)."""
     user_model = auth.get_user_model()
     user_logged_out.connect(_on_logged_out, dispatch_uid="hal.ws_guard.logout")
+    post_delete.connect(_recheck_after_delete, sender=user_model, dispatch_uid="hal.ws_guard.del")
     pre_save.connect(_remember_credentials, sender=user_model, dispatch_uid="hal.ws_guard.pre")
     post_save.connect(_recheck_after_save, sender=user_model, dispatch_uid="hal.ws_guard.post")

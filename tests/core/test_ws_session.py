@@ -136,3 +136,13 @@ async def test_a_password_change_closes_the_other_sessions_sockets(operator):
     finally:
         await stale.disconnect()
         await kept.disconnect()
+
+
+async def test_deleting_the_user_closes_their_sockets(viewer):
+    browser = await login(viewer)
+    ops = await open_socket(browser, "/ws/ops/")
+    try:
+        await sync_to_async(viewer.delete)()
+        assert await ops.receive_output(timeout=5) == CLOSED
+    finally:
+        await ops.disconnect()
