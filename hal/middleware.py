@@ -61,7 +61,7 @@ class HalErrorMiddleware:
 
 
 class InputTextMiddleware:
-    """Refuse NUL (and lone surrogates) in the path, query and form fields with a 400
+    """Refuse NUL (and lone surrogates) in cookies, path, query and form fields with a 400
     `invalid_text` JSON body, before any view: PostgreSQL cannot store NUL where SQLite
     silently does, so the same request must fail the same way on both (JSON bodies are
     checked by `hal.jsonin.loads_json`)."""
@@ -73,6 +73,9 @@ class InputTextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        # Cookies first: the session middleware looks the session key up in the database.
+        if not all(text_is_clean(k + v) for k, v in request.COOKIES.items()):
+            return JsonResponse(bad_text().as_dict(), status=400)
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:

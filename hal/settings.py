@@ -66,11 +66,12 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "hal.middleware.RequestIdMiddleware",
+    # Before the session: NUL in a cookie, path, query or form field is a 400 on every DB.
+    "hal.middleware.InputTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "hal.middleware.OperatorLanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "hal.middleware.InputTextMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -21,17 +21,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
+from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.module_loading import import_string
 
 from hal.errors import InvalidInput
 from hal.events import send_message_now
-from hal.jsonin import loads_json
+from hal.jsonin import loads_json, text_is_clean
 
 log = logging.getLogger("hal.ws")
 
@@ -172,3 +174,19 @@ def connect_signals() -> None:
     post_delete.connect(_recheck_after_delete, sender=user_model, dispatch_uid="hal.ws_guard.del")
     pre_save.connect(_remember_credentials, sender=user_model, dispatch_uid="hal.ws_guard.pre")
     post_save.connect(_recheck_after_save, sender=user_model, dispatch_uid="hal.ws_guard.post")
+
+
+class CookieTextValidator:
+    """ASGI middleware before the session lookup: a WebSocket whose cookies hold NUL or a
+    lone surrogate is refused (PostgreSQL would fail on the session key, SQLite not)."""
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        for name, value in scope.get("headers", []):
+            if name.lower() == b"cookie":
+                cookies = parse_cookie(value.decode("latin1"))
+                if not all(text_is_clean(k + v) for k, v in cookies.items()):
+                    return await WebsocketDenier()(scope, receive, send)
+        return await self.application(scope, receive, send)

@@ -124,3 +124,26 @@ async def test_websocket_frames_are_decoded_strictly(operator):
     finally:
         await comm.disconnect()
     assert not await Message.objects.aexists()
+
+
+@pytest.mark.django_db
+def test_nul_in_a_cookie_is_refused_before_the_session_lookup(client):
+    # PostgreSQL raised DataError (500) looking the session key up; SQLite found nothing.
+    client.cookies["sessionid"] = "abcdefghij\x00klmnop"
+    assert_error(client.get("/api/ai/rooms"), "invalid_text")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_nul_in_a_websocket_cookie_is_refused():
+    comm = WebsocketCommunicator(
+        application,
+        "/ws/ops/",
+        headers=[
+            (b"origin", b"http://127.0.0.1"),
+            (b"host", b"127.0.0.1"),
+            (b"cookie", b'sessionid="abcdefghij\\000klmnop"'),
+        ],
+    )
+    connected, _ = await comm.connect()
+    assert not connected
+    await comm.disconnect()
