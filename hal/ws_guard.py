@@ -6,7 +6,8 @@ A socket joins two channel-layer groups at connect: its session's and its user's
   that user to re-check its session; the ones whose session no longer authenticates close.
 - Every inbound frame re-checks the session first (so a session ended where no event
   reaches this process — expiry, another web process on the in-memory layer — is caught
-  before the frame does anything).
+  before the frame does anything); outbound events do so at most every
+  `HAL_WS_RECHECK_SECONDS` (60), so a socket that only listens stops too.
 
 The events go through the channel layer, so with Redis they reach every web process.
 The re-check is Django's own `auth.get_user`: session present and not expired, user
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -94,6 +96,7 @@ class SessionGuardMixin:
             await self.close(code=CLOSE_CODE)
             return False
         self._guard_user_id = user.pk
+        self._guard_checked_at = time.monotonic()  # AuthMiddleware just checked it
         self._guard_groups = (session_group(session_key), user_group(user.pk))
         for group in self._guard_groups:
             await self.channel_layer.group_add(group, self.channel_name)
@@ -110,11 +113,26 @@ class SessionGuardMixin:
         user = await database_sync_to_async(session_user)(
             getattr(session, "session_key", None), getattr(self, "_guard_user_id", None)
         )
+        self._guard_checked_at = time.monotonic()
         if user is None:
+            self._guard_closed = True
             await self.close(code=CLOSE_CODE)
             return False
         self.scope["user"] = user
         return True
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Outbound events re-check the session too, at most every HAL_WS_RECHECK_SECONDS:
+        a socket that only listens (/ws/ops/) stops when its session expires."""
+        kind = message.get("type", "")
+        if kind.startswith("hal.") and getattr(self, "_guard_closed", False):
+            return  # closed by the guard: no more events (websocket.* still run: cleanup)
+        if kind == "hal.event" and hasattr(self, "_guard_user_id"):
+            every = float(getattr(settings, "HAL_WS_RECHECK_SECONDS", 60))
+            if time.monotonic() - getattr(self, "_guard_checked_at", 0.0) >= every:
+                if not await self.session_alive():
+                    return
+        await super().dispatch(message)  # type: ignore[misc]
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kw: Any
@@ -131,6 +149,7 @@ class SessionGuardMixin:
         await self.receive_json(content, **kw)
 
     async def hal_close(self, message: dict[str, Any]) -> None:
+        self._guard_closed = True
         await self.close(code=message.get("code", CLOSE_CODE))
 
     async def hal_recheck(self, message: dict[str, Any]) -> None:

@@ -146,3 +146,20 @@ async def test_deleting_the_user_closes_their_sockets(viewer):
         assert await ops.receive_output(timeout=5) == CLOSED
     finally:
         await ops.disconnect()
+
+
+async def test_a_listening_socket_stops_when_its_session_is_gone(operator, settings):
+    """/ws/ops/ only listens: outbound events re-check the session (here on every event)."""
+    from hal.events import OPS_GROUP, send_now
+
+    settings.HAL_WS_RECHECK_SECONDS = 0
+    browser = await login(operator)
+    ops = await open_socket(browser, "/ws/ops/")
+    try:
+        await sync_to_async(send_now)(OPS_GROUP, "setting.changed", {"name": "a"})
+        assert (await ops.receive_json_from(timeout=5))["type"] == "setting.changed"
+        await Session.objects.filter(session_key=browser.session.session_key).adelete()
+        await sync_to_async(send_now)(OPS_GROUP, "setting.changed", {"name": "b"})
+        assert await ops.receive_output(timeout=5) == CLOSED
+    finally:
+        await ops.disconnect()
