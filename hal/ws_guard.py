@@ -17,7 +17,6 @@ active, session auth hash (the password) still valid.
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -36,8 +35,6 @@ from django.utils.module_loading import import_string
 from hal.errors import InvalidInput
 from hal.events import send_message_now
 from hal.jsonin import loads_json, text_is_clean
-
-log = logging.getLogger("hal.ws")
 
 CLOSE_CODE = 4401  # the console's "log in again" close code (also used at connect)
 CLOSE_EVENT = "hal.close"  # → SessionGuardMixin.hal_close
