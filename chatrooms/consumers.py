@@ -14,20 +14,19 @@ from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor
 from hal.errors import HalError
 from hal.i18n import localize, session_language
+from hal.ws_guard import SessionGuardMixin
 
 
-class ChatConsumer(AsyncJsonWebsocketConsumer):
+class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
     """Joins every room group of its operator; events arrive as {"type", "data"}."""
 
     groups_joined: set[str]
 
     async def connect(self) -> None:
         self.groups_joined = set()
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_active:
-            await self.close(code=4401)
+        if not await self.guard_connect():  # also: closed with the session (hal/ws_guard.py)
             return
-        self.user = user
+        user = self.user = self.scope["user"]
         # The operator's language, read once (the session may need the database).
         self.language = await database_sync_to_async(session_language)(self.scope.get("session"))
         await self.channel_layer.group_add(actions.operator_group(user.pk), self.channel_name)
@@ -48,6 +47,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
+        await self.guard_disconnect()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict):

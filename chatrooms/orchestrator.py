@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connection
 
 from chatrooms import actions, integration
-from chatrooms.addressing import Participant, relay_mentions
+from chatrooms.addressing import Participant, arelay_mentions
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor
 from providers.base import (
@@ -861,7 +861,7 @@ class Orchestrator:
 
     async def _relay(self, prepared: Prepared, reply: Message) -> None:
         """Depth 0: each mentioned active model answers once. Depth 1: notice only."""
-        mentions = relay_mentions(
+        mentions = await arelay_mentions(
             reply.text, prepared.participants, speaker_id=prepared.connection.pk
         )
         if not mentions.named:

@@ -12,3 +12,8 @@ class HalConfig(AppConfig):
         # High-risk actions register their three-step impact at import; load them all so
         # every entry point (web, tools, MCP, worker, commands) sees the same registry.
         from hal.actions import jobs, releases, servers, settings  # noqa: F401
+
+        # Open WebSockets close at logout, deactivation and password change.
+        from hal.ws_guard import connect_signals
+
+        connect_signals()

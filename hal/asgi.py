@@ -18,15 +18,17 @@ if settings.HAL_SERVE_STATIC:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from hal.routing import websocket_urlpatterns  # noqa: E402
+from hal.ws_guard import CookieTextValidator  # noqa: E402
+from hal.ws_origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        # Scheme, host and port, as CSRF checks them (not only the host name).
+        "websocket": SameOriginValidator(
+            CookieTextValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -9,15 +9,14 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from hal.events import OPS_GROUP
 from hal.i18n import localize, session_language
+from hal.ws_guard import SessionGuardMixin
 
 
-class OpsConsumer(AsyncJsonWebsocketConsumer):
+class OpsConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
     """Pushes console events to logged-in operators; refuses anonymous sockets."""
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        if not await self.guard_connect():
             return
         # The operator's language, read once (the session may need the database).
         self.language = await database_sync_to_async(session_language)(self.scope.get("session"))
@@ -26,6 +25,7 @@ class OpsConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(OPS_GROUP, self.channel_name)
+        await self.guard_disconnect()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":

@@ -18,10 +18,15 @@ _pending: set[asyncio.Task] = set()  # keep scheduled sends alive until they fin
 
 def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
     """Send one event to a channel-layer group immediately (sync callers)."""
+    send_message_now(group, {"type": "hal.event", "event": event_type, "data": payload})
+
+
+def send_message_now(group: str, message: dict[str, Any]) -> None:
+    """Send one channel-layer message (any handler type) to a group immediately."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "hal.event", "event": event_type, "data": payload}
+    event_type = message.get("event", message["type"])
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

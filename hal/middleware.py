@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
 
 from hal.errors import HalError
+from hal.jsonin import bad_text, text_is_clean
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -57,3 +58,33 @@ class HalErrorMiddleware:
         if isinstance(exc, HalError):
             return JsonResponse(exc.as_dict(), status=exc.http_status)
         return None
+
+
+class InputTextMiddleware:
+    """Refuse NUL (and lone surrogates) in cookies, path, query and form fields with a 400
+    `invalid_text` JSON body, before any view: PostgreSQL cannot store NUL where SQLite
+    silently does, so the same request must fail the same way on both (JSON bodies are
+    checked by `hal.jsonin.loads_json`)."""
+
+    # Form fields of both encodings (CsrfViewMiddleware parses them before any view too).
+    FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        # Cookies first: the session middleware looks the session key up in the database.
+        if not all(text_is_clean(k + v) for k, v in request.COOKIES.items()):
+            return JsonResponse(bad_text().as_dict(), status=400)
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
+        fields = [request.path_info]
+        for data in (request.GET, request.POST if request.content_type in self.FORMS else None):
+            if data:
+                for key, values in data.lists():
+                    fields.append(key)
+                    fields.extend(values)
+        if all(text_is_clean(field) for field in fields):
+            return None
+        return JsonResponse(bad_text().as_dict(), status=400)

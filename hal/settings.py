@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "hal.middleware.RequestIdMiddleware",
+    # Before the session: NUL in a cookie, path, query or form field is a 400 on every DB.
+    "hal.middleware.InputTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "hal.middleware.OperatorLanguageMiddleware",
     "django.middleware.common.CommonMiddleware",

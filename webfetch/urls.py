@@ -14,15 +14,23 @@ _PAIRS = {")": "(", "]": "[", "}": "{", "）": "（"}
 
 
 def _clean(url: str) -> str:
-    while url:
-        last = url[-1]
+    """Strip trailing punctuation and unbalanced closers, in one pass from the end.
+
+    Counts are taken once and updated as characters are dropped (re-counting per
+    character made a URL followed by 20,000 `)` quadratic)."""
+    opened = {closer: url.count(opener) for closer, opener in _PAIRS.items()}
+    closed = {closer: url.count(closer) for closer in _PAIRS}
+    end = len(url)
+    while end:
+        last = url[end - 1]
         if last in _TRAILING:
-            url = url[:-1]
-        elif last in _PAIRS and url.count(last) > url.count(_PAIRS[last]):
-            url = url[:-1]  # unbalanced closer: it belongs to the sentence, not the URL
+            end -= 1
+        elif last in _PAIRS and closed[last] > opened[last]:
+            closed[last] -= 1  # unbalanced closer: it belongs to the sentence, not the URL
+            end -= 1
         else:
             break
-    return url
+    return url[:end]
 
 
 def extract_urls(text: str, max_urls: int = MAX_URLS) -> list[str]:

@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from hal.actions.base import Actor, record_audit
-from hal.errors import HalError
+from hal.errors import HalError, InvalidInput
 from hal.i18n import localize
+from hal.jsonin import check_json_value
 from hal.models import AuditEntry
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable
 
@@ -183,8 +184,17 @@ def run_tool_call(
         return _refuse(actor, tool_name, "unknown_tool", f"There is no tool {tool_name[:64]!r}.")
     try:
         parsed = parse_raw_args(raw_args)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _refuse(actor, tool.name, "invalid_arguments", "Arguments are not a JSON object.")
+    try:
+        check_json_value(parsed)  # the same text rules as API input (SQLite = PostgreSQL)
+    except InvalidInput:
+        return _refuse(
+            actor,
+            tool.name,
+            "invalid_arguments",
+            "Arguments hold NUL characters or unpaired surrogates, or nest too deeply.",
+        )
     if not isinstance(parsed, dict):
         return _refuse(actor, tool.name, "invalid_arguments", "Arguments must be a JSON object.")
     try:

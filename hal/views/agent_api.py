@@ -8,7 +8,6 @@ through hal.actions with Actor.for_system("agent", label="agent:<hostname>").
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ from hal.actions import servers as server_actions
 from hal.actions.base import Actor, record_audit
 from hal.api import error_response
 from hal.errors import Conflict, HalError, InvalidInput, NotAuthenticated, NotFound
+from hal.jsonin import loads_json
 from hal.models import Job, Server
 
 log = logging.getLogger("hal.agent_api")
@@ -47,10 +47,8 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
         raise InvalidInput(_("Payload larger than 64 KiB."), code="payload_too_large")
     if not raw:
         return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput(_("Payload is not valid JSON."), code="invalid_json") from None
+    # Strict, as every API body: invalid_json / invalid_text.
+    data = loads_json(raw)
     if not isinstance(data, dict):
         raise InvalidInput(_("Payload must be a JSON object."), code="invalid_json")
     return data

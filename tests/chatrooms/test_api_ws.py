@@ -11,6 +11,7 @@ from django.contrib.auth.models import AnonymousUser
 from chatrooms.models import Message, Room
 from chatrooms.routing import websocket_urlpatterns
 from tests.fakes.script import Reply
+from tests.wsauth import logged_in_session
 
 from .conftest import messages, room_for, rooms_of, send, unified_room
 
@@ -119,6 +120,8 @@ async def test_anonymous_requests_are_refused(transactional_db):
 def communicator(user) -> WebsocketCommunicator:
     comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/ai/")
     comm.scope["user"] = user
+    if user.is_authenticated:  # frames are re-checked against the session (hal/ws_guard.py)
+        comm.scope["session"] = logged_in_session(user)
     return comm
 
 
