@@ -53,7 +53,6 @@ export function refreshDaySeparators(log) {
     if (key !== last) {
       const sep = document.createElement("li");
       sep.className = "ai-day";
-      sep.setAttribute("role", "separator");
       sep.textContent = dayFormat.format(new Date(li.dataset.createdAt));
       li.before(sep);
       last = key;

@@ -69,6 +69,7 @@ function applyPanel() {
   else toggleButton?.setAttribute("aria-expanded", String(state.panel.open));
   const width = clampWidth(state.panel.width);
   document.documentElement.style.setProperty("--panel-width", `${width}px`);
+  resizer?.setAttribute("aria-valuenow", String(width));
 }
 
 function clampWidth(width) {
