@@ -94,6 +94,8 @@ def panel_strings() -> dict[str, object]:
         "new_messages": _("New messages"),
         "waiting_approval": _("Waiting for approval"),
         "in_this_room": _("In this room"),
+        "stop": _("Stop"),
+        "stopped": _("Stopped"),
         "nobody_active": _("No model in this room is active."),
         "suggestions": {key: [_(p) for p in prompts] for key, prompts in SUGGESTIONS.items()},
     }

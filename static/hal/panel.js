@@ -433,6 +433,25 @@ function refreshWaiting() {
   for (const li of logEl.querySelectorAll("li.ai-msg[data-proposal-ids]:not([data-proposal-ids=''])")) markWaiting(li);
 }
 
+// "Stop all" shows while any reply of the open room streams; Esc in the composer does it.
+function updateStopAll() {
+  const button = $("#ai-stop-all");
+  if (button) button.hidden = !logEl.querySelector("li.ai-msg[data-status=streaming]");
+}
+
+async function stopAll() {
+  if (!state.roomId) return;
+  await api("POST", `/api/ai/rooms/${state.roomId}/stop`).catch(showError);
+}
+
+$("#ai-stop-all")?.addEventListener("click", stopAll);
+input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && logEl.querySelector("li.ai-msg[data-status=streaming]")) {
+    ev.preventDefault(); // the drawer stays open: this Esc stopped the replies
+    stopAll();
+  }
+});
+
 function renderStatus(li, m) {
   li.querySelector(".ai-status")?.remove();
   li.classList.toggle("failed", m.status === "failed");
@@ -448,8 +467,26 @@ function renderStatus(li, m) {
     const s = document.createElement("div");
     s.className = "ai-status typing";
     s.textContent = T.streaming;
+    if (m.turn_id) li.dataset.turnId = m.turn_id;
+    const turnId = li.dataset.turnId;
+    if (turnId) {
+      const stop = document.createElement("button");
+      stop.type = "button";
+      stop.className = "ai-stop";
+      stop.textContent = T.stop;
+      stop.addEventListener("click", () =>
+        api("POST", `/api/ai/rooms/${state.roomId}/turns/${turnId}/stop`).catch(showError),
+      );
+      s.append(" ", stop);
+    }
+    li.append(s);
+  } else if (m.stopped) {
+    const s = document.createElement("div");
+    s.className = "ai-status stopped";
+    s.textContent = T.stopped;
     li.append(s);
   }
+  updateStopAll();
   if (m.retry_url || m.turn_id_to_retry) {
     const b = document.createElement("button");
     b.type = "button";
