@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := hal.settings
 
-.PHONY: run test test-suite lint format venv chromium claude-code migrate clean lock
+.PHONY: run test test-suite lint format venv chromium claude-code migrate clean lock vendor
 
 # requirements.lock pins every dependency (dev tools too) to the versions CI last passed
 # with; `make lock` re-resolves pyproject.toml in a scratch venv and rewrites it.
@@ -80,6 +80,11 @@ lock:
 	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > requirements.lock
 	@rm -rf .lock-venv
 	@echo "requirements.lock rewritten; run make test before committing it"
+
+# Front-end libraries (markdown-it, DOMPurify, highlight.js, axe-core) are committed under
+# static/vendor/; this re-fetches them from the npm registry and checks every sha256 pin.
+vendor: venv
+	$(BIN)/python scripts/vendor.py
 
 clean:
 	rm -rf $(VENV) staticfiles test-artifacts

@@ -57,6 +57,24 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
         elif kind == "message.send":
             await self._send_message(content)
+        elif kind == "turn.stop":
+            await self._stop_turn(content)
+
+    async def _stop_turn(self, content: dict[str, Any]) -> None:
+        """{"type": "turn.stop", "room_id", "turn_id", "ref"} → turn.stopped (or error)."""
+        from chatrooms import stopping
+
+        actor = Actor.from_scope(self.scope, via="ws")
+        try:
+            ids = await database_sync_to_async(stopping.check_stop_turn)(
+                actor=actor, room_id=content.get("room_id"), turn_id=content.get("turn_id")
+            )
+        except HalError as exc:
+            with translation.override(self.language):
+                error = exc.as_dict()["error"]
+            await self.send_json({"type": "error", "ref": content.get("ref"), "data": error})
+            return
+        await self.send_json({"type": "turn.stopped", "ref": content.get("ref"), "data": ids})
 
     async def _send_message(self, content: dict[str, Any]) -> None:
         """{"type": "message.send", "room_id", "text", "context", "ref"} → message.accepted."""

@@ -158,6 +158,8 @@ class Message(models.Model):
             data["text_i18n"] = meta["text_i18n"]
         if meta.get("proposals"):
             data["proposal_ids"] = list(meta["proposals"])
+        if meta.get("stopped"):
+            data["stopped"] = True
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data
@@ -173,9 +175,19 @@ class Turn(models.Model):
     INTERRUPTED = "interrupted"
     WAITING_APPROVAL = "waiting_approval"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"
     STATUS_CHOICES = [
         (s, s)
-        for s in (QUEUED, STREAMING, COMPLETE, FAILED, INTERRUPTED, WAITING_APPROVAL, CANCELLED)
+        for s in (
+            QUEUED,
+            STREAMING,
+            COMPLETE,
+            FAILED,
+            INTERRUPTED,
+            WAITING_APPROVAL,
+            CANCELLED,
+            STOPPED,
+        )
     ]
     RUNNING = (QUEUED, STREAMING)
     RETRYABLE = (FAILED, INTERRUPTED)
@@ -198,6 +210,9 @@ class Turn(models.Model):
     transcript = models.JSONField(default=list, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
+    # An operator asked to stop this turn; the process running it notices (at once when it
+    # is this process, within a second otherwise) and keeps the partial reply.
+    stop_requested = models.BooleanField(default=False)
     retry_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -27,7 +27,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
-from chatrooms import actions, integration
+from chatrooms import actions, integration, stopping
 from chatrooms.addressing import Participant, arelay_mentions
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor
@@ -459,6 +459,11 @@ class Orchestrator:
         self.room_tasks: dict[int, set[asyncio.Task[Any]]] = {}
         self.recovered = False
         self.claimed_running: set[int] = set()  # born-claimed turn ids being run here
+        # Turns running in this process (for Stop), those asked to stop, and the task that
+        # watches the DB for stops asked through another process.
+        self.turn_tasks: dict[int, asyncio.Task[Any]] = {}
+        self.stopping: set[int] = set()
+        self._stop_watch: asyncio.Task[Any] | None = None
         # (wall seconds, provider seconds) per model call, for bench/fanout.py, and the
         # seconds of the main non-provider phases (prepare, first_event, complete).
         self.timings: deque[tuple[float, float]] = deque(maxlen=10_000)
@@ -535,6 +540,37 @@ class Orchestrator:
                 room_id=sent.message.room_id,
             )
 
+    def request_stop(self, turn_ids: Iterable[int]) -> None:
+        """Stop these turns if this process runs them (callable from any thread)."""
+        ids = set(turn_ids)
+        loop = self.loop
+        if not ids or loop is None or loop.is_closed():
+            return
+
+        def stop() -> None:
+            for turn_id in ids:
+                task = self.turn_tasks.get(turn_id)
+                if task is not None and not task.done():
+                    self.stopping.add(turn_id)
+                    task.cancel()
+
+        try:
+            if asyncio.get_running_loop() is loop:
+                stop()
+                return
+        except RuntimeError:
+            pass
+        loop.call_soon_threadsafe(stop)
+
+    async def _watch_stops(self, interval: float = 0.5) -> None:
+        """While turns run here, notice stops asked through another web process."""
+        while self.turn_tasks:
+            await asyncio.sleep(interval)
+            running = list(self.turn_tasks)
+            if running:
+                self.request_stop(await db(stopping.stop_requested)(running))
+        self._stop_watch = None
+
     def cancel_room(self, room_id: int) -> None:
         """Stop this process's running turns of a room (after a reset)."""
         for task in list(self.room_tasks.get(room_id, ())):
@@ -600,10 +636,20 @@ class Orchestrator:
             began = time.perf_counter()
             prepared = await db(prepare_turns)(turn_ids, known=known, everyone=everyone)
             self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
-            await asyncio.gather(*(self._run_one(item, began) for item in prepared))
+            tasks = [asyncio.ensure_future(self._run_one(item, began)) for item in prepared]
+            for item, task in zip(prepared, tasks, strict=True):
+                self.turn_tasks[item.turn_id] = task
+                task.add_done_callback(functools.partial(self._forget_turn, item.turn_id))
+            if tasks and self._stop_watch is None:
+                self._stop_watch = asyncio.ensure_future(self._watch_stops())
+            await asyncio.gather(*tasks)
         finally:
             if known is not None:
                 self.claimed_running.difference_update(turn_ids)
+
+    def _forget_turn(self, turn_id: int, _task: Any) -> None:
+        self.turn_tasks.pop(turn_id, None)
+        self.stopping.discard(turn_id)
 
     async def _prefetch_web(self, turn_ids: list[int]) -> None:
         """Fetch the URLs of the operator messages behind these turns before any model runs."""
@@ -638,7 +684,7 @@ class Orchestrator:
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
-        framer.post("message.created", prepared.reply.as_dict())
+        framer.post("message.created", {**prepared.reply.as_dict(), "turn_id": turn_id})
         usage = prepared.usage
         rounds = prepared.rounds
         transcript = list(prepared.transcript)
@@ -714,6 +760,10 @@ class Orchestrator:
                         )
                         break
         except asyncio.CancelledError:
+            if turn_id in self.stopping:
+                # An operator's Stop: keep what was said, end the turn quietly.
+                await asyncio.shield(self._stopped(prepared, framer, usage, rounds))
+                return None
             await asyncio.shield(
                 self._fail(
                     prepared,
@@ -847,6 +897,18 @@ class Orchestrator:
         )
         if reply is not None:
             framer.close("message.failed", reply.as_dict())
+        else:
+            framer.close()
+
+    async def _stopped(
+        self, prepared: Prepared, framer: Framer, usage: dict[str, int], rounds: int
+    ) -> None:
+        framer.flush()
+        reply = await db(stopping.do_finish_stopped)(
+            prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds
+        )
+        if reply is not None:
+            framer.close("message.completed", reply.as_dict())
         else:
             framer.close()
 

@@ -15,5 +15,11 @@ urlpatterns = [
         views.retry_turn,
         name="api_turn_retry",
     ),
+    path(
+        "api/ai/rooms/<int:room_id>/turns/<int:turn_id>/stop",
+        views.turn_stop,
+        name="api_turn_stop",
+    ),
+    path("api/ai/rooms/<int:room_id>/stop", views.room_stop, name="api_room_stop"),
     path("api/ai/panel", views.panel, name="api_panel"),
 ]

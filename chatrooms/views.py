@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from chatrooms import actions
+from chatrooms import actions, stopping
 from chatrooms.models import Message
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, require_perm
@@ -87,7 +87,14 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
         more = len(rows) > limit
         rows = rows[:limit]
         rows.reverse()
-    return {"room_id": room.pk, "messages": [m.as_dict() for m in rows], "has_more": more}
+    messages = [m.as_dict() for m in rows]
+    streaming = [m["id"] for m in messages if m["status"] == Message.STREAMING]
+    if streaming:
+        turns = stopping.running_turn_ids(streaming)
+        for m in messages:
+            if m["id"] in turns:
+                m["turn_id"] = turns[m["id"]]
+    return {"room_id": room.pk, "messages": messages, "has_more": more}
 
 
 def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[[], None]]:
@@ -144,7 +151,21 @@ async def retry_turn(request: HttpRequest, room_id: int, turn_id: int) -> HttpRe
     return await _start(request, room_id, _retry, turn_id)
 
 
+def stop_turn(request: HttpRequest, room_id: int, turn_id: int) -> dict[str, Any]:
+    """POST → {"stopped": [turn_id]}: stop a running reply (409 turn_not_running when done)."""
+    ids = stopping.check_stop_turn(actor=_actor(request), room_id=room_id, turn_id=turn_id)
+    return {"room_id": int(room_id), "stopped": ids}
+
+
+def stop_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
+    """POST → {"stopped": [...]}: stop every running reply of the room."""
+    ids = stopping.check_stop_room(actor=_actor(request), room_id=room_id)
+    return {"room_id": int(room_id), "stopped": ids}
+
+
 rooms = dispatch(GET=list_rooms)
+turn_stop = dispatch(POST=stop_turn)
+room_stop = dispatch(POST=stop_room)
 room = dispatch(PATCH=patch_room)
 room_reset = dispatch(POST=reset_room)
 

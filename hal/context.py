@@ -23,7 +23,20 @@ def console(request: HttpRequest) -> dict:
         "hal_menu": menu,
         "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
         "ai_panel_strings": panel_strings(),
+        "ui_theme": _theme(request),
     }
+
+
+def _theme(request: HttpRequest) -> str:
+    """The operator's colour theme (auto | light | dark), rendered into <html data-theme>."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return "auto"
+    from hal.models import OperatorProfile
+
+    state = OperatorProfile.objects.filter(user=user).values_list("panel_state", flat=True).first()
+    theme = (state or {}).get("theme")
+    return theme if theme in ("light", "dark") else "auto"
 
 
 def _url_or(name: str, fallback: str) -> str:
@@ -33,7 +46,7 @@ def _url_or(name: str, fallback: str) -> str:
         return fallback
 
 
-def panel_strings() -> dict[str, str]:
+def panel_strings() -> dict[str, object]:
     """UI strings of the AI panel's ES module, in the operator's language."""
     return {
         "unified": _("Unified"),
@@ -64,7 +77,69 @@ def panel_strings() -> dict[str, str]:
         "high_risk": _("High risk"),
         "write": _("Write"),
         "read": _("Read"),
+        "copy": _("Copy"),
+        "copied": _("Copied"),
+        "copy_failed": _("Copy failed"),
+        "copy_message": _("Copy the message as Markdown"),
+        "code": _("code"),
+        "image": _("image"),
+        "task_done": _("done"),
+        "task_open": _("open"),
+        "answering": _("answering"),
+        "relay_reply": _("relay reply"),
+        "just_now": _("just now"),
+        "tokens": _("tokens"),
+        "first_token": _("first token"),
+        "unread": _("unread replies"),
+        "new_messages": _("New messages"),
+        "waiting_approval": _("Waiting for approval"),
+        "in_this_room": _("In this room"),
+        "stop": _("Stop"),
+        "stopped": _("Stopped"),
+        "nobody_active": _("No model in this room is active."),
+        "suggestions": {key: [_(p) for p in prompts] for key, prompts in SUGGESTIONS.items()},
     }
+
+
+# Example prompts for an empty room, by the selected object's type or the page; {label}
+# is the selected object's name.
+SUGGESTIONS = {
+    "server": [
+        gettext_noop("What is wrong with {label}?"),
+        gettext_noop("Summarise the last hours of metrics for {label}."),
+        gettext_noop("Which jobs ran on {label} recently, and did any fail?"),
+    ],
+    "job": [
+        gettext_noop("Why did job {label} end the way it did?"),
+        gettext_noop("What would retrying job {label} change?"),
+        gettext_noop("Show the steps of job {label} in order."),
+    ],
+    "module": [
+        gettext_noop("Is module {label} healthy on every server?"),
+        gettext_noop("What changed in the last release of {label}?"),
+        gettext_noop("What would a rollback of {label} affect?"),
+    ],
+    "incident": [
+        gettext_noop("Summarise incident {label} and what has been done."),
+        gettext_noop("What evidence points to the cause of {label}?"),
+        gettext_noop("Draft the next steps for {label}."),
+    ],
+    "jobs": [
+        gettext_noop("Which jobs failed today, and why?"),
+        gettext_noop("Is anything stuck in the queue?"),
+        gettext_noop("Summarise the running jobs."),
+    ],
+    "audit": [
+        gettext_noop("Who changed what in the last hour?"),
+        gettext_noop("Were any actions refused today? Why?"),
+        gettext_noop("Summarise today's high-risk actions."),
+    ],
+    "default": [
+        gettext_noop("Give me a status report of the fleet."),
+        gettext_noop("Are there open incidents I should look at first?"),
+        gettext_noop("What changed in the last 24 hours?"),
+    ],
+}
 
 
 # (url name, label) — the left menu; labels are translated in the template.

@@ -65,7 +65,14 @@ def check_set_auto_fetch(*, actor: Actor, enabled: Any) -> OperatorProfile:
     return profile
 
 
-PANEL_DEFAULTS: dict[str, Any] = {"open": True, "width": 400, "active_room_id": None}
+PANEL_DEFAULTS: dict[str, Any] = {
+    "open": True,
+    "width": 400,
+    "active_room_id": None,
+    "theme": "auto",
+}
+# The console's colour theme: "auto" follows the browser's prefers-color-scheme.
+THEMES = ("auto", "light", "dark")
 PANEL_WIDTH_MIN = 280
 PANEL_WIDTH_MAX = 1600
 PANEL_TITLES_MAX = 50
@@ -79,7 +86,7 @@ def panel_state_for(profile: OperatorProfile) -> dict[str, Any]:
 def _clean_panel_state(state: Any) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise InvalidInput(_("The panel state must be an object."), code="invalid_panel_state")
-    unknown = set(state) - {"open", "width", "active_room_id", "tab_titles"}
+    unknown = set(state) - {"open", "width", "active_room_id", "tab_titles", "theme"}
     if unknown:
         raise InvalidInput(
             format_lazy(_("Unknown panel field(s): {unknown}."), unknown=sorted(unknown)),
@@ -100,6 +107,10 @@ def _clean_panel_state(state: Any) -> dict[str, Any]:
         if room is not None and (isinstance(room, bool) or not isinstance(room, int)):
             raise InvalidInput(_("active_room_id must be a room id."), code="invalid_panel_state")
         out["active_room_id"] = room
+    if "theme" in state:
+        if state["theme"] not in THEMES:
+            raise InvalidInput(_("theme must be auto, light or dark."), code="invalid_panel_state")
+        out["theme"] = state["theme"]
     if "tab_titles" in state:
         # Display hints only; a room's real title is renamed through PATCH /api/ai/rooms/<id>.
         titles = state["tab_titles"]

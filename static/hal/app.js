@@ -31,3 +31,10 @@ export async function api(method, url, body) {
 for (const el of document.querySelectorAll("select[data-autosubmit]")) {
   el.addEventListener("change", () => el.form.requestSubmit());
 }
+
+// The colour theme: applied at once, stored on the server for every browser of this operator.
+document.getElementById("theme-select")?.addEventListener("change", async (ev) => {
+  const theme = ev.target.value;
+  document.documentElement.dataset.theme = theme;
+  await api("PUT", "/api/ai/panel", { theme }).catch(() => {});
+});

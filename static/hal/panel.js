@@ -2,6 +2,9 @@
 // proposal cards with inline re-auth and the three-step confirmation, resizable,
 // state saved per operator on the server.
 import { api, ApiError, csrfToken } from "./app.js";
+import { copyWithFeedback, renderMarkdown } from "./markdown.js";
+import { refreshDaySeparators, refreshTimes, replyFacts, timeElement } from "./chat_meta.js";
+import { Drawer } from "./drawer.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -23,6 +26,7 @@ const state = {
   connections: [],
   roomId: null,
   messages: new Map(), // message id -> element
+  texts: new Map(), // message id -> raw Markdown text as received
   proposals: new Map(), // proposal id -> element
   oldestId: null,
   renaming: false,
@@ -56,12 +60,16 @@ function flushPanel({ keepalive = false } = {}) {
 // A change made just before leaving the page is still saved.
 window.addEventListener("pagehide", () => flushPanel({ keepalive: true }));
 
+const toggleButton = $("#ai-panel-toggle");
+const drawer = new Drawer({ layout, panel, toggle: toggleButton, behind: [$("#menu"), $("#main")] });
+
 function applyPanel() {
   layout.classList.toggle("panel-closed", !state.panel.open);
-  const toggle = $("#ai-panel-toggle");
-  if (toggle) toggle.setAttribute("aria-expanded", String(state.panel.open));
+  if (drawer.active) drawer.apply();
+  else toggleButton?.setAttribute("aria-expanded", String(state.panel.open));
   const width = clampWidth(state.panel.width);
   document.documentElement.style.setProperty("--panel-width", `${width}px`);
+  resizer?.setAttribute("aria-valuenow", String(width));
 }
 
 function clampWidth(width) {
@@ -71,12 +79,43 @@ function clampWidth(width) {
 
 function setOpen(open) {
   state.panel.open = open;
+  if (open) setUnread(0);
   applyPanel();
   savePanel();
 }
 
-$("#ai-panel-toggle")?.addEventListener("click", () => setOpen(!state.panel.open));
-$("#ai-panel-close")?.addEventListener("click", () => setOpen(false));
+// On wide screens the AI button docks/undocks the panel (a saved preference); on narrow
+// ones it opens the overlay drawer (never saved: a page load starts with it closed).
+function togglePanel() {
+  if (drawer.active) drawer.set(!drawer.isOpen);
+  else setOpen(!state.panel.open);
+}
+
+function panelVisible() {
+  return !document.hidden && (drawer.active ? drawer.isOpen : state.panel.open);
+}
+
+toggleButton?.addEventListener("click", togglePanel);
+$("#ai-panel-close")?.addEventListener("click", () => (drawer.active ? drawer.set(false) : setOpen(false)));
+document.addEventListener("keydown", (ev) => {
+  if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === "KeyA") {
+    ev.preventDefault();
+    togglePanel();
+  }
+});
+
+// Replies that arrive while the panel is out of sight are counted on the AI button.
+let unread = 0;
+const unreadBadge = $("#ai-unread");
+function setUnread(n) {
+  unread = n;
+  if (!unreadBadge) return;
+  unreadBadge.hidden = n === 0;
+  unreadBadge.textContent = String(n);
+  unreadBadge.setAttribute("aria-label", `${n} ${T.unread}`);
+}
+drawer.onChange((open) => open && setUnread(0));
+document.addEventListener("visibilitychange", () => panelVisible() && setUnread(0));
 
 const resizer = $("#ai-panel-resizer");
 resizer?.addEventListener("pointerdown", (ev) => {
@@ -249,12 +288,15 @@ async function selectRoom(roomId, { save = true, force = false } = {}) {
   if (state.roomId !== roomId) return; // another tab was chosen meanwhile
   logEl.replaceChildren();
   state.messages.clear();
+  state.texts.clear();
   state.proposals.clear();
   const rows = list(data, "messages");
   for (const m of rows) renderMessage(m);
+  refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;
   state.exhausted = !data.has_more;
   await loadProposals(roomId);
+  refreshWaiting();
   renderEmpty();
   scrollToEnd();
 }
@@ -262,6 +304,40 @@ async function selectRoom(roomId, { save = true, force = false } = {}) {
 function renderEmpty() {
   const flags = $("#ai-room-flags");
   flags.textContent = state.connections.length ? "" : T.no_models;
+  logEl.querySelector(":scope > li.ai-empty")?.remove();
+  if (!state.connections.length || logEl.querySelector(":scope > li.ai-msg")) return;
+  logEl.append(emptyRoom());
+}
+
+// An empty room says who is in it and offers three prompts that fit the current page.
+function emptyRoom() {
+  const room = state.rooms.find((r) => r.id === state.roomId);
+  const people =
+    room?.kind === "individual"
+      ? state.connections.filter((c) => c.id === room.connection_id)
+      : state.connections.filter((c) => c.status === "active");
+  const li = document.createElement("li");
+  li.className = "ai-empty";
+  const who = document.createElement("p");
+  who.textContent = people.length ? `${T.in_this_room}: ${people.map((c) => "@" + c.name).join(", ")}` : T.nobody_active;
+  const list = document.createElement("div");
+  list.className = "ai-suggestions";
+  const { page, selectedType, selectedLabel } = document.body.dataset;
+  const key = selectedType || page;
+  const prompts = T.suggestions?.[key] || T.suggestions?.default || [];
+  for (const template of prompts.slice(0, 3)) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "ai-suggestion";
+    b.textContent = template.replace("{label}", selectedLabel || "");
+    b.addEventListener("click", () => {
+      input.value = b.textContent;
+      input.focus();
+    });
+    list.append(b);
+  }
+  li.append(who, list);
+  return li;
 }
 
 // ---------- messages ----------
@@ -282,19 +358,99 @@ function renderMessage(m, { prepend = false } = {}) {
     who.className = "ai-who";
     const body = document.createElement("div");
     body.className = "ai-text";
-    li.append(who, body);
+    const tools = document.createElement("div");
+    tools.className = "ai-msg-tools";
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "ai-copy";
+    copy.textContent = T.copy;
+    copy.setAttribute("aria-label", T.copy_message);
+    copy.addEventListener("click", () => copyWithFeedback(copy, state.texts.get(li.dataset.messageId) ?? ""));
+    tools.append(copy);
+    li.append(who, body, tools);
     state.messages.set(m.id, li);
+    logEl.querySelector(":scope > li.ai-empty")?.remove();
     if (prepend) logEl.prepend(li);
     else logEl.append(li);
   }
-  li.querySelector(".ai-who").textContent =
-    m.author_kind === "operator" ? m.author || T.operator : m.author || T.hal;
+  renderHeader(li, m);
   li.dataset.status = m.status;
   li.dataset.relayDepth = m.relay_depth ?? 0;
-  li.querySelector(".ai-text").textContent = m.text || "";
+  setText(li, m.text || "");
+  li.dataset.proposalIds = (m.proposal_ids || []).join(",");
   renderStatus(li, m);
+  markWaiting(li);
   return li;
 }
+
+// Who wrote it, when, and for a relay reply whom it answers.
+function renderHeader(li, m) {
+  const who = li.querySelector(".ai-who");
+  const name = document.createElement("span");
+  name.className = "ai-name";
+  name.textContent = m.author_kind === "operator" ? m.author || T.operator : m.author || T.hal;
+  const parts = [name];
+  if (m.relay_depth > 0 && m.author_kind === "model") {
+    const asked = state.messages.get(m.reply_to)?.querySelector(".ai-name")?.textContent;
+    const relay = document.createElement("span");
+    relay.className = "ai-relay";
+    relay.textContent = asked ? `${T.answering} @${asked}` : T.relay_reply;
+    parts.push(relay);
+  }
+  if (m.created_at) {
+    li.dataset.createdAt = m.created_at;
+    parts.push(timeElement(m.created_at));
+  }
+  who.replaceChildren(...parts);
+  if (m.author_kind === "model") {
+    let facts = li.querySelector(".ai-facts");
+    const text = m.status === "complete" ? replyFacts(m) : "";
+    if (text) {
+      if (!facts) {
+        facts = document.createElement("div");
+        facts.className = "ai-facts";
+        li.querySelector(".ai-msg-tools").prepend(facts);
+      }
+      facts.textContent = text;
+    } else facts?.remove();
+  }
+}
+
+// A reply whose turn stopped at a proposal says so until the proposal is decided.
+function markWaiting(li) {
+  const ids = (li.dataset.proposalIds || "").split(",").filter(Boolean).map(Number);
+  const waiting = ids.some((id) => state.proposals.get(id)?.dataset.status === "pending");
+  let badge = li.querySelector(".ai-status.waiting");
+  if (waiting && !badge) {
+    badge = document.createElement("div");
+    badge.className = "ai-status waiting";
+    badge.textContent = T.waiting_approval;
+    li.querySelector(".ai-text").after(badge);
+  } else if (!waiting) badge?.remove();
+}
+
+function refreshWaiting() {
+  for (const li of logEl.querySelectorAll("li.ai-msg[data-proposal-ids]:not([data-proposal-ids=''])")) markWaiting(li);
+}
+
+// "Stop all" shows while any reply of the open room streams; Esc in the composer does it.
+function updateStopAll() {
+  const button = $("#ai-stop-all");
+  if (button) button.hidden = !logEl.querySelector("li.ai-msg[data-status=streaming]");
+}
+
+async function stopAll() {
+  if (!state.roomId) return;
+  await api("POST", `/api/ai/rooms/${state.roomId}/stop`).catch(showError);
+}
+
+$("#ai-stop-all")?.addEventListener("click", stopAll);
+input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && logEl.querySelector("li.ai-msg[data-status=streaming]")) {
+    ev.preventDefault(); // the drawer stays open: this Esc stopped the replies
+    stopAll();
+  }
+});
 
 function renderStatus(li, m) {
   li.querySelector(".ai-status")?.remove();
@@ -309,10 +465,28 @@ function renderStatus(li, m) {
     li.append(err);
   } else if (m.status === "streaming") {
     const s = document.createElement("div");
-    s.className = "ai-status";
+    s.className = "ai-status typing";
     s.textContent = T.streaming;
+    if (m.turn_id) li.dataset.turnId = m.turn_id;
+    const turnId = li.dataset.turnId;
+    if (turnId) {
+      const stop = document.createElement("button");
+      stop.type = "button";
+      stop.className = "ai-stop";
+      stop.textContent = T.stop;
+      stop.addEventListener("click", () =>
+        api("POST", `/api/ai/rooms/${state.roomId}/turns/${turnId}/stop`).catch(showError),
+      );
+      s.append(" ", stop);
+    }
+    li.append(s);
+  } else if (m.stopped) {
+    const s = document.createElement("div");
+    s.className = "ai-status stopped";
+    s.textContent = T.stopped;
     li.append(s);
   }
+  updateStopAll();
   if (m.retry_url || m.turn_id_to_retry) {
     const b = document.createElement("button");
     b.type = "button";
@@ -323,28 +497,83 @@ function renderStatus(li, m) {
   }
 }
 
-function appendDelta(d) {
+function setText(li, text) {
+  state.texts.set(li.dataset.messageId, text);
+  renderMarkdown(li.querySelector(".ai-text"), text);
+}
+
+// Deltas of one frame are applied to the raw text first; each touched message is then
+// rendered once, so a frame costs one Markdown render per streaming reply.
+function appendDelta(d, touched) {
   const li = state.messages.get(d.id ?? d.message_id);
   if (!li) return;
   if (li.dataset.status !== "streaming") return; // completed text is already final
-  const body = li.querySelector(".ai-text");
+  const id = li.dataset.messageId;
   const piece = d.delta ?? d.text ?? "";
-  const have = body.textContent.length;
+  let text = state.texts.get(id) ?? "";
+  const have = text.length;
   if (typeof d.offset === "number" && d.offset < have) {
     if (d.offset + piece.length <= have) return; // already shown
-    body.textContent = body.textContent.slice(0, d.offset) + piece;
+    text = text.slice(0, d.offset) + piece;
   } else {
-    body.textContent += piece;
+    text += piece;
   }
-  stickToEnd();
+  state.texts.set(id, text);
+  touched.add(li);
+}
+
+function applyDeltas(deltas) {
+  const touched = new Set();
+  for (const d of deltas) appendDelta(d, touched);
+  for (const li of touched) renderMarkdown(li.querySelector(".ai-text"), state.texts.get(li.dataset.messageId));
+  if (touched.size) stickToEnd();
 }
 
 function scrollToEnd() {
   logEl.scrollTop = logEl.scrollHeight;
+  following = true;
+  setUnseen(0);
 }
 
+function nearEnd() {
+  return logEl.scrollHeight - logEl.scrollTop - logEl.clientHeight < 80;
+}
+
+// Follow the conversation only while the operator is at its end: scrolled up to read,
+// the view stays put and a button counts what arrived below. Whether we follow is decided
+// by the operator's scrolling, not by how far a big streamed chunk pushed the end away.
+let following = true;
 function stickToEnd() {
-  if (logEl.scrollHeight - logEl.scrollTop - logEl.clientHeight < 80) scrollToEnd();
+  if (following) scrollToEnd();
+}
+
+const newBelow = $("#ai-new-below");
+let unseen = 0;
+function setUnseen(n) {
+  unseen = n;
+  if (!newBelow) return;
+  newBelow.hidden = n === 0;
+  newBelow.textContent = `↓ ${T.new_messages} (${n})`;
+}
+function countUnseen() {
+  setUnseen(unseen + 1);
+}
+newBelow?.addEventListener("click", () => {
+  scrollToEnd();
+  input.focus();
+});
+logEl.addEventListener("scroll", () => {
+  following = nearEnd();
+  if (unseen && following) setUnseen(0);
+});
+
+// Screen readers hear a finished reply once, not every streamed chunk: the log itself is
+// not live; this region gets one line per completed reply.
+const announcer = $("#ai-announce");
+function announce(m) {
+  if (!announcer || (m.room_id !== undefined && m.room_id !== state.roomId)) return;
+  const text = (m.text || "").replace(/\s+/g, " ").slice(0, 200);
+  announcer.textContent = `${m.author}: ${text}`;
 }
 
 logEl.addEventListener("scroll", async () => {
@@ -356,6 +585,7 @@ logEl.addEventListener("scroll", async () => {
     const older = list(data, "messages");
     if (!older.length || !data.has_more) state.exhausted = true;
     for (const m of [...older].reverse()) renderMessage(m, { prepend: true });
+    refreshDaySeparators(logEl);
     if (older.length) state.oldestId = older[0].id;
     logEl.scrollTop = logEl.scrollHeight - before;
   } finally {
@@ -409,6 +639,7 @@ $("#ai-reset").addEventListener("click", async () => {
     await api("POST", `/api/ai/rooms/${state.roomId}/reset`);
     logEl.replaceChildren();
     state.messages.clear();
+    state.texts.clear();
     state.proposals.clear();
   } catch (err) {
     showError(err);
@@ -712,7 +943,7 @@ function queueDelta(d) {
   if (!flushTimer) {
     flushTimer = setTimeout(() => {
       flushTimer = null;
-      for (const x of pendingDeltas.splice(0)) appendDelta(x);
+      applyDeltas(pendingDeltas.splice(0));
     }, FRAME_MS);
   }
 }
@@ -722,7 +953,7 @@ function flushDeltas() {
     clearTimeout(flushTimer);
     flushTimer = null;
   }
-  for (const x of pendingDeltas.splice(0)) appendDelta(x);
+  applyDeltas(pendingDeltas.splice(0));
 }
 
 function onEvent(type, data) {
@@ -731,7 +962,17 @@ function onEvent(type, data) {
     case "message.completed":
     case "message.failed":
       flushDeltas();
-      if (renderMessage(data)) stickToEnd();
+      if (renderMessage(data)) {
+        if (type === "message.created") {
+          refreshDaySeparators(logEl);
+          if (!following) countUnseen();
+        }
+        stickToEnd();
+      }
+      if (type === "message.completed" && data.author_kind === "model") {
+        if (!panelVisible()) setUnread(unread + 1);
+        announce(data);
+      }
       break;
     case "message.delta":
       if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
@@ -739,6 +980,7 @@ function onEvent(type, data) {
     case "proposal.created":
     case "proposal.updated":
       renderProposal(data);
+      refreshWaiting();
       break;
     case "notice":
       if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` }))
@@ -811,4 +1053,5 @@ async function init() {
 }
 
 window.addEventListener("resize", applyPanel);
+setInterval(() => refreshTimes(logEl), 60_000);
 init();

@@ -86,7 +86,12 @@ async def test_empty_or_huge_message_is_400(models, aclient):
 async def test_panel_state_round_trip(models, aclient):
     room = await unified_room(aclient)
     response = await aclient.get("/api/ai/panel")
-    assert response.json()["panel"] == {"open": True, "width": 400, "active_room_id": None}
+    assert response.json()["panel"] == {
+        "open": True,
+        "width": 400,
+        "active_room_id": None,
+        "theme": "auto",
+    }
     response = await aclient.put(
         "/api/ai/panel",
         {"open": False, "width": 520, "active_room_id": room},

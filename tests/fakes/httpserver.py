@@ -75,7 +75,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.server.fake.handle(self, request)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            with self.server.fake.lock:
+                self.server.fake.disconnects += 1
 
     do_GET = _dispatch
     do_POST = _dispatch
@@ -128,6 +129,8 @@ class FakeHTTPServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.lock = threading.Lock()
+        # Responses the client walked away from (a stopped stream closes its connection).
+        self.disconnects = 0
         self.stopping = threading.Event()
         self._failures: list[Failure] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)

@@ -1,0 +1,155 @@
+"""The panel as a reading surface: the drawer on narrow screens, unread counts, the
+"new messages" button, timestamps and reply facts, empty-room prompts, announcements."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import login, screenshot
+from tests.browser.helpers import box, call, connect_model, overlaps
+from tests.fakes.script import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+READY = "#ai-panel[data-ready=true]"
+
+
+def open_console(page, base_url: str, path: str = "/") -> None:
+    page.goto(base_url + path)
+    page.wait_for_selector(READY, state="attached")
+
+
+def model_message(page, author: str):
+    return page.locator(
+        "#ai-log .ai-msg.from-model", has=page.locator(".ai-who .ai-name", has_text=author)
+    )
+
+
+def test_drawer_at_1024(live_asgi, page_factory, operator, fake_anthropic, provider_api_key):
+    base = live_asgi.url
+    page = page_factory(viewport=(1024, 768))
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    open_console(page, base, "/audit/")
+    panel = page.locator("#ai-panel")
+    toggle = page.locator("#ai-panel-toggle")
+
+    # Closed at first: the page has the whole width, the panel is not below it either.
+    expect(panel).to_be_hidden()
+    assert toggle.get_attribute("aria-expanded") == "false"
+    main = box(page, "#main")
+    assert main["x"] + main["width"] >= 1024 - 20
+
+    # The AI button opens an overlay drawer over the page, below the top bar, not over the menu.
+    toggle.click()
+    expect(panel).to_be_visible()
+    expect(page.locator("#ai-input")).to_be_focused()
+    assert toggle.get_attribute("aria-expanded") == "true"
+    drawer = box(page, "#ai-panel")
+    assert overlaps(drawer, box(page, "#main"))
+    assert not overlaps(drawer, box(page, "#menu")) and not overlaps(drawer, box(page, "#topbar"))
+    assert panel.get_attribute("aria-modal") == "true"
+    assert page.locator("#main").evaluate("el => el.inert") is True
+    screenshot(page, "panel-drawer-1024")
+
+    # Focus stays inside the drawer.
+    for _ in range(25):
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.closest('#ai-panel') !== null")
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.closest('#ai-panel') !== null")
+
+    # Esc closes it and gives focus back to the AI button; Alt+A opens it again.
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(toggle).to_be_focused()
+    assert page.locator("#main").evaluate("el => el.inert") is False
+    page.keyboard.press("Alt+KeyA")
+    expect(panel).to_be_visible()
+    page.locator("#ai-panel-close").click()
+    expect(panel).to_be_hidden()
+
+    # A reply that arrives while the drawer is closed is counted on the AI button.
+    fake_anthropic.replies.push(Reply(text="Done while you were away."))
+    rooms = call(page, base, "GET", "/api/ai/rooms")["rooms"]
+    call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": "anyone?"})
+    expect(page.locator("#ai-unread")).to_have_text("1")
+    screenshot(page, "panel-drawer-unread")
+    toggle.click()
+    expect(page.locator("#ai-unread")).to_be_hidden()
+    expect(model_message(page, "alpha").locator(".ai-text")).to_have_text(
+        "Done while you were away."
+    )
+
+
+def test_wide_layout_reflows_beside_the_panel(live_asgi, page_factory, operator):
+    page = page_factory(viewport=(1280, 800))
+    login(page, live_asgi.url, operator)
+    open_console(page, live_asgi.url, "/ops/ai")
+    panel = box(page, "#ai-panel")
+    # Nothing of the page's own content lies under the docked panel.
+    for element in page.locator("#main *").all()[:400]:
+        b = element.bounding_box()
+        if b and b["width"] and b["height"] and element.is_visible():
+            assert b["x"] + b["width"] <= panel["x"] + 1, element.evaluate(
+                "el => el.outerHTML.slice(0, 80)"
+            )
+
+
+def test_timestamps_facts_empty_room_and_new_messages_button(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    base = live_asgi.url
+    page = page_factory(viewport=(1440, 700))
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    open_console(page, base, "/jobs/")
+
+    # An empty room says who is in it and offers prompts for the page (the jobs list here).
+    empty = page.locator("#ai-log .ai-empty")
+    expect(empty).to_contain_text("@alpha")
+    prompts = empty.locator("button.ai-suggestion")
+    expect(prompts).to_have_count(3)
+    expect(prompts.first).to_have_text("Which jobs failed today, and why?")
+    screenshot(page, "panel-empty-room")
+    prompts.first.click()
+    expect(page.locator("#ai-input")).to_have_value("Which jobs failed today, and why?")
+
+    fake_anthropic.replies.push(Reply(text="First answer.", input_tokens=21, output_tokens=7))
+    page.press("#ai-input", "Enter")
+    reply = model_message(page, "alpha")
+    expect(reply).to_have_attribute("data-status", "complete")
+    expect(empty).to_have_count(0)
+
+    # Every message has a relative time with the exact time on hover, and a day separator.
+    times = page.locator("#ai-log .ai-msg time.ai-time")
+    expect(times).to_have_count(2)
+    assert times.first.get_attribute("title")
+    assert times.first.get_attribute("datetime")
+    expect(page.locator("#ai-log li.ai-day")).to_have_count(1)
+
+    # Scrolled up while replies stream: the view stays put and a button counts new messages.
+    fake_anthropic.replies.default = Reply(text="line\n" * 40)
+    rooms = call(page, base, "GET", "/api/ai/rooms")["rooms"]
+    for i in range(3):
+        call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": f"fill {i}"})
+    expect(page.locator("#ai-log .ai-msg.from-model[data-status=complete]")).to_have_count(4)
+    page.locator("#ai-log").evaluate("el => { el.scrollTop = 0; }")
+    page.wait_for_timeout(200)
+    call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": "more"})
+    below = page.locator("#ai-new-below")
+    expect(below).to_be_visible()
+    expect(below).to_contain_text("(2)")  # the operator message and the reply
+    assert page.locator("#ai-log").evaluate("el => el.scrollTop") == 0
+    screenshot(page, "panel-new-messages-button")
+    below.click()
+    expect(below).to_be_hidden()
+    assert (
+        page.locator("#ai-log").evaluate("el => el.scrollHeight - el.scrollTop - el.clientHeight")
+        < 5
+    )
+
+    # The log itself is not live (chunks are not read out); a finished reply is announced once.
+    assert page.locator("#ai-log").get_attribute("aria-live") == "off"
+    expect(page.locator("#ai-announce")).to_contain_text("alpha: line line")
