@@ -5,13 +5,16 @@
                [--root /srv/hal] [--env-file /etc/hal/hal.env] [--user hal]
                [--health-url https://hal.example.org/api/health]
                [--restart-cmd "systemctl restart hal-web hal-worker"] [--keep 5]
+               [--allow-untested] [--allow-downgrade]
 
-Order: verify the sha256 → back up (the current release's `manage.py dr_snapshot`) →
-stage `<root>/releases/<v>` (unpack, venv with the dependencies, migrate, collectstatic,
-`check --deploy` with the env file loaded) → switch `<root>/current` atomically → restart
-→ read back /api/health until it reports <v>. A failure after the switch switches back to
-the previous release and restarts again. Data, config, vault key file and earlier
-releases are never touched; the oldest releases beyond --keep are removed.
+Order: verify the sha256 → refuse an artifact whose suite did not run (`release.py build
+--skip-tests`, or no build record) and a version older than `current` → back up (the
+current release's `manage.py dr_snapshot`) → stage `<root>/releases/<v>` (unpack, venv
+with the dependencies, migrate, collectstatic, `check --deploy` with the env file loaded)
+→ switch `<root>/current` atomically → restart → read back /api/health until it reports
+<v>. A failure after the switch switches back to the previous release and restarts again.
+Data, config, vault key file and earlier releases are never touched; the oldest releases
+beyond --keep are removed.
 Standard library only: it runs with the host's python3 before any virtualenv exists.
 """
 
@@ -43,6 +46,7 @@ from pathlib import Path
 
 CHUNK = 1024 * 1024
 RECORD = ".hal-release.json"
+BUILD_INFO = ".hal-build.json"  # written into the artifact by release.py build
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -202,6 +206,76 @@ def artifact_layout(archive: Path) -> tuple[str, str]:
     if not isinstance(version, str) or not SAFE_NAME.match(version):
         raise InstallError(f"{archive}: version {version!r} is not a safe directory name")
     return version, prefix
+
+
+def read_build_info(archive: Path, prefix: str) -> dict | None:
+    """The artifact's .hal-build.json (None when it was not built by release.py)."""
+    with tarfile.open(archive) as tar:
+        try:
+            member = tar.getmember(prefix + BUILD_INFO)
+        except KeyError:
+            return None
+        data = tar.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+    try:
+        info = json.loads(data)
+    except ValueError as exc:
+        raise InstallError(f"{archive}: {BUILD_INFO} is not JSON") from exc
+    return info if isinstance(info, dict) else None
+
+
+VERSION_RE = re.compile(
+    r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?$", re.IGNORECASE
+)
+
+
+def version_key(version: str) -> tuple | None:
+    """A sort key for PEP 440 versions of the form 1.2.3[a|b|rcN][.postN][.devN]; else None."""
+    match = VERSION_RE.match(version)
+    if not match:
+        return None
+    release, pre, pre_n, post, dev = match.groups()
+    numbers = tuple(int(n) for n in release.split("."))
+    numbers += (0,) * (8 - len(numbers))  # 1.2 == 1.2.0
+    # A pre-release sorts before its release; a dev release before everything of its kind.
+    pre_key = ({"a": 0, "b": 1, "rc": 2}[pre.lower()], int(pre_n)) if pre else (3, 0)
+    post_key = int(post) if post is not None else -1
+    dev_key = int(dev) if dev is not None else float("inf")
+    return (numbers, pre_key, post_key, dev_key)
+
+
+def check_installable(
+    version: str, build: dict | None, previous: str | None, args: argparse.Namespace
+) -> None:
+    """Refuse an untested artifact and a downgrade, unless the operator said otherwise."""
+    if build is None or build.get("tested") is not True:
+        why = (
+            "was built with --skip-tests (NOT A RELEASE)"
+            if build is not None
+            else f"has no {BUILD_INFO} (not built by release.py build)"
+        )
+        if not args.allow_untested:
+            raise InstallError(
+                f"the artifact {why}: its test suite did not run. Build it with "
+                "`release.py build`, or pass --allow-untested for a throwaway host"
+            )
+        say(f"WARNING: installing an artifact that {why} (--allow-untested)")
+    if previous is None:
+        return
+    new, old = version_key(version), version_key(previous)
+    if new is not None and old is not None and new > old:
+        return
+    if args.allow_downgrade:
+        say(f"WARNING: {version} is not newer than {previous} (--allow-downgrade)")
+        return
+    if new is None or old is None:
+        raise InstallError(
+            f"cannot tell whether {version} is newer than the current {previous}; "
+            "pass --allow-downgrade to install it anyway"
+        )
+    raise InstallError(
+        f"{version} is older than the current release {previous}: a downgrade is refused "
+        "(the database may already hold newer migrations); pass --allow-downgrade to force it"
+    )
 
 
 def read_dependencies(pyproject: Path) -> list[str]:
@@ -502,9 +576,11 @@ def install(args: argparse.Namespace) -> int:
             raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
         say(f"sha256 verified: {actual}")
         version, prefix = artifact_layout(artifact)
+        build = read_build_info(artifact, prefix)
         previous = current_release(root)
         if previous == version:
             raise InstallError(f"{version} is already the current release; nothing to do")
+        check_installable(version, build, previous, args)
         say(f"installing {version} (current: {previous or 'none, first install'})")
 
         snapshot = None
@@ -530,6 +606,7 @@ def install(args: argparse.Namespace) -> int:
             "version": version,
             "sha256": actual,
             "source": args.artifact_url or str(artifact),
+            "build": build,
             "installed_at": dt.datetime.now(dt.UTC).isoformat(),
             "previous": previous,
             "snapshot": snapshot.split()[0] if snapshot else None,
@@ -574,7 +651,7 @@ def roll_back(
         )
     try:
         runner.restart(args.restart_cmd, args.restart_timeout)
-        shout(wait_healthy(args.health_url, previous, args.health_timeout))
+        shout(wait_healthy(args.health_url, previous, args.rollback_timeout))
     except InstallError as exc:
         shout(f"ROLLBACK UNHEALTHY: {previous} does not answer either: {exc}")
         return EXIT_ROLLBACK_UNHEALTHY
@@ -595,6 +672,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--health-url", default="http://127.0.0.1:8000/api/health")
     parser.add_argument("--health-timeout", type=float, default=90.0, help="seconds")
+    parser.add_argument(
+        "--rollback-timeout",
+        type=float,
+        default=90.0,
+        help="seconds to wait for the previous release to answer healthy after a rollback",
+    )
     parser.add_argument("--restart-cmd", default="systemctl restart hal-web hal-worker")
     parser.add_argument("--restart-timeout", type=float, default=120.0, help="seconds")
     parser.add_argument("--keep", type=int, default=5, help="releases to keep (default 5)")
@@ -604,6 +687,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=["security.W021"],
         metavar="ID",
         help="a check --deploy warning to accept (default: security.W021, HSTS preload)",
+    )
+    parser.add_argument(
+        "--allow-untested",
+        action="store_true",
+        help="install an artifact whose suite did not run (release.py build --skip-tests)",
+    )
+    parser.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="install a version that is not newer than the current one",
     )
     parser.add_argument("--python", default=sys.executable, help="interpreter for the venv")
     parser.add_argument(

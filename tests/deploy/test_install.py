@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.marks import slow_once
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "install.py"
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
@@ -86,29 +88,55 @@ def version() -> str:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory, version):
-    """hal-<v>.tar.gz from `git archive HEAD` of this repo, and a .post1 copy of it."""
-    out = tmp_path_factory.mktemp("artifacts")
-    first = out / f"hal-{version}.tar.gz"
-    subprocess.run(
-        ["git", "archive", "--format=tar.gz", f"--prefix=hal-{version}/", "-o", str(first), "HEAD"],
-        cwd=REPO,
-        check=True,
+def load_release():
+    spec = importlib.util.spec_from_file_location(
+        "hal_deploy_release", REPO / "deploy" / "release.py"
     )
-    second_version = f"{version}.post1"
-    second = out / f"hal-{second_version}.tar.gz"
-    with tarfile.open(first) as src, tarfile.open(second, "w:gz") as dst:
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def retarget(src_path: Path, dest_path: Path, old: str, new: str, **build) -> None:
+    """A copy of the artifact src_path as version `new` (and build record fields changed)."""
+    with tarfile.open(src_path) as src, tarfile.open(dest_path, "w:gz") as dst:
         for member in src.getmembers():
             data = src.extractfile(member).read() if member.isfile() else None
-            member.name = member.name.replace(f"hal-{version}", f"hal-{second_version}", 1)
+            member.name = member.name.replace(f"hal-{old}", f"hal-{new}", 1)
             if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
-                data = data.replace(
-                    f'version = "{version}"'.encode(), f'version = "{second_version}"'.encode()
-                )
+                data = data.replace(f'version = "{old}"'.encode(), f'version = "{new}"'.encode())
+            if member.name.endswith("/.hal-build.json") and member.name.count("/") == 1:
+                info = {**json.loads(data), "version": new, **build}
+                data = json.dumps(info).encode()
+            if data is not None:
                 member.size = len(data)
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
-    return {"first": first, "second": second, "second_version": second_version}
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory, version):
+    """hal-<v>.tar.gz as release.py builds it from HEAD (suite marked as run), and copies."""
+    out = tmp_path_factory.mktemp("artifacts")
+    first = out / f"hal-{version}.tar.gz"
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
+    load_release().write_artifact(REPO, commit, f"hal-{version}/", info, first)
+    second_version = f"{version}.post1"
+    second = out / f"hal-{second_version}.tar.gz"
+    retarget(first, second, version, second_version)
+    older = out / "hal-0.0.1.tar.gz"
+    retarget(first, older, version, "0.0.1")
+    untested = out / f"hal-{version}.post2.tar.gz"
+    retarget(first, untested, version, f"{version}.post2", tested=False, tests={})
+    return {
+        "first": first,
+        "second": second,
+        "second_version": second_version,
+        "older": older,
+        "untested": untested,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +202,7 @@ def common_args(site) -> list[str]:
     ]
 
 
+@slow_once
 def test_end_to_end_install_then_failed_upgrade_rolls_back(
     site, artifacts, artifact_server, version
 ):
@@ -234,7 +263,48 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
     restarts = (site["state"] / "restarts.log").read_text().split()
     assert restarts == [f"releases/{version}", f"releases/{bad}", f"releases/{version}"]
     assert f"health OK: version {version}" in done.stdout + done.stderr
+
+    # Refused before anything is touched: an older version, and an untested artifact.
+    for name, needle in (("older", "older than the current release"), ("untested", "--skip-tests")):
+        done = run_install(
+            "--artifact",
+            str(artifacts[name]),
+            "--sha256",
+            sha256(artifacts[name]),
+            "--restart-cmd",
+            restart_cmd(site),
+            *common_args(site),
+        )
+        assert done.returncode == 1, done.stderr
+        assert needle in done.stderr
+        assert os.readlink(root / "current") == f"releases/{version}"
+        assert not (root / "releases" / "0.0.1").exists()
+        assert not (root / "releases" / f"{version}.post2").exists()
+    assert len((site["state"] / "restarts.log").read_text().split()) == 3
     print(f"first install {first_install_seconds:.1f}s, total {time.monotonic() - started:.1f}s")
+
+
+def test_untested_and_downgrade_refusals_have_an_override():
+    install = load_install()
+
+    def args(**kw):
+        return type("Args", (), {"allow_untested": False, "allow_downgrade": False, **kw})()
+
+    tested = {"tested": True}
+    install.check_installable("1.2.0", tested, "1.1.9", args())
+    install.check_installable("1.2.0", tested, None, args())
+    for build in (None, {"tested": False}, {}):
+        with pytest.raises(install.InstallError, match="suite did not run"):
+            install.check_installable("1.2.0", build, "1.1.0", args())
+        install.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
+    for new, old in (("1.1.0", "1.2.0"), ("1.2.0rc1", "1.2.0"), ("1.2", "1.2.0.post1")):
+        with pytest.raises(install.InstallError, match="older"):
+            install.check_installable(new, tested, old, args())
+        install.check_installable(new, tested, old, args(allow_downgrade=True))
+    for new, old in (("1.2.0.post1", "1.2.0"), ("1.10.0", "1.9.0"), ("1.2.0", "1.2.0rc2")):
+        install.check_installable(new, tested, old, args())
+    with pytest.raises(install.InstallError, match="cannot tell"):
+        install.check_installable("nightly", tested, "1.2.0", args())
 
 
 def test_refuses_plain_http_except_loopback(tmp_path):
