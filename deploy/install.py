@@ -41,7 +41,7 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CHUNK = 1024 * 1024
@@ -174,6 +174,7 @@ def download(url: str, dest: Path, timeout: float = 60.0) -> None:
             while chunk := resp.read(CHUNK):
                 out.write(chunk)
     except (urllib.error.URLError, OSError) as exc:
+        dest.unlink(missing_ok=True)
         raise InstallError(f"download of {url} failed: {exc}") from exc
 
 
@@ -310,6 +311,12 @@ def unpack(archive: Path, prefix: str, dest: Path) -> int:
                 ):
                     raise InstallError(f"symlink escapes the release: {member.name}")
             member.name = name
+            # Whatever the archive says: root-owned, 0755 dirs and executables, 0644 files
+            # (tarfile applies the owner only when running as root, as install.py does).
+            member.uid = member.gid = 0
+            member.uname = member.gname = "root"
+            if not member.issym():
+                member.mode = 0o755 if member.isdir() or member.mode & 0o111 else 0o644
             if hasattr(tarfile, "data_filter"):
                 tar.extract(member, dest, filter="data")
             else:  # an unpatched Python 3.11: the checks above are the filter
@@ -401,9 +408,12 @@ class Runner:
     def run(self, argv: list[str], cwd: Path, *, as_user: bool = True, **extra_env: str) -> str:
         """Run argv, echo its output, raise InstallError on a non-zero exit."""
         env = {**self.env, **extra_env}
-        kwargs: dict = {}
+        # The service's steps (migrate, dr_snapshot, check) write the data dir: the units'
+        # umask, so the database and snapshots are 0600. Root's own steps build the
+        # release, which the service must be able to read.
+        kwargs: dict = {"umask": 0o077 if as_user else 0o022}
         if as_user and self.user is not None:
-            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+            kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
             env["HOME"] = self.user.pw_dir
         say("$ " + shlex.join(argv))
         done = subprocess.run(  # noqa: S603 — argv lists, no shell
@@ -468,21 +478,74 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def wait_healthy(url: str, version: str, timeout: float) -> str:
-    """Poll /api/health until it answers 200, status ok and this version; else raise."""
+FAIL_AFTER = 5  # health answered 5xx by HAL this many times in a row: certainly failing
+
+
+def alive_check(command: str | None, port: int | None) -> Callable[[], bool] | None:
+    """The operator's --alive-cmd as a callable (True while the process runs), or None."""
+    if not command:
+        return None
+    argv = shlex.split(command.format(port=port or ""))
+
+    def check() -> bool:
+        done = subprocess.run(  # noqa: S603 — operator-given argv, no shell
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
+        return done.returncode == 0
+
+    return check
+
+
+def wait_healthy(
+    url: str,
+    version: str,
+    timeout: float,
+    alive: Callable[[], bool] | None = None,
+    fail_after: int = FAIL_AFTER,
+) -> str:
+    """Poll /api/health until it answers 200, status ok and this version; else raise.
+
+    Gives up before the timeout as soon as failure is certain: the process exited (the
+    alive check fails) or HAL itself answered 5xx `fail_after` times in a row. A 502/504
+    is the proxy saying nothing answers yet, which the timeout covers.
+    """
     deadline = time.monotonic() + timeout
     last = "no answer"
+    failures = 0
     while True:
         try:
             status, body = read_health(url)
             last = f"HTTP {status}, status {body.get('status')!r}, version {body.get('version')!r}"
             if status == 200 and body.get("status") == "ok" and body.get("version") == version:
                 return f"health OK: version {version} ({url})"
+            failures = failures + 1 if status >= 500 and status not in (502, 504) else 0
         except (urllib.error.URLError, OSError, ValueError) as exc:
             last = f"no answer ({exc})"
+            failures = 0
+        if failures >= fail_after:
+            raise InstallError(f"{url} answered {last} {failures} times in a row")
+        if alive is not None and not alive():
+            raise InstallError(f"the process exited (alive check failed); last health: {last}")
         if time.monotonic() >= deadline:
             raise InstallError(f"{url} did not report version {version} healthy: {last}")
         time.sleep(0.5)
+
+
+def restart_all(runner: Runner, args: argparse.Namespace, version: str) -> None:
+    """Restart into the release `current` points at and wait until it answers as `version`.
+
+    With --web-ports (the multi-process layout) the web processes restart one at a time,
+    each waited for on its own port before the next goes down, so the proxy always has a
+    healthy upstream; then --restart-cmd (the worker) and the read-back of --health-url.
+    """
+    for port in args.web_ports:
+        runner.restart(args.restart_web_cmd.format(port=port), args.restart_timeout)
+        url = args.web_health_url.format(port=port)
+        say(wait_healthy(url, version, args.health_timeout, alive_check(args.alive_cmd, port)))
+    if args.restart_cmd:
+        runner.restart(args.restart_cmd, args.restart_timeout)
+    alive = None if args.web_ports else alive_check(args.alive_cmd, None)
+    say(wait_healthy(args.health_url, version, args.health_timeout, alive))
 
 
 # --- the procedure ----------------------------------------------------------------------
@@ -569,64 +632,71 @@ def install(args: argparse.Namespace) -> int:
     with install_lock(root):
         incoming = root / ".incoming"
         artifact = obtain_artifact(args, incoming)
-        actual = sha256_file(artifact)
-        if actual != sha:
+        try:
+            return install_artifact(runner, args, artifact, sha)
+        finally:
+            # Installed, refused, failed or rolled back: a downloaded artifact never stays
+            # behind (the release record keeps its sha256 and source).
             if artifact.parent == incoming:
-                artifact.unlink()
-            raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
-        say(f"sha256 verified: {actual}")
-        version, prefix = artifact_layout(artifact)
-        build = read_build_info(artifact, prefix)
-        previous = current_release(root)
-        if previous == version:
-            raise InstallError(f"{version} is already the current release; nothing to do")
-        check_installable(version, build, previous, args)
-        say(f"installing {version} (current: {previous or 'none, first install'})")
+                artifact.unlink(missing_ok=True)
 
-        snapshot = None
-        if previous:
-            # Back up first, with the code that owns the current schema.
-            snapshot = runner.manage(root / "current", "dr_snapshot")
-            if not snapshot:
-                raise InstallError("dr_snapshot printed no snapshot path; not installing")
-            snapshot = snapshot.splitlines()[-1]
-            say(f"backup taken: {snapshot.split()[0]}")
-        try:
-            release = stage(runner, args, artifact, version, prefix)
-        except InstallError:
-            shutil.rmtree(root / "releases" / version, ignore_errors=True)
-            shout(f"FAILED while staging {version}; `current` was not switched.")
-            if snapshot:
-                shout(
-                    "Migrations may have run: if the current release misbehaves, restore the "
-                    f"pre-install snapshot with manage.py dr_restore ({snapshot.split()[0]})."
-                )
-            raise
-        record = {
-            "version": version,
-            "sha256": actual,
-            "source": args.artifact_url or str(artifact),
-            "build": build,
-            "installed_at": dt.datetime.now(dt.UTC).isoformat(),
-            "previous": previous,
-            "snapshot": snapshot.split()[0] if snapshot else None,
-        }
-        (release / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
-        switch_current(root, version)
-        say(f"switched current -> releases/{version}")
-        try:
-            runner.restart(args.restart_cmd, args.restart_timeout)
-            say(wait_healthy(args.health_url, version, args.health_timeout))
-        except InstallError as exc:
-            return roll_back(runner, args, version, previous, str(exc), snapshot)
-        if artifact.parent == incoming:
-            artifact.unlink()
-        removed = prune_releases(root, args.keep, protect={previous} if previous else set())
-        if removed:
-            say(f"removed old releases: {', '.join(sorted(removed))}")
-        say(f"done: HAL {version} is current (previous: {previous or 'none'})")
-        return 0
+def install_artifact(runner: Runner, args: argparse.Namespace, artifact: Path, sha: str) -> int:
+    """Verify, back up, stage, switch, restart, read back (roll back on failure)."""
+    root: Path = args.root
+    actual = sha256_file(artifact)
+    if actual != sha:
+        raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
+    say(f"sha256 verified: {actual}")
+    version, prefix = artifact_layout(artifact)
+    build = read_build_info(artifact, prefix)
+    previous = current_release(root)
+    if previous == version:
+        raise InstallError(f"{version} is already the current release; nothing to do")
+    check_installable(version, build, previous, args)
+    say(f"installing {version} (current: {previous or 'none, first install'})")
+
+    snapshot = None
+    if previous:
+        # Back up first, with the code that owns the current schema.
+        snapshot = runner.manage(root / "current", "dr_snapshot")
+        if not snapshot:
+            raise InstallError("dr_snapshot printed no snapshot path; not installing")
+        snapshot = snapshot.splitlines()[-1]
+        say(f"backup taken: {snapshot.split()[0]}")
+    try:
+        release = stage(runner, args, artifact, version, prefix)
+    except InstallError:
+        shutil.rmtree(root / "releases" / version, ignore_errors=True)
+        shout(f"FAILED while staging {version}; `current` was not switched.")
+        if snapshot:
+            shout(
+                "Migrations may have run: if the current release misbehaves, restore the "
+                f"pre-install snapshot with manage.py dr_restore ({snapshot.split()[0]})."
+            )
+        raise
+    record = {
+        "version": version,
+        "sha256": actual,
+        "source": args.artifact_url or str(artifact),
+        "build": build,
+        "installed_at": dt.datetime.now(dt.UTC).isoformat(),
+        "previous": previous,
+        "snapshot": snapshot.split()[0] if snapshot else None,
+    }
+    (release / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+    switch_current(root, version)
+    say(f"switched current -> releases/{version}")
+    try:
+        restart_all(runner, args, version)
+    except InstallError as exc:
+        return roll_back(runner, args, version, previous, str(exc), snapshot)
+    removed = prune_releases(root, args.keep, protect={previous} if previous else set())
+    if removed:
+        say(f"removed old releases: {', '.join(sorted(removed))}")
+    say(f"done: HAL {version} is current (previous: {previous or 'none'})")
+    return 0
 
 
 def roll_back(
@@ -650,8 +720,12 @@ def roll_back(
             f"pre-install snapshot: manage.py dr_restore {snapshot.split()[0]}"
         )
     try:
-        runner.restart(args.restart_cmd, args.restart_timeout)
-        shout(wait_healthy(args.health_url, previous, args.rollback_timeout))
+        restart_all(
+            runner,
+            argparse.Namespace(**{**vars(args), "health_timeout": args.rollback_timeout}),
+            previous,
+        )
+        shout(f"health OK: version {previous} after the rollback")
     except InstallError as exc:
         shout(f"ROLLBACK UNHEALTHY: {previous} does not answer either: {exc}")
         return EXIT_ROLLBACK_UNHEALTHY
@@ -678,7 +752,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=90.0,
         help="seconds to wait for the previous release to answer healthy after a rollback",
     )
-    parser.add_argument("--restart-cmd", default="systemctl restart hal-web hal-worker")
+    parser.add_argument(
+        "--restart-cmd",
+        default="systemctl restart hal-web hal-worker",
+        help="restarts the service(s); with --web-ports: what else to restart (the worker)",
+    )
+    parser.add_argument(
+        "--web-ports",
+        default="",
+        help="multi-process layout: the hal-web@<port> ports (e.g. 8001,8002,8003,8004), "
+        "restarted one at a time, each healthy before the next",
+    )
+    parser.add_argument("--restart-web-cmd", default="systemctl restart hal-web@{port}")
+    parser.add_argument("--web-health-url", default="http://127.0.0.1:{port}/api/health")
+    parser.add_argument(
+        "--alive-cmd",
+        default="",
+        help="exits 0 while the restarted process runs ({port} substituted), e.g. "
+        "'systemctl is-active --quiet hal-web@{port}': an exit means roll back at once",
+    )
     parser.add_argument("--restart-timeout", type=float, default=120.0, help="seconds")
     parser.add_argument("--keep", type=int, default=5, help="releases to keep (default 5)")
     parser.add_argument(
@@ -706,6 +798,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.root = args.root.resolve()
+    try:
+        args.web_ports = [int(p) for p in args.web_ports.split(",") if p.strip()]
+    except ValueError:
+        parser.error("--web-ports takes comma-separated port numbers")
     if args.keep < 2:
         parser.error("--keep must be at least 2 (the current release and a rollback target)")
     return args

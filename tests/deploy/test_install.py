@@ -172,20 +172,32 @@ def site(tmp_path_factory):
         "health": f"http://127.0.0.1:{port}/api/health",
     }
     yield info
-    pidfile = state / "pid"
-    if pidfile.exists():
+    stop_fake_services(state)
+
+
+def stop_fake_services(state: Path) -> None:
+    for pidfile in state.glob("pid-*"):
         try:
             os.killpg(int(pidfile.read_text()), signal.SIGTERM)
         except ProcessLookupError:
             pass
 
 
-def restart_cmd(site, bad_release: str = "") -> str:
+def restart_cmd(site, *, port: int | str | None = None, **misbehaving: str) -> str:
+    """The fake `systemctl restart` (--bad-release/--crash-release/--failing-release NAME)."""
     cmd = (
         f"{sys.executable} {FAKE_SERVICE} --root {site['root']} --env-file {site['env_file']}"
-        f" --port {site['port']} --state {site['state']}"
+        f" --port {port or site['port']} --state {site['state']}"
     )
-    return cmd + (f" --bad-release {bad_release}" if bad_release else "")
+    for option, release in misbehaving.items():
+        cmd += f" --{option.replace('_', '-')} {release}"
+    return cmd
+
+
+def alive_cmd(site, port: int | str | None = None) -> str:
+    """The fake `systemctl is-active --quiet hal-web`: exits non-zero once the process died."""
+    port = port or site["port"]
+    return f"{sys.executable} {FAKE_SERVICE} --alive --port {port} --state {site['state']}"
 
 
 def common_args(site) -> list[str]:
@@ -234,7 +246,15 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
     assert f"health OK: version {version}" in done.stdout
     first_install_seconds = time.monotonic() - started
 
-    # The upgrade's service answers with another version: back to the first release.
+    # Modes: the service's steps ran with the units' umask; the release is root's 0755/0644.
+    assert (site["data"] / "hal.sqlite3").stat().st_mode & 0o777 == 0o600
+    assert (release / "pyproject.toml").stat().st_mode & 0o777 == 0o644
+    assert (release / "deploy" / "install.py").stat().st_mode & 0o777 == 0o755
+    assert (release / "hal").stat().st_mode & 0o777 == 0o755
+    assert not list((root / ".incoming").iterdir())  # the downloaded artifact is gone
+
+    # The upgrade's process exits at start: rolled back as soon as that is certain (the
+    # alive check), not after the health timeout (an hour here), and the report says why.
     second = artifacts["second"]
     bad = artifacts["second_version"]
     done = run_install(
@@ -243,25 +263,32 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
         "--sha256",
         sha256(second),
         "--restart-cmd",
-        restart_cmd(site, bad_release=bad),
+        restart_cmd(site, crash_release=bad),
+        "--alive-cmd",
+        alive_cmd(site),
         *common_args(site)[:-3],
         "--health-timeout",
-        "3",
+        "3600",
         "--pip-args=--no-index",
     )
     assert done.returncode == 3, done.stderr
-    assert "ROLLED BACK" in done.stderr
-    assert "0.0.0-other" in done.stderr
+    assert f"ROLLED BACK to {version}: {bad} failed: the process exited" in done.stderr
     assert os.readlink(root / "current") == f"releases/{version}"
     assert (root / "releases" / bad / "manage.py").exists()  # kept for the post-mortem
     # Backed up first: a DR snapshot of the data, taken by the then-current release.
     snapshots = [p for p in (site["data"] / "snapshots").iterdir() if p.is_dir()]
     assert len(snapshots) == 1
     assert (snapshots[0] / "MANIFEST.json").exists()
+    assert {p.stat().st_mode & 0o777 for p in snapshots[0].iterdir()} == {0o600}
     assert f"backup taken: {snapshots[0]}" in done.stdout
     # Restarted twice: into the bad release, then back into the good one, which is healthy.
     restarts = (site["state"] / "restarts.log").read_text().split()
-    assert restarts == [f"releases/{version}", f"releases/{bad}", f"releases/{version}"]
+    port = site["port"]
+    assert restarts == [
+        f"releases/{version}@{port}",
+        f"releases/{bad}@{port}",
+        f"releases/{version}@{port}",
+    ]
     assert f"health OK: version {version}" in done.stdout + done.stderr
 
     # Refused before anything is touched: an older version, and an untested artifact.
@@ -339,6 +366,83 @@ def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
     assert "sha256 mismatch" in done.stderr
     assert not (tmp_path / "srv" / "releases").exists()
     assert not (tmp_path / "srv" / "current").exists()
+
+
+def test_a_failed_download_install_leaves_nothing_in_incoming(tmp_path, artifacts, artifact_server):
+    write_env_file(tmp_path / "hal.env", tmp_path / "data")
+    done = run_install(
+        "--artifact-url",
+        f"{artifact_server}/{artifacts['first'].name}",
+        "--sha256",
+        "0" * 64,
+        "--root",
+        str(tmp_path / "srv"),
+        "--env-file",
+        str(tmp_path / "hal.env"),
+    )
+    assert done.returncode == 1
+    assert "sha256 mismatch" in done.stderr
+    assert list((tmp_path / "srv" / ".incoming").iterdir()) == []
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    statuses: list[int] = []
+
+    def do_GET(self):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        body = json.dumps({"status": "degraded", "version": "1.0"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def health_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_health_failing_hard_gives_up_before_the_timeout(health_server):
+    install = load_install()
+    url = f"http://127.0.0.1:{health_server.server_address[1]}/api/health"
+    # Proxy gateway errors (nothing answers yet) do not count; HAL's own 5xx do, in a row.
+    _Health.statuses = [502, 504, 502, 500, 503, 200, 500, 503, 500, 500, 503]
+    with pytest.raises(install.InstallError, match="5 times in a row"):
+        install.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
+    assert _Health.statuses == [503]  # it took exactly the run of five after the 200
+    # The process is gone: no need to wait for anything.
+    _Health.statuses = [502]
+    with pytest.raises(install.InstallError, match="the process exited"):
+        install.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
+
+
+def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_path, monkeypatch):
+    install = load_install()
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, mode, kind in (
+            ("hal-1/", 0o700, tarfile.DIRTYPE),
+            ("hal-1/app.py", 0o666, tarfile.REGTYPE),
+            ("hal-1/run.sh", 0o777, tarfile.REGTYPE),
+        ):
+            member = tarfile.TarInfo(name)
+            member.type, member.mode, member.uid, member.gid = kind, mode, 4321, 4321
+            member.size = 0
+            tar.addfile(member, io.BytesIO(b""))
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    dest = tmp_path / "release"
+    dest.mkdir()
+    install.unpack(archive, "hal-1/", dest)
+    assert (dest / "app.py").stat().st_mode & 0o7777 == 0o644
+    assert (dest / "run.sh").stat().st_mode & 0o7777 == 0o755
+    if os.geteuid() == 0:
+        assert {(dest / n).stat().st_uid for n in ("app.py", "run.sh")} == {0}
 
 
 def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):

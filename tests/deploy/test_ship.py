@@ -8,11 +8,8 @@ that CA.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -23,7 +20,13 @@ import pytest
 
 from tests.deploy import hosts
 from tests.deploy.marks import slow_once
-from tests.deploy.test_install import FAKE_SERVICE, load_release, sha256, write_env_file
+from tests.deploy.test_install import (
+    FAKE_SERVICE,
+    load_release,
+    sha256,
+    stop_fake_services,
+    write_env_file,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIP = REPO / "deploy" / "ship.py"
@@ -77,10 +80,7 @@ def ops_host(tmp_path_factory):
     yield info
     hosts.stop(nginx)
     hosts.stop(ssh.proc)
-    pidfile = info["state"] / "pid"
-    if pidfile.exists():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(pidfile.read_text()), signal.SIGTERM)
+    stop_fake_services(info["state"])
 
 
 @pytest.fixture(scope="module")
