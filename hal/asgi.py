@@ -20,9 +20,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from hal.proxyheaders import TrustedProxyMiddleware  # noqa: E402
 from hal.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
@@ -30,3 +31,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# The client address (audit, login throttle) from X-Forwarded-For only when the connection
+# comes from a proxy in HAL_TRUSTED_PROXIES (hal/proxyheaders.py).
+application = TrustedProxyMiddleware(router, settings.HAL_TRUSTED_PROXIES)
