@@ -83,6 +83,13 @@ class Command(BaseCommand):
         finally:
             stop.set()
             thread.join(timeout=5)
+            if not options["batch"]:
+                # A worker that stops (systemctl stop: SIGTERM) says so by removing its
+                # heartbeat: dr_restore and /api/health see at once that none runs, rather
+                # than after HAL_WORKER_STALE_SECONDS. A --batch run leaves its last beat.
+                close_old_connections()
+                WorkerHeartbeat.objects.filter(worker_id=worker_id).delete()
+                log.info("worker %s stopped", worker_id)
 
     def _heartbeat_loop(
         self, worker_id: str, started_at: Any, actor: Actor, stop: threading.Event
