@@ -416,16 +416,19 @@ class Runner:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
             env["HOME"] = self.user.pw_dir
         say("$ " + shlex.join(argv))
-        done = subprocess.run(  # noqa: S603 — argv lists, no shell
-            argv,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-            **kwargs,
-        )
+        try:
+            done = subprocess.run(  # noqa: S603 — argv lists, no shell
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                check=False,
+                **kwargs,
+            )
+        except OSError as exc:  # e.g. the service user cannot execute the interpreter
+            raise InstallError(f"{shlex.join(argv[:2])}… could not run: {exc}") from exc
         output = self.last_output = done.stdout.strip()
         if output:
             print("    " + output.replace("\n", "\n    "), flush=True)

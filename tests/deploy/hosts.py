@@ -7,12 +7,16 @@ the host-specific parts (name, ports, certificate paths, release root) substitut
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
+import ssl
+import struct
 import subprocess
 import time
 from dataclasses import dataclass
@@ -68,7 +72,8 @@ class LocalCA:
     key_pem: Path
 
 
-def make_ca(directory: Path, name: str = "localhost") -> LocalCA:
+def make_ca(directory: Path, name: str = "localhost", *also: str) -> LocalCA:
+    """A CA and a server certificate for `name` (and the names in `also`)."""
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "HAL test CA")])
@@ -109,7 +114,10 @@ def make_ca(directory: Path, name: str = "localhost") -> LocalCA:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in (name, *also)]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
@@ -148,7 +156,11 @@ def nginx_site(
     conf = conf.replace("/etc/letsencrypt/live/hal.example.org/privkey.pem", str(ca.key_pem))
     conf = conf.replace("/srv/hal/current", str(root / "current"))
     conf = conf.replace("hal.example.org", name)
-    servers = "".join(f"    server 127.0.0.1:{port};\n" for port in upstreams)
+    # One line per process, with the shipped line's parameters (max_fails=0 …).
+    shipped = re.search(r"\n\s*server 127\.0\.0\.1:8000( [^;]*)?;", conf)
+    assert shipped, "the upstream's server line changed shape"
+    params = shipped.group(1) or ""
+    servers = "".join(f"    server 127.0.0.1:{port}{params};\n" for port in upstreams)
     conf, count = re.subn(
         r"(upstream hal_daphne \{\n)(?:\s*server [^\n]*\n)+", r"\1" + servers, conf
     )
@@ -170,7 +182,8 @@ error_log {directory}/logs/error.log warn;
 events {{ worker_connections 256; }}
 http {{
     include {mime};
-    access_log {directory}/logs/access.log;
+    log_format hal '$request_uri $status $upstream_addr';
+    access_log {directory}/logs/access.log hal;
     client_body_temp_path {directory}/body;
     proxy_temp_path {directory}/proxy;
     fastcgi_temp_path {directory}/fastcgi;
@@ -267,3 +280,93 @@ AllowUsers root
 """
     )
     return SshHost(proc, port, config, alias, known_hosts)
+
+
+# --- a minimal WebSocket client (RFC 6455 text frames; enough for ping/pong) -------------
+
+
+class WsClosed(Exception):
+    """The server closed the socket (close frame or end of stream)."""
+
+
+class WsClient:
+    """A TLS WebSocket connection with a session cookie, through the proxy."""
+
+    def __init__(self, port: int, path: str, *, cookie: str, cafile: Path, host: str) -> None:
+        context = ssl.create_default_context(cafile=str(cafile))
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = context.wrap_socket(raw, server_hostname=host)
+        key = base64.b64encode(secrets.token_bytes(16)).decode()
+        self.sock.sendall(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Sec-WebSocket-Version: 13\r\nOrigin: https://{host}:{port}\r\n"
+                f"Cookie: {cookie}\r\n\r\n"
+            ).encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise WsClosed("closed during the handshake")
+            head += chunk
+        head, self.buffer = head.split(b"\r\n\r\n", 1)
+        self.status = int(head.split(b" ", 2)[1])
+        if self.status != 101:
+            self.sock.close()
+            raise WsClosed(f"handshake answered {self.status}")
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise WsClosed("end of stream")
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def send_text(self, text: str) -> None:
+        payload = text.encode()
+        mask = secrets.token_bytes(4)
+        header = bytes([0x81])
+        if len(payload) < 126:
+            header += bytes([0x80 | len(payload)])
+        else:
+            header += bytes([0x80 | 126]) + struct.pack("!H", len(payload))
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(header + mask + masked)
+
+    def recv_text(self, timeout: float) -> str | None:
+        """The next text message, None on timeout; WsClosed when the server closed."""
+        self.sock.settimeout(timeout)
+        try:
+            first, second = self._read(2)
+        except TimeoutError:
+            return None
+        except (OSError, ssl.SSLError) as exc:
+            raise WsClosed(str(exc)) from exc
+        self.sock.settimeout(30)
+        length = second & 0x7F
+        if length == 126:
+            length = struct.unpack("!H", self._read(2))[0]
+        elif length == 127:
+            length = struct.unpack("!Q", self._read(8))[0]
+        payload = self._read(length)
+        opcode = first & 0x0F
+        if opcode == 0x8:
+            raise WsClosed("close frame")
+        if opcode == 0x9:  # ping: answer it
+            self.sock.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+            return self.recv_text(timeout)
+        return payload.decode()
+
+    def close(self) -> None:
+        try:
+            self.sock.sendall(bytes([0x88, 0x80]) + secrets.token_bytes(4))
+            self.sock.settimeout(5)
+            while self.sock.recv(4096):
+                pass
+        except (OSError, ssl.SSLError):
+            pass
+        self.sock.close()
