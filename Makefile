@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := hal.settings
 
-.PHONY: run test test-suite lint format venv chromium claude-code migrate clean lock vendor
+.PHONY: run test test-suite lint format venv chromium system-deps claude-code migrate clean lock vendor
 
 # requirements.lock pins every dependency (dev tools too) to the versions CI last passed
 # with; `make lock` re-resolves pyproject.toml in a scratch venv and rewrites it.
@@ -20,13 +20,19 @@ $(STAMP): pyproject.toml requirements.lock
 
 venv: $(STAMP)
 
-# Browser tests drive Debian's chromium; install it when it is missing (root or sudo),
-# with a Korean font so screenshots of the Korean UI show text, not boxes.
-chromium:
-	@if [ ! -x /usr/bin/chromium ] || ! fc-list :lang=ko 2>/dev/null | grep -q .; then \
-	  echo "Installing Debian chromium and fonts-nanum for the browser tests"; \
+# System packages the tests drive, installed when missing (root or sudo), in one apt call:
+# chromium + a Korean font for the browser tests (screenshots of the Korean UI show text,
+# not boxes); openssh-server, nginx and caddy for the deploy tests (ship over SSH, TLS proxy).
+SYSTEM_DEPS := chromium:/usr/bin/chromium fonts-nanum:fonts-nanum openssh-server:/usr/sbin/sshd \
+  nginx:/usr/sbin/nginx caddy:/usr/bin/caddy
+system-deps:
+	@missing=""; for dep in $(SYSTEM_DEPS); do pkg=$${dep%%:*}; path=$${dep#*:}; \
+	  case $$path in /*) [ -x "$$path" ] || missing="$$missing $$pkg";; \
+	    *) fc-list :lang=ko 2>/dev/null | grep -q . || missing="$$missing $$pkg";; esac; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages for the tests:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-nanum >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 # The real Claude Code CLI for the local-CLI tests, pinned in deploy/claude-code.version
@@ -45,6 +51,8 @@ claude-code:
 	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); \
 	fi
 
+chromium: system-deps
+
 migrate: venv
 	$(BIN)/python manage.py migrate --noinput
 
@@ -59,7 +67,7 @@ run: migrate
 	  $(BIN)/python manage.py hal_local_agent --hal http://$(HOST):$(PORT) & \
 	  $(BIN)/daphne -b $(HOST) -p $(PORT) hal.asgi:application
 
-test: venv chromium claude-code test-suite
+test: venv system-deps claude-code test-suite
 
 test-suite:
 	$(BIN)/pytest -q

@@ -5,13 +5,16 @@
                [--root /srv/hal] [--env-file /etc/hal/hal.env] [--user hal]
                [--health-url https://hal.example.org/api/health]
                [--restart-cmd "systemctl restart hal-web hal-worker"] [--keep 5]
+               [--allow-untested] [--allow-downgrade]
 
-Order: verify the sha256 → back up (the current release's `manage.py dr_snapshot`) →
-stage `<root>/releases/<v>` (unpack, venv with the dependencies, migrate, collectstatic,
-`check --deploy` with the env file loaded) → switch `<root>/current` atomically → restart
-→ read back /api/health until it reports <v>. A failure after the switch switches back to
-the previous release and restarts again. Data, config, vault key file and earlier
-releases are never touched; the oldest releases beyond --keep are removed.
+Order: verify the sha256 → refuse an artifact whose suite did not run (`release.py build
+--skip-tests`, or no build record) and a version older than `current` → back up (the
+current release's `manage.py dr_snapshot`) → stage `<root>/releases/<v>` (unpack, venv
+with the dependencies, migrate, collectstatic, `check --deploy` with the env file loaded)
+→ switch `<root>/current` atomically → restart → read back /api/health until it reports
+<v>. A failure after the switch switches back to the previous release and restarts again.
+Data, config, vault key file and earlier releases are never touched; the oldest releases
+beyond --keep are removed.
 Standard library only: it runs with the host's python3 before any virtualenv exists.
 """
 
@@ -38,11 +41,12 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CHUNK = 1024 * 1024
 RECORD = ".hal-release.json"
+BUILD_INFO = ".hal-build.json"  # written into the artifact by release.py build
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -170,6 +174,7 @@ def download(url: str, dest: Path, timeout: float = 60.0) -> None:
             while chunk := resp.read(CHUNK):
                 out.write(chunk)
     except (urllib.error.URLError, OSError) as exc:
+        dest.unlink(missing_ok=True)
         raise InstallError(f"download of {url} failed: {exc}") from exc
 
 
@@ -204,6 +209,76 @@ def artifact_layout(archive: Path) -> tuple[str, str]:
     return version, prefix
 
 
+def read_build_info(archive: Path, prefix: str) -> dict | None:
+    """The artifact's .hal-build.json (None when it was not built by release.py)."""
+    with tarfile.open(archive) as tar:
+        try:
+            member = tar.getmember(prefix + BUILD_INFO)
+        except KeyError:
+            return None
+        data = tar.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+    try:
+        info = json.loads(data)
+    except ValueError as exc:
+        raise InstallError(f"{archive}: {BUILD_INFO} is not JSON") from exc
+    return info if isinstance(info, dict) else None
+
+
+VERSION_RE = re.compile(
+    r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?$", re.IGNORECASE
+)
+
+
+def version_key(version: str) -> tuple | None:
+    """A sort key for PEP 440 versions of the form 1.2.3[a|b|rcN][.postN][.devN]; else None."""
+    match = VERSION_RE.match(version)
+    if not match:
+        return None
+    release, pre, pre_n, post, dev = match.groups()
+    numbers = tuple(int(n) for n in release.split("."))
+    numbers += (0,) * (8 - len(numbers))  # 1.2 == 1.2.0
+    # A pre-release sorts before its release; a dev release before everything of its kind.
+    pre_key = ({"a": 0, "b": 1, "rc": 2}[pre.lower()], int(pre_n)) if pre else (3, 0)
+    post_key = int(post) if post is not None else -1
+    dev_key = int(dev) if dev is not None else float("inf")
+    return (numbers, pre_key, post_key, dev_key)
+
+
+def check_installable(
+    version: str, build: dict | None, previous: str | None, args: argparse.Namespace
+) -> None:
+    """Refuse an untested artifact and a downgrade, unless the operator said otherwise."""
+    if build is None or build.get("tested") is not True:
+        why = (
+            "was built with --skip-tests (NOT A RELEASE)"
+            if build is not None
+            else f"has no {BUILD_INFO} (not built by release.py build)"
+        )
+        if not args.allow_untested:
+            raise InstallError(
+                f"the artifact {why}: its test suite did not run. Build it with "
+                "`release.py build`, or pass --allow-untested for a throwaway host"
+            )
+        say(f"WARNING: installing an artifact that {why} (--allow-untested)")
+    if previous is None:
+        return
+    new, old = version_key(version), version_key(previous)
+    if new is not None and old is not None and new > old:
+        return
+    if args.allow_downgrade:
+        say(f"WARNING: {version} is not newer than {previous} (--allow-downgrade)")
+        return
+    if new is None or old is None:
+        raise InstallError(
+            f"cannot tell whether {version} is newer than the current {previous}; "
+            "pass --allow-downgrade to install it anyway"
+        )
+    raise InstallError(
+        f"{version} is older than the current release {previous}: a downgrade is refused "
+        "(the database may already hold newer migrations); pass --allow-downgrade to force it"
+    )
+
+
 def read_dependencies(pyproject: Path) -> list[str]:
     """The [project] dependencies of the release (what its venv needs)."""
     deps = tomllib.loads(pyproject.read_text()).get("project", {}).get("dependencies", [])
@@ -236,6 +311,12 @@ def unpack(archive: Path, prefix: str, dest: Path) -> int:
                 ):
                     raise InstallError(f"symlink escapes the release: {member.name}")
             member.name = name
+            # Whatever the archive says: root-owned, 0755 dirs and executables, 0644 files
+            # (tarfile applies the owner only when running as root, as install.py does).
+            member.uid = member.gid = 0
+            member.uname = member.gname = "root"
+            if not member.issym():
+                member.mode = 0o755 if member.isdir() or member.mode & 0o111 else 0o644
             if hasattr(tarfile, "data_filter"):
                 tar.extract(member, dest, filter="data")
             else:  # an unpatched Python 3.11: the checks above are the filter
@@ -327,21 +408,27 @@ class Runner:
     def run(self, argv: list[str], cwd: Path, *, as_user: bool = True, **extra_env: str) -> str:
         """Run argv, echo its output, raise InstallError on a non-zero exit."""
         env = {**self.env, **extra_env}
-        kwargs: dict = {}
+        # The service's steps (migrate, dr_snapshot, check) write the data dir: the units'
+        # umask, so the database and snapshots are 0600. Root's own steps build the
+        # release, which the service must be able to read.
+        kwargs: dict = {"umask": 0o077 if as_user else 0o022}
         if as_user and self.user is not None:
-            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+            kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
             env["HOME"] = self.user.pw_dir
         say("$ " + shlex.join(argv))
-        done = subprocess.run(  # noqa: S603 — argv lists, no shell
-            argv,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-            **kwargs,
-        )
+        try:
+            done = subprocess.run(  # noqa: S603 — argv lists, no shell
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                check=False,
+                **kwargs,
+            )
+        except OSError as exc:  # e.g. the service user cannot execute the interpreter
+            raise InstallError(f"{shlex.join(argv[:2])}… could not run: {exc}") from exc
         output = self.last_output = done.stdout.strip()
         if output:
             print("    " + output.replace("\n", "\n    "), flush=True)
@@ -394,21 +481,74 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def wait_healthy(url: str, version: str, timeout: float) -> str:
-    """Poll /api/health until it answers 200, status ok and this version; else raise."""
+FAIL_AFTER = 5  # health answered 5xx by HAL this many times in a row: certainly failing
+
+
+def alive_check(command: str | None, port: int | None) -> Callable[[], bool] | None:
+    """The operator's --alive-cmd as a callable (True while the process runs), or None."""
+    if not command:
+        return None
+    argv = shlex.split(command.format(port=port or ""))
+
+    def check() -> bool:
+        done = subprocess.run(  # noqa: S603 — operator-given argv, no shell
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
+        return done.returncode == 0
+
+    return check
+
+
+def wait_healthy(
+    url: str,
+    version: str,
+    timeout: float,
+    alive: Callable[[], bool] | None = None,
+    fail_after: int = FAIL_AFTER,
+) -> str:
+    """Poll /api/health until it answers 200, status ok and this version; else raise.
+
+    Gives up before the timeout as soon as failure is certain: the process exited (the
+    alive check fails) or HAL itself answered 5xx `fail_after` times in a row. A 502/504
+    is the proxy saying nothing answers yet, which the timeout covers.
+    """
     deadline = time.monotonic() + timeout
     last = "no answer"
+    failures = 0
     while True:
         try:
             status, body = read_health(url)
             last = f"HTTP {status}, status {body.get('status')!r}, version {body.get('version')!r}"
             if status == 200 and body.get("status") == "ok" and body.get("version") == version:
                 return f"health OK: version {version} ({url})"
+            failures = failures + 1 if status >= 500 and status not in (502, 504) else 0
         except (urllib.error.URLError, OSError, ValueError) as exc:
             last = f"no answer ({exc})"
+            failures = 0
+        if failures >= fail_after:
+            raise InstallError(f"{url} answered {last} {failures} times in a row")
+        if alive is not None and not alive():
+            raise InstallError(f"the process exited (alive check failed); last health: {last}")
         if time.monotonic() >= deadline:
             raise InstallError(f"{url} did not report version {version} healthy: {last}")
         time.sleep(0.5)
+
+
+def restart_all(runner: Runner, args: argparse.Namespace, version: str) -> None:
+    """Restart into the release `current` points at and wait until it answers as `version`.
+
+    With --web-ports (the multi-process layout) the web processes restart one at a time,
+    each waited for on its own port before the next goes down, so the proxy always has a
+    healthy upstream; then --restart-cmd (the worker) and the read-back of --health-url.
+    """
+    for port in args.web_ports:
+        runner.restart(args.restart_web_cmd.format(port=port), args.restart_timeout)
+        url = args.web_health_url.format(port=port)
+        say(wait_healthy(url, version, args.health_timeout, alive_check(args.alive_cmd, port)))
+    if args.restart_cmd:
+        runner.restart(args.restart_cmd, args.restart_timeout)
+    alive = None if args.web_ports else alive_check(args.alive_cmd, None)
+    say(wait_healthy(args.health_url, version, args.health_timeout, alive))
 
 
 # --- the procedure ----------------------------------------------------------------------
@@ -495,61 +635,71 @@ def install(args: argparse.Namespace) -> int:
     with install_lock(root):
         incoming = root / ".incoming"
         artifact = obtain_artifact(args, incoming)
-        actual = sha256_file(artifact)
-        if actual != sha:
+        try:
+            return install_artifact(runner, args, artifact, sha)
+        finally:
+            # Installed, refused, failed or rolled back: a downloaded artifact never stays
+            # behind (the release record keeps its sha256 and source).
             if artifact.parent == incoming:
-                artifact.unlink()
-            raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
-        say(f"sha256 verified: {actual}")
-        version, prefix = artifact_layout(artifact)
-        previous = current_release(root)
-        if previous == version:
-            raise InstallError(f"{version} is already the current release; nothing to do")
-        say(f"installing {version} (current: {previous or 'none, first install'})")
+                artifact.unlink(missing_ok=True)
 
-        snapshot = None
-        if previous:
-            # Back up first, with the code that owns the current schema.
-            snapshot = runner.manage(root / "current", "dr_snapshot")
-            if not snapshot:
-                raise InstallError("dr_snapshot printed no snapshot path; not installing")
-            snapshot = snapshot.splitlines()[-1]
-            say(f"backup taken: {snapshot.split()[0]}")
-        try:
-            release = stage(runner, args, artifact, version, prefix)
-        except InstallError:
-            shutil.rmtree(root / "releases" / version, ignore_errors=True)
-            shout(f"FAILED while staging {version}; `current` was not switched.")
-            if snapshot:
-                shout(
-                    "Migrations may have run: if the current release misbehaves, restore the "
-                    f"pre-install snapshot with manage.py dr_restore ({snapshot.split()[0]})."
-                )
-            raise
-        record = {
-            "version": version,
-            "sha256": actual,
-            "source": args.artifact_url or str(artifact),
-            "installed_at": dt.datetime.now(dt.UTC).isoformat(),
-            "previous": previous,
-            "snapshot": snapshot.split()[0] if snapshot else None,
-        }
-        (release / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
-        switch_current(root, version)
-        say(f"switched current -> releases/{version}")
-        try:
-            runner.restart(args.restart_cmd, args.restart_timeout)
-            say(wait_healthy(args.health_url, version, args.health_timeout))
-        except InstallError as exc:
-            return roll_back(runner, args, version, previous, str(exc), snapshot)
-        if artifact.parent == incoming:
-            artifact.unlink()
-        removed = prune_releases(root, args.keep, protect={previous} if previous else set())
-        if removed:
-            say(f"removed old releases: {', '.join(sorted(removed))}")
-        say(f"done: HAL {version} is current (previous: {previous or 'none'})")
-        return 0
+def install_artifact(runner: Runner, args: argparse.Namespace, artifact: Path, sha: str) -> int:
+    """Verify, back up, stage, switch, restart, read back (roll back on failure)."""
+    root: Path = args.root
+    actual = sha256_file(artifact)
+    if actual != sha:
+        raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
+    say(f"sha256 verified: {actual}")
+    version, prefix = artifact_layout(artifact)
+    build = read_build_info(artifact, prefix)
+    previous = current_release(root)
+    if previous == version:
+        raise InstallError(f"{version} is already the current release; nothing to do")
+    check_installable(version, build, previous, args)
+    say(f"installing {version} (current: {previous or 'none, first install'})")
+
+    snapshot = None
+    if previous:
+        # Back up first, with the code that owns the current schema.
+        snapshot = runner.manage(root / "current", "dr_snapshot")
+        if not snapshot:
+            raise InstallError("dr_snapshot printed no snapshot path; not installing")
+        snapshot = snapshot.splitlines()[-1]
+        say(f"backup taken: {snapshot.split()[0]}")
+    try:
+        release = stage(runner, args, artifact, version, prefix)
+    except InstallError:
+        shutil.rmtree(root / "releases" / version, ignore_errors=True)
+        shout(f"FAILED while staging {version}; `current` was not switched.")
+        if snapshot:
+            shout(
+                "Migrations may have run: if the current release misbehaves, restore the "
+                f"pre-install snapshot with manage.py dr_restore ({snapshot.split()[0]})."
+            )
+        raise
+    record = {
+        "version": version,
+        "sha256": actual,
+        "source": args.artifact_url or str(artifact),
+        "build": build,
+        "installed_at": dt.datetime.now(dt.UTC).isoformat(),
+        "previous": previous,
+        "snapshot": snapshot.split()[0] if snapshot else None,
+    }
+    (release / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+    switch_current(root, version)
+    say(f"switched current -> releases/{version}")
+    try:
+        restart_all(runner, args, version)
+    except InstallError as exc:
+        return roll_back(runner, args, version, previous, str(exc), snapshot)
+    removed = prune_releases(root, args.keep, protect={previous} if previous else set())
+    if removed:
+        say(f"removed old releases: {', '.join(sorted(removed))}")
+    say(f"done: HAL {version} is current (previous: {previous or 'none'})")
+    return 0
 
 
 def roll_back(
@@ -573,8 +723,12 @@ def roll_back(
             f"pre-install snapshot: manage.py dr_restore {snapshot.split()[0]}"
         )
     try:
-        runner.restart(args.restart_cmd, args.restart_timeout)
-        shout(wait_healthy(args.health_url, previous, args.health_timeout))
+        restart_all(
+            runner,
+            argparse.Namespace(**{**vars(args), "health_timeout": args.rollback_timeout}),
+            previous,
+        )
+        shout(f"health OK: version {previous} after the rollback")
     except InstallError as exc:
         shout(f"ROLLBACK UNHEALTHY: {previous} does not answer either: {exc}")
         return EXIT_ROLLBACK_UNHEALTHY
@@ -595,7 +749,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--health-url", default="http://127.0.0.1:8000/api/health")
     parser.add_argument("--health-timeout", type=float, default=90.0, help="seconds")
-    parser.add_argument("--restart-cmd", default="systemctl restart hal-web hal-worker")
+    parser.add_argument(
+        "--rollback-timeout",
+        type=float,
+        default=90.0,
+        help="seconds to wait for the previous release to answer healthy after a rollback",
+    )
+    parser.add_argument(
+        "--restart-cmd",
+        default="systemctl restart hal-web hal-worker",
+        help="restarts the service(s); with --web-ports: what else to restart (the worker)",
+    )
+    parser.add_argument(
+        "--web-ports",
+        default="",
+        help="multi-process layout: the hal-web@<port> ports (e.g. 8001,8002,8003,8004), "
+        "restarted one at a time, each healthy before the next",
+    )
+    parser.add_argument("--restart-web-cmd", default="systemctl restart hal-web@{port}")
+    parser.add_argument("--web-health-url", default="http://127.0.0.1:{port}/api/health")
+    parser.add_argument(
+        "--alive-cmd",
+        default="",
+        help="exits 0 while the restarted process runs ({port} substituted), e.g. "
+        "'systemctl is-active --quiet hal-web@{port}': an exit means roll back at once",
+    )
     parser.add_argument("--restart-timeout", type=float, default=120.0, help="seconds")
     parser.add_argument("--keep", type=int, default=5, help="releases to keep (default 5)")
     parser.add_argument(
@@ -605,6 +783,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="ID",
         help="a check --deploy warning to accept (default: security.W021, HSTS preload)",
     )
+    parser.add_argument(
+        "--allow-untested",
+        action="store_true",
+        help="install an artifact whose suite did not run (release.py build --skip-tests)",
+    )
+    parser.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="install a version that is not newer than the current one",
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter for the venv")
     parser.add_argument(
         "--pip-args",
@@ -613,6 +801,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.root = args.root.resolve()
+    try:
+        args.web_ports = [int(p) for p in args.web_ports.split(",") if p.strip()]
+    except ValueError:
+        parser.error("--web-ports takes comma-separated port numbers")
     if args.keep < 2:
         parser.error("--keep must be at least 2 (the current release and a rollback target)")
     return args

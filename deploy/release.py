@@ -6,19 +6,29 @@
 
 The artifact is `git archive HEAD` (so only committed files ship) named
 `hal-<version>.tar.gz`, with `hal-<version>.tar.gz.sha256` in `sha256sum` format beside it.
+It carries `hal-<version>/.hal-build.json` (version, commit, build time, whether the suite
+ran and its counts): `install.py` refuses an artifact whose suite did not run.
 Standard library only: it runs before any virtualenv exists.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import gzip
 import hashlib
+import io
+import json
+import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
 CHUNK = 1024 * 1024
+BUILD_INFO = ".hal-build.json"
 
 
 class ReleaseError(Exception):
@@ -67,6 +77,7 @@ def build(repo: Path, out: Path, skip_tests: bool) -> Path:
     commit = git(repo, "rev-parse", "HEAD").strip()
     # The version comes from the committed file, which is exactly what ships.
     version = read_version(git(repo, "show", "HEAD:pyproject.toml"))
+    counts: dict[str, int] = {}
     if skip_tests:
         banner = "!" * 72
         print(
@@ -76,9 +87,9 @@ def build(repo: Path, out: Path, skip_tests: bool) -> Path:
         )
     else:
         print(f"Running the suite (make test) in {repo} ...", flush=True)
-        tests = subprocess.run(["make", "test"], cwd=repo, check=False)  # noqa: S607
-        if tests.returncode != 0:
-            raise ReleaseError(f"tests failed (make test exited {tests.returncode}); no release")
+        returncode, counts = run_suite(repo)
+        if returncode != 0:
+            raise ReleaseError(f"tests failed (make test exited {returncode}); no release")
         # The suite must not have changed the tree (generated files would not ship).
         if (
             git(repo, "status", "--porcelain").strip()
@@ -89,14 +100,87 @@ def build(repo: Path, out: Path, skip_tests: bool) -> Path:
     name = f"hal-{version}.tar.gz"
     artifact = out / name
     partial = out / f".{name}.partial"
-    git(repo, "archive", "--format=tar.gz", f"--prefix=hal-{version}/", "-o", str(partial), commit)
+    info = {
+        "version": version,
+        "commit": commit,
+        "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tested": not skip_tests,
+        "tests": counts,
+    }
+    write_artifact(repo, commit, f"hal-{version}/", info, partial)
     partial.replace(artifact)
     digest = sha256_file(artifact)
     (out / f"{name}.sha256").write_text(f"{digest}  {name}\n")
-    print(f"{artifact}\nsha256 {digest}\ncommit {commit}")
+    print(f"{artifact}\nsha256 {digest}\ncommit {commit}\ntests {format_counts(info)}")
     if skip_tests:
         print("(dry run: NOT A RELEASE)", file=sys.stderr)
     return artifact
+
+
+SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)\b")
+
+
+def run_suite(repo: Path) -> tuple[int, dict[str, int]]:
+    """`make test`, echoed live; returns its exit status and pytest's summary counts."""
+    proc = subprocess.Popen(
+        ["make", "test"],  # noqa: S607 — make from PATH, as an operator would run it
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    counts: dict[str, int] = {}
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        # pytest's last line: "1234 passed, 5 skipped, 2 warnings in 360.1s". make test
+        # may run pytest more than once: the counts add up.
+        if re.search(r"\bin [\d.]+s\b", line):
+            for number, what in SUMMARY.findall(line):
+                key = "errors" if what.startswith("error") else what
+                counts[key] = counts.get(key, 0) + int(number)
+    sys.stdout.flush()
+    return proc.wait(), counts
+
+
+def format_counts(info: dict) -> str:
+    """'1234 passed, 5 skipped' or 'NOT RUN' for the report lines."""
+    if not info.get("tested"):
+        return "NOT RUN (--skip-tests)"
+    counts = info.get("tests") or {}
+    return ", ".join(f"{n} {what}" for what, n in counts.items()) or "ran (no pytest summary)"
+
+
+def write_artifact(repo: Path, commit: str, prefix: str, info: dict, dest: Path) -> None:
+    """`git archive` of commit plus <prefix>.hal-build.json, gzip-compressed into dest."""
+    archive = subprocess.run(  # noqa: S603
+        ["git", "archive", "--format=tar", f"--prefix={prefix}", commit],  # noqa: S607
+        cwd=repo,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise ReleaseError(f"git archive failed: {archive.stderr.decode().strip()}")
+    buffer = io.BytesIO(archive.stdout)
+    with tarfile.open(fileobj=buffer, mode="a") as tar:
+        data = (json.dumps(info, indent=2) + "\n").encode()
+        member = tarfile.TarInfo(prefix + BUILD_INFO)
+        member.size, member.mode = len(data), 0o644
+        member.mtime = int(dt.datetime.now(dt.UTC).timestamp())
+        tar.addfile(member, io.BytesIO(data))
+    buffer.seek(0)
+    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        shutil.copyfileobj(buffer, gz)
+
+
+def read_build_info(artifact: Path) -> dict | None:
+    """The artifact's .hal-build.json (None for an artifact built without release.py)."""
+    with tarfile.open(artifact) as tar:
+        for member in tar:
+            parts = member.name.strip("/").split("/")
+            if parts[-1] == BUILD_INFO and len(parts) <= 2 and member.isfile():
+                return json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
+    return None
 
 
 def verify(artifact: Path, expected: str | None = None) -> str:

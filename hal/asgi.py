@@ -19,11 +19,12 @@ if settings.HAL_SERVE_STATIC:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from hal.proxyheaders import TrustedProxyMiddleware  # noqa: E402
 from hal.routing import websocket_urlpatterns  # noqa: E402
 from hal.ws_guard import CookieTextValidator  # noqa: E402
 from hal.ws_origin import SameOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # Scheme, host and port, as CSRF checks them (not only the host name).
@@ -32,3 +33,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# The client address (audit, login throttle) from X-Forwarded-For only when the connection
+# comes from a proxy in HAL_TRUSTED_PROXIES (hal/proxyheaders.py).
+application = TrustedProxyMiddleware(router, settings.HAL_TRUSTED_PROXIES)

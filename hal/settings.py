@@ -50,6 +50,10 @@ elif not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("HAL_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
+# Addresses (or networks) of the proxies whose X-Forwarded-For HAL believes (hal/asgi.py):
+# the TLS proxy on this host by default. Add a load balancer's address only if the proxy
+# passes its header on; never a network clients can connect from.
+HAL_TRUSTED_PROXIES = env_list("HAL_TRUSTED_PROXIES", "127.0.0.1,::1")
 
 INSTALLED_APPS = [
     *([] if SECRETLESS else ["daphne"]),  # the MCP server serves no HTTP: skip twisted (~1 s)

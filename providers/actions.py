@@ -723,7 +723,7 @@ def in_transaction() -> bool:
 
 
 def _failure_status(conn: AIConnection, kind: str) -> str:
-    if kind == "auth":
+    if kind in ("auth", "vault"):
         return AIConnection.REAUTH_REQUIRED
     if kind == "unavailable" and conn.provider == AIConnection.LOCAL_CLI:
         return AIConnection.UNAVAILABLE
@@ -745,9 +745,7 @@ def check_verify_connection(*, actor: Actor, connection: Any) -> VerifyOutcome:
         try:
             credential = get_credential_sync(conn.pk)
         except HalError as exc:
-            return do_record_verification(
-                actor, conn, models=None, kind="auth", message=exc.message
-            )
+            return do_record_verification(actor, conn, models=None, **_credential_failure(exc))
     models, kind, message = async_to_sync(list_models_for)(conn, credential)
     return do_record_verification(actor, conn, models=models, kind=kind, message=message)
 
@@ -777,12 +775,22 @@ async def acheck_verify_connection(*, actor: Actor, connection: Any) -> VerifyOu
             credential = await get_credential(conn.pk)
         except HalError as exc:
             return await database_sync_to_async(do_record_verification)(
-                actor, conn, models=None, kind="auth", message=exc.message
+                actor, conn, models=None, **_credential_failure(exc)
             )
     models, kind, message = await list_models_for(conn, credential)
     return await database_sync_to_async(do_record_verification)(
         actor, conn, models=models, kind=kind, message=message
     )
+
+
+def _credential_failure(exc: HalError) -> dict[str, str]:
+    """kind and message of a verify whose credential could not be read."""
+    if exc.code == vault.VaultError.code:
+        # The vault, not the credential: providers/vault_recheck.py retries it on its own.
+        from providers.vault_recheck import VAULT_UNAVAILABLE_ERROR
+
+        return {"kind": "vault", "message": VAULT_UNAVAILABLE_ERROR}
+    return {"kind": "auth", "message": exc.message}
 
 
 def do_record_verification(

@@ -63,7 +63,26 @@ def check_worker() -> dict:
     return result
 
 
-CHECKS = {"database": check_database, "channel_layer": check_channel_layer, "worker": check_worker}
+def check_vault() -> dict:
+    """The vault's start-up check: stored secrets need a readable keyring with their keys."""
+    from django.core import checks
+
+    from vault.checks import check_vault_keyring
+
+    errors = [m for m in check_vault_keyring() if m.level >= checks.ERROR]
+    if errors:
+        # Only the check ids (docs/vault.md): health needs no login, and the messages name
+        # the key file's path and key ids.
+        return {"ok": False, "reason": ", ".join(str(m.id) for m in errors)}
+    return {"ok": True}
+
+
+CHECKS = {
+    "database": check_database,
+    "channel_layer": check_channel_layer,
+    "worker": check_worker,
+    "vault": check_vault,
+}
 
 
 @require_GET

@@ -200,8 +200,12 @@ def test_tabs_order_pin_rename(live_asgi, page_factory, operator):
     screenshot(page, "panel-tabs-renamed")
 
     # After a reload (and in the API) the rename persists; the selected tab is restored too.
+    # Wait for the server to hold *this* tab's room: earlier selections (the keyboard, the
+    # double-clicks) already saved other rooms, so "any room saved" raced the debounced
+    # save and the reload then restored the previous tab.
     tabs.nth(2).click()
-    wait_until(lambda: saved_panel(page, base)["active_room_id"])
+    chosen = int(tabs.nth(2).get_attribute("data-room-id"))
+    wait_until(lambda: saved_panel(page, base)["active_room_id"] == chosen)
     open_console(page, base)
     expect(tabs).to_have_text(["Unified", re.compile("^zeta"), re.compile("^Claude 감사")])
     expect(tabs.nth(2)).to_have_attribute("aria-selected", "true")

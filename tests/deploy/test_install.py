@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.marks import slow_once
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "install.py"
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
@@ -86,29 +88,55 @@ def version() -> str:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory, version):
-    """hal-<v>.tar.gz from `git archive HEAD` of this repo, and a .post1 copy of it."""
-    out = tmp_path_factory.mktemp("artifacts")
-    first = out / f"hal-{version}.tar.gz"
-    subprocess.run(
-        ["git", "archive", "--format=tar.gz", f"--prefix=hal-{version}/", "-o", str(first), "HEAD"],
-        cwd=REPO,
-        check=True,
+def load_release():
+    spec = importlib.util.spec_from_file_location(
+        "hal_deploy_release", REPO / "deploy" / "release.py"
     )
-    second_version = f"{version}.post1"
-    second = out / f"hal-{second_version}.tar.gz"
-    with tarfile.open(first) as src, tarfile.open(second, "w:gz") as dst:
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def retarget(src_path: Path, dest_path: Path, old: str, new: str, **build) -> None:
+    """A copy of the artifact src_path as version `new` (and build record fields changed)."""
+    with tarfile.open(src_path) as src, tarfile.open(dest_path, "w:gz") as dst:
         for member in src.getmembers():
             data = src.extractfile(member).read() if member.isfile() else None
-            member.name = member.name.replace(f"hal-{version}", f"hal-{second_version}", 1)
+            member.name = member.name.replace(f"hal-{old}", f"hal-{new}", 1)
             if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
-                data = data.replace(
-                    f'version = "{version}"'.encode(), f'version = "{second_version}"'.encode()
-                )
+                data = data.replace(f'version = "{old}"'.encode(), f'version = "{new}"'.encode())
+            if member.name.endswith("/.hal-build.json") and member.name.count("/") == 1:
+                info = {**json.loads(data), "version": new, **build}
+                data = json.dumps(info).encode()
+            if data is not None:
                 member.size = len(data)
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
-    return {"first": first, "second": second, "second_version": second_version}
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory, version):
+    """hal-<v>.tar.gz as release.py builds it from HEAD (suite marked as run), and copies."""
+    out = tmp_path_factory.mktemp("artifacts")
+    first = out / f"hal-{version}.tar.gz"
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
+    load_release().write_artifact(REPO, commit, f"hal-{version}/", info, first)
+    second_version = f"{version}.post1"
+    second = out / f"hal-{second_version}.tar.gz"
+    retarget(first, second, version, second_version)
+    older = out / "hal-0.0.1.tar.gz"
+    retarget(first, older, version, "0.0.1")
+    untested = out / f"hal-{version}.post2.tar.gz"
+    retarget(first, untested, version, f"{version}.post2", tested=False, tests={})
+    return {
+        "first": first,
+        "second": second,
+        "second_version": second_version,
+        "older": older,
+        "untested": untested,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -144,20 +172,32 @@ def site(tmp_path_factory):
         "health": f"http://127.0.0.1:{port}/api/health",
     }
     yield info
-    pidfile = state / "pid"
-    if pidfile.exists():
+    stop_fake_services(state)
+
+
+def stop_fake_services(state: Path) -> None:
+    for pidfile in state.glob("pid-*"):
         try:
             os.killpg(int(pidfile.read_text()), signal.SIGTERM)
         except ProcessLookupError:
             pass
 
 
-def restart_cmd(site, bad_release: str = "") -> str:
+def restart_cmd(site, *, port: int | str | None = None, **misbehaving: str) -> str:
+    """The fake `systemctl restart` (--bad-release/--crash-release/--failing-release NAME)."""
     cmd = (
         f"{sys.executable} {FAKE_SERVICE} --root {site['root']} --env-file {site['env_file']}"
-        f" --port {site['port']} --state {site['state']}"
+        f" --port {port or site['port']} --state {site['state']}"
     )
-    return cmd + (f" --bad-release {bad_release}" if bad_release else "")
+    for option, release in misbehaving.items():
+        cmd += f" --{option.replace('_', '-')} {release}"
+    return cmd
+
+
+def alive_cmd(site, port: int | str | None = None) -> str:
+    """The fake `systemctl is-active --quiet hal-web`: exits non-zero once the process died."""
+    port = port or site["port"]
+    return f"{sys.executable} {FAKE_SERVICE} --alive --port {port} --state {site['state']}"
 
 
 def common_args(site) -> list[str]:
@@ -174,6 +214,7 @@ def common_args(site) -> list[str]:
     ]
 
 
+@slow_once
 def test_end_to_end_install_then_failed_upgrade_rolls_back(
     site, artifacts, artifact_server, version
 ):
@@ -205,7 +246,15 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
     assert f"health OK: version {version}" in done.stdout
     first_install_seconds = time.monotonic() - started
 
-    # The upgrade's service answers with another version: back to the first release.
+    # Modes: the service's steps ran with the units' umask; the release is root's 0755/0644.
+    assert (site["data"] / "hal.sqlite3").stat().st_mode & 0o777 == 0o600
+    assert (release / "pyproject.toml").stat().st_mode & 0o777 == 0o644
+    assert (release / "deploy" / "install.py").stat().st_mode & 0o777 == 0o755
+    assert (release / "hal").stat().st_mode & 0o777 == 0o755
+    assert not list((root / ".incoming").iterdir())  # the downloaded artifact is gone
+
+    # The upgrade's process exits at start: rolled back as soon as that is certain (the
+    # alive check), not after the health timeout (an hour here), and the report says why.
     second = artifacts["second"]
     bad = artifacts["second_version"]
     done = run_install(
@@ -214,27 +263,75 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
         "--sha256",
         sha256(second),
         "--restart-cmd",
-        restart_cmd(site, bad_release=bad),
+        restart_cmd(site, crash_release=bad),
+        "--alive-cmd",
+        alive_cmd(site),
         *common_args(site)[:-3],
         "--health-timeout",
-        "3",
+        "3600",
         "--pip-args=--no-index",
     )
     assert done.returncode == 3, done.stderr
-    assert "ROLLED BACK" in done.stderr
-    assert "0.0.0-other" in done.stderr
+    assert f"ROLLED BACK to {version}: {bad} failed: the process exited" in done.stderr
     assert os.readlink(root / "current") == f"releases/{version}"
     assert (root / "releases" / bad / "manage.py").exists()  # kept for the post-mortem
     # Backed up first: a DR snapshot of the data, taken by the then-current release.
     snapshots = [p for p in (site["data"] / "snapshots").iterdir() if p.is_dir()]
     assert len(snapshots) == 1
     assert (snapshots[0] / "MANIFEST.json").exists()
+    assert {p.stat().st_mode & 0o777 for p in snapshots[0].iterdir()} == {0o600}
     assert f"backup taken: {snapshots[0]}" in done.stdout
     # Restarted twice: into the bad release, then back into the good one, which is healthy.
     restarts = (site["state"] / "restarts.log").read_text().split()
-    assert restarts == [f"releases/{version}", f"releases/{bad}", f"releases/{version}"]
+    port = site["port"]
+    assert restarts == [
+        f"releases/{version}@{port}",
+        f"releases/{bad}@{port}",
+        f"releases/{version}@{port}",
+    ]
     assert f"health OK: version {version}" in done.stdout + done.stderr
+
+    # Refused before anything is touched: an older version, and an untested artifact.
+    for name, needle in (("older", "older than the current release"), ("untested", "--skip-tests")):
+        done = run_install(
+            "--artifact",
+            str(artifacts[name]),
+            "--sha256",
+            sha256(artifacts[name]),
+            "--restart-cmd",
+            restart_cmd(site),
+            *common_args(site),
+        )
+        assert done.returncode == 1, done.stderr
+        assert needle in done.stderr
+        assert os.readlink(root / "current") == f"releases/{version}"
+        assert not (root / "releases" / "0.0.1").exists()
+        assert not (root / "releases" / f"{version}.post2").exists()
+    assert len((site["state"] / "restarts.log").read_text().split()) == 3
     print(f"first install {first_install_seconds:.1f}s, total {time.monotonic() - started:.1f}s")
+
+
+def test_untested_and_downgrade_refusals_have_an_override():
+    install = load_install()
+
+    def args(**kw):
+        return type("Args", (), {"allow_untested": False, "allow_downgrade": False, **kw})()
+
+    tested = {"tested": True}
+    install.check_installable("1.2.0", tested, "1.1.9", args())
+    install.check_installable("1.2.0", tested, None, args())
+    for build in (None, {"tested": False}, {}):
+        with pytest.raises(install.InstallError, match="suite did not run"):
+            install.check_installable("1.2.0", build, "1.1.0", args())
+        install.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
+    for new, old in (("1.1.0", "1.2.0"), ("1.2.0rc1", "1.2.0"), ("1.2", "1.2.0.post1")):
+        with pytest.raises(install.InstallError, match="older"):
+            install.check_installable(new, tested, old, args())
+        install.check_installable(new, tested, old, args(allow_downgrade=True))
+    for new, old in (("1.2.0.post1", "1.2.0"), ("1.10.0", "1.9.0"), ("1.2.0", "1.2.0rc2")):
+        install.check_installable(new, tested, old, args())
+    with pytest.raises(install.InstallError, match="cannot tell"):
+        install.check_installable("nightly", tested, "1.2.0", args())
 
 
 def test_refuses_plain_http_except_loopback(tmp_path):
@@ -269,6 +366,83 @@ def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
     assert "sha256 mismatch" in done.stderr
     assert not (tmp_path / "srv" / "releases").exists()
     assert not (tmp_path / "srv" / "current").exists()
+
+
+def test_a_failed_download_install_leaves_nothing_in_incoming(tmp_path, artifacts, artifact_server):
+    write_env_file(tmp_path / "hal.env", tmp_path / "data")
+    done = run_install(
+        "--artifact-url",
+        f"{artifact_server}/{artifacts['first'].name}",
+        "--sha256",
+        "0" * 64,
+        "--root",
+        str(tmp_path / "srv"),
+        "--env-file",
+        str(tmp_path / "hal.env"),
+    )
+    assert done.returncode == 1
+    assert "sha256 mismatch" in done.stderr
+    assert list((tmp_path / "srv" / ".incoming").iterdir()) == []
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    statuses: list[int] = []
+
+    def do_GET(self):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        body = json.dumps({"status": "degraded", "version": "1.0"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def health_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_health_failing_hard_gives_up_before_the_timeout(health_server):
+    install = load_install()
+    url = f"http://127.0.0.1:{health_server.server_address[1]}/api/health"
+    # Proxy gateway errors (nothing answers yet) do not count; HAL's own 5xx do, in a row.
+    _Health.statuses = [502, 504, 502, 500, 503, 200, 500, 503, 500, 500, 503]
+    with pytest.raises(install.InstallError, match="5 times in a row"):
+        install.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
+    assert _Health.statuses == [503]  # it took exactly the run of five after the 200
+    # The process is gone: no need to wait for anything.
+    _Health.statuses = [502]
+    with pytest.raises(install.InstallError, match="the process exited"):
+        install.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
+
+
+def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_path, monkeypatch):
+    install = load_install()
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, mode, kind in (
+            ("hal-1/", 0o700, tarfile.DIRTYPE),
+            ("hal-1/app.py", 0o666, tarfile.REGTYPE),
+            ("hal-1/run.sh", 0o777, tarfile.REGTYPE),
+        ):
+            member = tarfile.TarInfo(name)
+            member.type, member.mode, member.uid, member.gid = kind, mode, 4321, 4321
+            member.size = 0
+            tar.addfile(member, io.BytesIO(b""))
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    dest = tmp_path / "release"
+    dest.mkdir()
+    install.unpack(archive, "hal-1/", dest)
+    assert (dest / "app.py").stat().st_mode & 0o7777 == 0o644
+    assert (dest / "run.sh").stat().st_mode & 0o7777 == 0o755
+    if os.geteuid() == 0:
+        assert {(dest / n).stat().st_uid for n in ("app.py", "run.sh")} == {0}
 
 
 def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):

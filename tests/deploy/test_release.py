@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import tarfile
@@ -74,7 +75,8 @@ def test_refuses_when_the_tests_fail(tmp_path):
 
 
 def test_builds_after_passing_tests_and_verifies(tmp_path):
-    repo = make_repo(tmp_path, test_recipe="\t@echo suite-ran")
+    recipe = "\t@echo suite-ran\n\t@echo '3 passed, 1 skipped, 2 warnings in 0.50s'"
+    repo = make_repo(tmp_path, test_recipe=recipe)
     out = tmp_path / "dist"
     done = run_release("build", "--repo", str(repo), "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -87,6 +89,15 @@ def test_builds_after_passing_tests_and_verifies(tmp_path):
         names = tar.getnames()
     assert "hal-9.8.7/app.py" in names
     assert "hal-9.8.7/pyproject.toml" in names
+    # The build record travels inside the artifact: what was built, from which commit, and
+    # that the suite ran (install.py refuses an artifact whose suite did not run).
+    with tarfile.open(artifact) as tar:
+        info = json.loads(tar.extractfile("hal-9.8.7/.hal-build.json").read())
+    assert info["version"] == "9.8.7"
+    assert info["commit"] == git(repo, "rev-parse", "HEAD").strip()
+    assert info["tested"] is True
+    assert info["tests"] == {"passed": 3, "skipped": 1}
+    assert "tests 3 passed, 1 skipped" in done.stdout
 
     assert run_release("verify", str(artifact)).returncode == 0
     # One flipped byte: verify must fail.
@@ -133,4 +144,7 @@ def test_skip_tests_builds_this_repo_and_says_it_is_not_a_release(clone, tmp_pat
     assert f"hal-{version}/manage.py" in names
     assert f"hal-{version}/hal/settings.py" in names
     assert not any("/.venv/" in n or n.endswith(".sqlite3") for n in names)
+    with tarfile.open(artifact) as tar:
+        info = json.loads(tar.extractfile(f"hal-{version}/.hal-build.json").read())
+    assert info["tested"] is False and info["tests"] == {}
     assert run_release("verify", str(artifact)).returncode == 0

@@ -44,7 +44,7 @@ HARDENING = {
 }
 
 
-@pytest.mark.parametrize("name", ["hal-web.service", "hal-worker.service"])
+@pytest.mark.parametrize("name", ["hal-web.service", "hal-web@.service", "hal-worker.service"])
 def test_console_units_share_release_env_user_and_hardening(name):
     u = unit(name)
     service = u["Service"]
@@ -70,8 +70,23 @@ def test_web_unit_runs_daphne_on_loopback_only():
     assert args[1:3] == ["-m", "daphne"]
     assert args[args.index("-b") + 1] == "127.0.0.1"
     assert args[args.index("-p") + 1] == "8000"
-    assert "--proxy-headers" in args
+    # daphne's --proxy-headers would believe any client's X-Forwarded-For; HAL's own
+    # middleware believes it from HAL_TRUSTED_PROXIES only.
+    assert "--proxy-headers" not in args
     assert args[-1] == "hal.asgi:application"
+
+
+def test_web_template_unit_is_the_single_unit_on_the_instance_port():
+    single, template = unit("hal-web.service"), unit("hal-web@.service")
+    args = argv(template)
+    assert args[args.index("-b") + 1] == "127.0.0.1"
+    assert args[args.index("-p") + 1] == "%i"
+    assert "--proxy-headers" not in args
+    # Everything else is the single process's unit: same release, env, user, sandbox.
+    for key, value in single["Service"].items():
+        if key != "ExecStart":
+            assert template["Service"][key] == value, key
+    assert argv(single)[: args.index("-p")] == args[: args.index("-p")]
 
 
 def test_worker_unit_runs_the_task_worker():
@@ -122,7 +137,7 @@ def test_nginx_terminates_tls_serves_static_and_proxies_websockets():
     assert "return 301 https://$host$request_uri;" in conf
     assert re.search(r"location /static/ \{\s*alias /srv/hal/current/staticfiles/;", conf)
     assert conf.count("proxy_pass http://hal_daphne;") == 2
-    assert "server 127.0.0.1:8000;" in conf
+    assert "server 127.0.0.1:8000 max_fails=0;" in conf
     ws = conf[conf.index("location /ws/") :]
     ws = ws[: ws.index("}")]
     assert "proxy_http_version 1.1;" in ws
@@ -136,6 +151,38 @@ def test_nginx_terminates_tls_serves_static_and_proxies_websockets():
     )
     assert "proxy_hide_header Strict-Transport-Security;" in conf
     assert "client_max_body_size 512m;" in conf
+
+
+def test_nginx_sets_the_client_address_and_retries_idempotent_requests():
+    conf = nginx()
+    # The edge proxy states the connecting address; a client-sent header is replaced.
+    assert "$proxy_add_x_forwarded_for" not in conf
+    assert conf.count("proxy_set_header X-Forwarded-For $remote_addr;") == 2
+    # A restarting process: the next upstream, for requests nginx may resend (never a
+    # POST already sent: no non_idempotent).
+    assert re.search(r"^\s*proxy_next_upstream error timeout;", conf, re.M)
+    assert "non_idempotent" not in conf
+    # The multi-process layout's four hal-web@ ports are spelled out for the operator.
+    for port in (8001, 8002, 8003, 8004):
+        assert f"#server 127.0.0.1:{port} max_fails=0;" in conf
+
+
+def test_caddy_sets_the_client_address_retries_and_is_valid(tmp_path):
+    conf = caddy()
+    assert "header_up X-Forwarded-For {remote_host}" in conf
+    assert "lb_try_duration 15s" in conf
+    tool = shutil.which("caddy")
+    if tool is None:
+        pytest.skip("caddy is not installed (make system-deps installs it)")
+    done = subprocess.run(
+        [tool, "validate", "--adapter", "caddyfile", "--config", str(PROXY / "Caddyfile")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Valid configuration" in done.stdout + done.stderr
 
 
 def test_caddy_terminates_tls_serves_static_and_proxies():
@@ -178,6 +225,7 @@ def test_hal_manage_runs_like_the_units():
     "name",
     [
         "hal-web.service",
+        "hal-web@8001.service",
         "hal-worker.service",
         "hal-agent.service",
         "hal-snapshot.service",
@@ -194,6 +242,8 @@ def test_systemd_accepts_every_directive(name, tmp_path):
         for python in (PYTHON, "/opt/hal-agent/venv/bin/python"):
             text = text.replace(python, sys.executable)
         (tmp_path / path.name).write_text(text)
+    if "@" in name:  # an instance of a template: its own file name, the template's text
+        (tmp_path / name).write_text((tmp_path / (name.split("@")[0] + "@.service")).read_text())
     done = subprocess.run(
         [tool, "verify", "--man=no", str(tmp_path / name)],
         capture_output=True,

@@ -42,6 +42,19 @@ def test_worker_runs_queued_hal_job_once_and_sweeps_orphans(op, http_server, act
     assert hal_job.attempts == 1
 
 
+def test_a_stopped_worker_removes_its_heartbeat_so_dr_restore_may_run_at_once(op, http_server):
+    from hal.management.commands.dr_restore import Command as Restore
+
+    releases.check_configure_module(
+        actor=op, module="portal", health_check_url=http_server + "/health"
+    )
+    releases.check_module_health(actor=op, module="portal")
+    # A long-running worker (not --batch) that stops after one task, as on SIGTERM.
+    call_command("hal_worker", "--max-tasks", "1", "--interval", "0.1", "--worker-id", "w-stop")
+    assert not WorkerHeartbeat.objects.filter(worker_id="w-stop").exists()
+    Restore()._refuse_if_running()  # no fresh heartbeat: the restore is not refused
+
+
 def test_worker_restart_orphans_a_job_its_predecessor_was_running(op, http_server):
     configure_module(op, "portal", health_check_url=http_server + "/health")
     job = releases.check_module_health(actor=op, module="portal")

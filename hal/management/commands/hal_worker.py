@@ -20,6 +20,7 @@ from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
+from providers.vault_recheck import recheck_vault_blocked
 
 log = logging.getLogger("hal.worker")
 SWEEP_EVERY_SECONDS = 60
@@ -83,6 +84,13 @@ class Command(BaseCommand):
         finally:
             stop.set()
             thread.join(timeout=5)
+            if not options["batch"]:
+                # A worker that stops (systemctl stop: SIGTERM) says so by removing its
+                # heartbeat: dr_restore and /api/health see at once that none runs, rather
+                # than after HAL_WORKER_STALE_SECONDS. A --batch run leaves its last beat.
+                close_old_connections()
+                WorkerHeartbeat.objects.filter(worker_id=worker_id).delete()
+                log.info("worker %s stopped", worker_id)
 
     def _heartbeat_loop(
         self, worker_id: str, started_at: Any, actor: Actor, stop: threading.Event
@@ -102,6 +110,9 @@ class Command(BaseCommand):
                         # waiting model is told) even when nobody reads them.
                         sweep_expired_proposals()
                         sweep_interrupted_executions()
+                        # Connections a vault failure left reauth_required, once the key
+                        # file is back.
+                        recheck_vault_blocked(actor)
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:

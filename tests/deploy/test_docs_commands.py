@@ -1,0 +1,187 @@
+"""docs/deploy.md §2–§4, run as written: first install, upgrade, rollback and restore.
+
+The shell blocks of those sections are extracted from the Markdown and run in order, in
+a private mount + network + PID namespace that stands in for a fresh Debian ops host:
+/etc, /srv and /var are overlays (the real ones are never written), `useradd` creates a
+real `hal` user in the overlay, hal.example.org and artifacts.example.org resolve to
+loopback and are served by the system's nginx with the shipped proxy config and a
+certificate from a throwaway CA added to the overlay's trust store. systemd is the one
+stand-in (tests/deploy/fake_systemd.py: it runs the shipped units' ExecStart lines as
+written). The prose steps between the blocks (install the proxy config and certificate,
+publish the artifacts) are done by the harness the way the prose says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.deploy import hosts
+from tests.deploy.marks import slow_once
+from tests.deploy.test_install import load_release, retarget, sha256
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "deploy.md"
+FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
+
+
+def section_blocks(text: str, first: int, last: int) -> list[str]:
+    """The ```sh blocks of the sections `## first.` … `## last.`, in document order."""
+    parts = re.split(r"^## (?=\d+\.)", text, flags=re.M)
+    blocks = []
+    for part in parts:
+        number = re.match(r"(\d+)\.", part)
+        if number and first <= int(number.group(1)) <= last:
+            blocks += re.findall(r"^```sh\n(.*?)^```", part, flags=re.M | re.S)
+    return blocks
+
+
+def doc_versions(blocks: list[str]) -> list[str]:
+    """The versions the documented commands install, in order of first mention."""
+    seen: list[str] = []
+    for version in re.findall(r"hal-(\d+\.\d+\.\d+)\.tar\.gz", "\n".join(blocks)):
+        if version not in seen:
+            seen.append(version)
+    return seen
+
+
+def test_the_documented_blocks_are_found():
+    blocks = section_blocks(DOC.read_text(), 2, 4)
+    text = "\n".join(blocks)
+    assert len(blocks) >= 8
+    for needle in ("useradd", "install.py", "hal_bootstrap", "dr_restore", "systemctl restart"):
+        assert needle in text, needle
+    assert doc_versions(blocks)[:2] == ["0.3.0", "0.4.0"]
+    # Nothing left for the reader to fill in: a placeholder would not run.
+    assert not re.search(r"<[a-z][^>]*>", text), re.findall(r"<[a-z][^>]*>", text)
+
+
+def namespaces_work() -> bool:
+    done = subprocess.run(
+        ["unshare", "--mount", "--net", "--pid", "--fork", "true"], capture_output=True
+    )
+    return done.returncode == 0
+
+
+@slow_once
+def test_deploy_md_sections_2_to_4_run_as_written(tmp_path):
+    for tool in ("/usr/sbin/nginx", "/usr/bin/curl"):
+        if not Path(tool).exists():
+            pytest.skip(f"{tool} is missing (make system-deps installs nginx)")
+    if not namespaces_work():
+        pytest.skip("no mount/net/pid namespaces here (needs root)")
+    blocks = section_blocks(DOC.read_text(), 2, 4)
+    first, upgrade = doc_versions(blocks)[:2]
+
+    # The artifacts the docs name, as release.py builds them (suite marked as run).
+    release = load_release()
+    work, published = tmp_path / "work", tmp_path / "published"
+    work.mkdir()
+    published.mkdir()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    built = tmp_path / "built.tar.gz"
+    version = release.read_version((REPO / "pyproject.toml").read_text())
+    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
+    release.write_artifact(REPO, commit, f"hal-{version}/", info, built)
+    for name in (first, upgrade):
+        artifact = published / f"hal-{name}.tar.gz"
+        retarget(built, artifact, version, name)
+        sums = f"{sha256(artifact)}  {artifact.name}\n"
+        (published / f"{artifact.name}.sha256").write_text(sums)
+        shutil.copy(artifact, work)  # "a directory holding hal-<v>.tar.gz and its .sha256"
+        (work / f"{artifact.name}.sha256").write_text(sums)
+
+    ca = hosts.make_ca(tmp_path / "tls", "hal.example.org", "artifacts.example.org")
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    for name in ("systemctl", "systemd-run", "apt-get"):
+        shim = shims / name
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} {name} "$@"\n')
+        shim.chmod(0o755)
+    doc_script = tmp_path / "doc.sh"
+    doc_script.write_text(
+        "".join(
+            f"echo '===== docs/deploy.md block {n}'\n{block}\n" for n, block in enumerate(blocks)
+        )
+    )
+    results = tmp_path / "results"
+    results.mkdir()
+    q = shlex.quote
+    harness = tmp_path / "harness.sh"
+    harness.write_text(
+        f"""set -euo pipefail
+ip link set lo up
+OV={q(str(tmp_path / "ov"))}
+for d in etc srv var; do
+  mkdir -p $OV/$d/up $OV/$d/work
+  mount -t overlay overlay -o lowerdir=/$d,upperdir=$OV/$d/up,workdir=$OV/$d/work /$d
+done
+mount -t tmpfs tmpfs /run
+echo '127.0.0.1 hal.example.org artifacts.example.org' >> /etc/hosts
+cat {q(str(ca.ca_pem))} >> /etc/ssl/certs/ca-certificates.crt
+# The proxy, as §2 "Units, proxy, TLS" says: the shipped config, a certificate at its paths.
+mkdir -p /etc/letsencrypt/live/hal.example.org
+cp {q(str(ca.cert_pem))} /etc/letsencrypt/live/hal.example.org/fullchain.pem
+cp {q(str(ca.key_pem))} /etc/letsencrypt/live/hal.example.org/privkey.pem
+cp {q(str(REPO / "deploy/proxy/nginx-hal.conf"))} /etc/nginx/sites-available/hal.conf
+ln -sf /etc/nginx/sites-available/hal.conf /etc/nginx/sites-enabled/hal.conf
+# The artifact server the docs download from (§1: "publish both files … over HTTPS").
+mkdir -p /srv/artifacts/hal && cp {q(str(published))}/* /srv/artifacts/hal/
+cat > /etc/nginx/sites-enabled/artifacts.conf <<'EOF'
+server {{
+    listen 443 ssl;
+    server_name artifacts.example.org;
+    ssl_certificate /etc/letsencrypt/live/hal.example.org/fullchain.pem;
+    ssl_certificate_key /etc/letsencrypt/live/hal.example.org/privkey.pem;
+    location /hal/ {{ alias /srv/artifacts/hal/; }}
+}}
+EOF
+nginx -t -q && nginx
+# python3 is the interpreter whose packages the offline install borrows (Debian's 3.11.2
+# would need async-timeout, which no wheel here provides); it lives under /root, which
+# the overlay opens to the service user as /usr/bin would be.
+mkdir -p $OV/root/up $OV/root/work
+mount -t overlay overlay -o lowerdir=/root,upperdir=$OV/root/up,workdir=$OV/root/work /root
+chmod 0755 /root
+export PATH={q(str(shims))}:{q(str(Path(sys.base_prefix) / "bin"))}:/usr/sbin:/usr/bin:/sbin:/bin
+export PYTHONPATH={q(sysconfig.get_paths()["purelib"])} PIP_NO_INDEX=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+cd {q(str(work))}
+. {q(str(doc_script))}
+echo '===== after the documented commands'
+R={q(str(results))}
+curl -fsS --retry 30 --retry-delay 1 https://hal.example.org/api/health > $R/health.json
+readlink /srv/hal/current > $R/current.txt
+systemctl stop hal-web hal-worker
+nginx -s stop
+"""
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", str(harness)],
+        capture_output=True,
+        text=True,
+        timeout=840,
+        # A fresh login's environment, not the test runner's (DJANGO_ALLOW_ASYNC_UNSAFE…).
+        env={"PATH": os.environ["PATH"], "HOME": "/root", "LANG": "C.UTF-8"},
+    )
+    print(done.stdout[-20000:], done.stderr[-8000:], sep="\n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert f"done: HAL {first} is current (previous: none)" in out
+    assert f"done: HAL {upgrade} is current (previous: {first})" in out
+    assert re.search(r"Restored from \S+", out)
+    health = json.loads((results / "health.json").read_text())
+    # Rolled back by hand and restored: the first version again, healthy.
+    assert health["version"] == first and health["status"] == "ok", health
+    assert (results / "current.txt").read_text().strip() == f"releases/{first}"
