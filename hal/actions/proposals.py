@@ -23,6 +23,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm, require_
 from hal.actions.confirm import (
     check_confirm_target,
     check_start_confirmation,
+    for_proposal,
     get_high_risk,
     params_hash,
 )
@@ -79,6 +80,39 @@ def load_proposal(proposal_id: Any) -> Proposal:
     if proposal is None:
         raise NotFound(_("No such proposal."), code="proposal_not_found")
     return expire_if_due(proposal)
+
+
+_TIER_RANK = {"read": 0, Proposal.WRITE: 1, Proposal.HIGH_RISK: 2}
+
+
+def verify_integrity(proposal: Proposal, tool: Any) -> dict[str, Any]:
+    """The proposal's arguments, re-validated, if the stored row is still what was proposed.
+
+    Every tier, before any confirmation step or approval: the arguments must still match
+    their sha256 and the tool's schema, and the tier and action code must still be the
+    tool's (a row lowered from high_risk to write would skip the three steps)."""
+    arguments = proposal.arguments if isinstance(proposal.arguments, dict) else None
+    clean: dict[str, Any] | None = None
+    if arguments is not None and params_hash(arguments) == proposal.arguments_sha256:
+        try:
+            clean = tool.validate(arguments)
+        except Exception:  # pydantic.ValidationError: the stored arguments are not a call
+            clean = None
+    if (
+        clean is None
+        or clean != arguments
+        or proposal.tier not in (Proposal.WRITE, Proposal.HIGH_RISK)
+        or _TIER_RANK[proposal.tier] < _TIER_RANK.get(tool.call_tier(clean), 2)
+        or (proposal.tier == Proposal.HIGH_RISK and proposal.action_code != tool.action_code)
+    ):
+        raise Conflict(
+            _(
+                "This proposal's stored arguments no longer match what the model proposed; "
+                "it will not run. Reject it."
+            ),
+            code="proposal_tampered",
+        )
+    return clean
 
 
 # --- create ----------------------------------------------------------------------------------
@@ -160,14 +194,21 @@ def check_confirm_proposal(
     require_perm(actor, "high_risk")
     proposal = load_proposal(proposal_id)
     _require_pending(proposal)
-    if proposal.tier != Proposal.HIGH_RISK:
+    tool = _tool(proposal.tool)
+    if proposal.tier != Proposal.HIGH_RISK and tool.tier != Proposal.HIGH_RISK:
         raise InvalidInput(
             _("Only high-risk proposals need the confirmation steps."),
             code="confirmation_not_needed",
         )
+    arguments = verify_integrity(proposal, tool)
     if step == "impact":
+        # Bound to this proposal: its token is never handed out, and only this proposal's
+        # approve can spend it (see hal.actions.confirm.for_proposal).
         conf = check_start_confirmation(
-            actor=actor, action_code=proposal.action_code, params=dict(proposal.arguments)
+            actor=actor,
+            action_code=proposal.action_code,
+            params=dict(arguments),
+            proposal_id=proposal.pk,
         )
         with transaction.atomic():
             # The latest operator to start the confirmation owns it; a conditional update
@@ -182,7 +223,10 @@ def check_confirm_proposal(
             raise ConfirmationError(
                 _("Show the impact first (step impact)."), code="confirmation_incomplete"
             )
-        conf = check_confirm_target(actor=actor, token=proposal.confirmation_token, typed=target)
+        with for_proposal(proposal.pk):
+            conf = check_confirm_target(
+                actor=actor, token=proposal.confirmation_token, typed=target
+            )
         return proposal, conf
     raise InvalidInput(_("step must be impact or target."), code="invalid_step")
 
@@ -194,6 +238,7 @@ def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
         conf = Confirmation.objects.filter(token=proposal.confirmation_token).first()
     if (
         conf is None
+        or conf.proposal_id != proposal.pk
         or conf.operator_id != getattr(actor.user, "pk", None)
         or conf.state != Confirmation.TARGET_CONFIRMED
         or conf.action != proposal.action_code
@@ -231,6 +276,7 @@ def check_approve_proposal(*, actor: Actor, proposal_id: Any) -> Proposal:
     require_perm(actor, "high_risk" if proposal.tier == Proposal.HIGH_RISK else "operate")
     require_recent(actor)
     _require_pending(proposal)
+    verify_integrity(proposal, tool)
     token = _confirmed_token(actor, proposal) if proposal.tier == Proposal.HIGH_RISK else None
     now = timezone.now()
     user = actor.user if getattr(actor.user, "pk", None) else None
@@ -287,7 +333,7 @@ def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> 
     )
     try:
         # The handler sees who asked (e.g. an approved fetch_url charges that connection).
-        with running_with_origin(origin):
+        with running_with_origin(origin), for_proposal(proposal.pk):
             result = tool.handler(runner, dict(proposal.arguments), confirmation=token)
     except HalError as exc:
         error = exc

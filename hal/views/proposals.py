@@ -74,7 +74,8 @@ def api_confirm(request: HttpRequest, proposal_id: int) -> dict:
         step=body.get("step"),
         target=body.get("target"),
     )
-    return {"proposal": proposal.as_dict(), "confirmation": conf.as_dict()}
+    # Never the token: a proposal's confirmation is spent by its approve only.
+    return {"proposal": proposal.as_dict(), "confirmation": conf.as_dict(with_token=False)}
 
 
 @require_POST
