@@ -7,6 +7,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from hal.proposal_strings import proposal_strings
 from hal.version import get_version
 
 
@@ -23,6 +24,7 @@ def console(request: HttpRequest) -> dict:
         "hal_menu": menu,
         "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
         "ai_panel_strings": panel_strings(),
+        "proposal_strings": proposal_strings(),
     }
 
 

@@ -27,6 +27,7 @@ from django_tasks import task
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
+from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.models import Job, JobLogLine, Module, ModuleDeployment, Release, Server
@@ -143,15 +144,7 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.QUEUED:
-            raise Conflict(
-                format_lazy(
-                    _("Job #{pk} is {status}; only queued jobs can be cancelled."),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_cancellable",
-            )
+        _require_cancellable(target)
         before = _snapshot(target)
         target.status = Job.CANCELLED
         target.finished_at = timezone.now()
@@ -163,6 +156,18 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+def _require_cancellable(target: Job) -> None:
+    if target.status != Job.QUEUED:
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only queued jobs can be cancelled."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_cancellable",
+        )
+
+
 @action("jobs.stop")
 def check_stop_job(*, actor: Actor, job: Any) -> Job:
     """Ask a running job to stop; its runner sees the flag on its next poll."""
@@ -170,15 +175,7 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.RUNNING:
-            raise Conflict(
-                format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
-                code="job_not_running",
-            )
-        if target.stop_requested:
-            raise Conflict(
-                format_lazy(_("Job #{pk} is already stopping."), pk=target.pk), code="job_stopping"
-            )
+        _require_stoppable(target)
         before = _snapshot(target)
         target.stop_requested = True
         target.save(update_fields=["stop_requested"])
@@ -188,6 +185,18 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+def _require_stoppable(target: Job) -> None:
+    if target.status != Job.RUNNING:
+        raise Conflict(
+            format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
+            code="job_not_running",
+        )
+    if target.stop_requested:
+        raise Conflict(
+            format_lazy(_("Job #{pk} is already stopping."), pk=target.pk), code="job_stopping"
+        )
+
+
 @action("jobs.resume")
 def check_resume_job(*, actor: Actor, job: Any) -> Job:
     """Put a stopped job back in the queue (same job, next attempt)."""
@@ -195,16 +204,7 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.STOPPED:
-            raise Conflict(
-                format_lazy(
-                    _("Job #{pk} is {status}; only stopped jobs resume."),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_resumable",
-            )
-        _refuse_dead_target(target)
+        _require_resumable(target)
         before = _snapshot(target)
         target.status = Job.QUEUED
         target.stop_requested = False
@@ -222,6 +222,19 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+def _require_resumable(target: Job) -> None:
+    if target.status != Job.STOPPED:
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only stopped jobs resume."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_resumable",
+        )
+    _refuse_dead_target(target)
+
+
 def _refuse_dead_target(job: Job) -> None:
     """A job's server must still accept work; a deploy's release must still be approved."""
     if job.server_id and job.server.status not in (Server.ACTIVE, Server.MAINTENANCE):
@@ -235,6 +248,35 @@ def _refuse_dead_target(job: Job) -> None:
         raise Conflict(_("The release is not approved."), code="release_not_approved")
 
 
+def _require_retryable(target: Job) -> None:
+    if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only failed, cancelled or stopped jobs can be retried."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_retryable",
+        )
+    _refuse_dead_target(target)
+    if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
+        target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
+    ):
+        raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
+
+
+# Prechecks (hal.actions.precheck): the same state checks, without running anything.
+for _code, _check in (
+    ("jobs.cancel", _require_cancellable),
+    ("jobs.stop", _require_stoppable),
+    ("jobs.resume", _require_resumable),
+    ("jobs.retry", _require_retryable),
+):
+    register_precheck(
+        _code, (lambda check: lambda params: check(resolve_job(params.get("job"))))(_check)
+    )
+
+
 @action("jobs.retry")
 def check_retry_job(*, actor: Actor, job: Any) -> Job:
     """Run a failed, cancelled or stopped job again as a new attempt (a new job row)."""
@@ -242,23 +284,7 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
-            raise Conflict(
-                format_lazy(
-                    _(
-                        "Job #{pk} is {status}; only failed, cancelled or stopped jobs "
-                        "can be retried."
-                    ),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_retryable",
-            )
-        _refuse_dead_target(target)
-        if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
-            target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
-        ):
-            raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
+        _require_retryable(target)
         new = create_job(
             actor,
             kind=target.kind,

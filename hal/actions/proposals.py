@@ -53,10 +53,15 @@ def room_group(room_id: Any) -> str:
 
 
 def _publish(proposal: Proposal, event: str) -> None:
-    payload = proposal.as_dict()
-    publish(OPS_GROUP, event, payload)
+    from hal.actions.proposal_views import origins_for
+
+    # Every console gets the summary (the shared approval queue); operators allowed to see
+    # the details fetch them from the API. The room's group is its owner's only. The
+    # precheck is not sent: its message is rendered in each reader's language by the API.
+    origin = origins_for([proposal]).get(proposal.pk)
+    publish(OPS_GROUP, event, {**proposal.as_dict(details=False), "origin": origin})
     if proposal.room_id is not None:
-        publish(room_group(proposal.room_id), event, payload)
+        publish(room_group(proposal.room_id), event, {**proposal.as_dict(), "origin": origin})
 
 
 def _tool(name: str) -> Any:
@@ -190,8 +195,12 @@ def check_create_proposal(
 def check_confirm_proposal(
     *, actor: Actor, proposal_id: Any, step: Any, target: Any = None
 ) -> tuple[Proposal, Confirmation]:
-    """Steps 1–2 of the three-step confirmation, for exactly the proposal's arguments."""
+    """Steps 1–2 of the three-step confirmation, for exactly the proposal's arguments.
+
+    Re-authentication is asked for first (before the impact and the retype), so an
+    operator is not sent to the password prompt after doing both steps."""
     require_perm(actor, "high_risk")
+    require_recent(actor)
     proposal = load_proposal(proposal_id)
     _require_pending(proposal)
     tool = _tool(proposal.tool)
@@ -277,6 +286,11 @@ def check_approve_proposal(*, actor: Actor, proposal_id: Any) -> Proposal:
     require_recent(actor)
     _require_pending(proposal)
     verify_integrity(proposal, tool)
+    # A proposal that cannot succeed now is refused with the action's own code (it stays
+    # pending: the state may change, or the operator rejects it).
+    check = proposal_precheck(proposal)
+    if check is not None and check.error is not None:
+        raise check.error
     token = _confirmed_token(actor, proposal) if proposal.tier == Proposal.HIGH_RISK else None
     now = timezone.now()
     user = actor.user if getattr(actor.user, "pk", None) else None
@@ -514,29 +528,25 @@ def sweep_interrupted_executions(older_than_seconds: float | None = None) -> int
     return count
 
 
-# --- reads -----------------------------------------------------------------------------------
+# --- reads (hal/actions/proposal_views.py) --------------------------------------------------
 
+from hal.actions.proposal_views import (  # noqa: E402  (re-exported: views and tests use them)
+    get_proposal,
+    list_proposals,
+    proposal_json,
+    proposal_precheck,
+    proposals_json,
+)
 
-def list_proposals(
-    actor: Actor, *, status: str = "", room_id: Any = None, limit: int = 100
-) -> list[Proposal]:
-    """Proposals, newest first (due pending ones are expired first)."""
-    require_perm(actor, "view")
-    sweep_expired_proposals()
-    qs = Proposal.objects.all()
-    if status:
-        if status not in dict(Proposal.STATUS_CHOICES):
-            raise InvalidInput(_("Unknown proposal status."), code="invalid_filter")
-        qs = qs.filter(status=status)
-    if room_id not in (None, ""):
-        try:
-            qs = qs.filter(room_id=int(room_id))
-        except (TypeError, ValueError):
-            raise InvalidInput(_("room_id must be a number."), code="invalid_filter") from None
-    return list(qs.order_by("-id")[: max(1, min(int(limit), 500))])
-
-
-def get_proposal(actor: Actor, proposal_id: Any) -> Proposal:
-    """One proposal (404 proposal_not_found)."""
-    require_perm(actor, "view")
-    return load_proposal(proposal_id)
+__all__ = [
+    "check_approve_proposal",
+    "check_cancel_room_proposals",
+    "check_confirm_proposal",
+    "check_create_proposal",
+    "check_reject_proposal",
+    "get_proposal",
+    "list_proposals",
+    "proposal_json",
+    "proposal_precheck",
+    "proposals_json",
+]
