@@ -73,7 +73,9 @@ def test_write_proposal_approved_with_inline_reauth(
         approvals.goto(base + "/proposals/")
         approvals.wait_for_selector(READY, state="attached")
         panel = box(approvals, "#ai-panel")
-        buttons = approvals.locator(".proposal-approve, .proposal-reject").all()
+        buttons = approvals.locator(
+            "#proposals-pending .proposal-approve, #proposals-pending .proposal-reject"
+        ).all()
         assert buttons
         for button in buttons:
             assert not overlaps(panel, button.bounding_box())
