@@ -204,7 +204,16 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        _require_resumable(target)
+        if target.status != Job.STOPPED:
+            raise Conflict(
+                format_lazy(
+                    _("Job #{pk} is {status}; only stopped jobs resume."),
+                    pk=target.pk,
+                    status=target.status,
+                ),
+                code="job_not_resumable",
+            )
+        _refuse_dead_target(target)
         before = _snapshot(target)
         target.status = Job.QUEUED
         target.stop_requested = False
@@ -222,6 +231,9 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+# Prechecks of resume and retry mirror the checks inside check_resume_job/check_retry_job
+# (kept inline there: the restart gate is added between them on another branch; fold them
+# into these helpers when both are merged).
 def _require_resumable(target: Job) -> None:
     if target.status != Job.STOPPED:
         raise Conflict(
@@ -284,7 +296,23 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        _require_retryable(target)
+        if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
+            raise Conflict(
+                format_lazy(
+                    _(
+                        "Job #{pk} is {status}; only failed, cancelled or stopped jobs "
+                        "can be retried."
+                    ),
+                    pk=target.pk,
+                    status=target.status,
+                ),
+                code="job_not_retryable",
+            )
+        _refuse_dead_target(target)
+        if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
+            target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
+        ):
+            raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
         new = create_job(
             actor,
             kind=target.kind,
