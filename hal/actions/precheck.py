@@ -12,11 +12,14 @@ approval with the action's own code.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hal.errors import HalError
+
+log = logging.getLogger("hal.precheck")
 
 Precheck = Callable[[dict[str, Any]], None]
 
@@ -61,4 +64,7 @@ def run_precheck(action_code: str, params: dict[str, Any]) -> PrecheckResult | N
         fn(dict(params))
     except HalError as exc:
         return PrecheckResult(ok=False, error=exc)
+    except Exception:  # a broken precheck must not block a decision: the action still checks
+        log.exception("precheck of %s crashed", action_code)
+        return None
     return PrecheckResult(ok=True)

@@ -182,7 +182,13 @@ def check_create_proposal(
             "proposals.create",
             target=proposal,
             target_label=f"{definition.name} {proposal.target_identifier}"[:255],
-            after={"tool": definition.name, "tier": definition.tier, "arguments": clean},
+            # Not the arguments: the audit log is read by every operator, and arguments are
+            # room content (shown only to who may approve the tier). Their hash pins them.
+            after={
+                "tool": definition.name,
+                "tier": definition.tier,
+                "arguments_sha256": params_hash(clean),
+            },
         )
         _publish(proposal, "proposal.created")
     return proposal

@@ -11,6 +11,7 @@ from hal.actions import proposals
 from hal.actions.base import Actor
 from hal.api import api, json_body
 from hal.errors import HalError
+from hal.i18n import localize
 
 
 def _actor(request: HttpRequest) -> Actor:
@@ -34,8 +35,8 @@ def proposals_page(request: HttpRequest) -> HttpResponse:
         request,
         "hal/proposals.html",
         {
-            "pending": proposals.proposals_json(actor, pending),
-            "recent": proposals.proposals_json(actor, recent),
+            "pending": localize(proposals.proposals_json(actor, pending)),
+            "recent": localize(proposals.proposals_json(actor, recent)),
             "error": error,
             "page": "proposals",
         },

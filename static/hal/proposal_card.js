@@ -90,7 +90,7 @@ export function askPassword() {
     const cancel = () => {
       cleanup();
       dialog.close();
-      reject(new ApiError(403, "reauth_required", S.reauth_cancelled || "Re-authentication cancelled."));
+      reject(new ApiError(403, "reauth_required", S.reauth_cancelled));
     };
     const cleanup = () => {
       $("#ai-reauth-form").removeEventListener("submit", submit);

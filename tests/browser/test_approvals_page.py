@@ -175,6 +175,8 @@ def test_a_proposal_that_cannot_succeed_is_flagged_and_refused_in_korean(
     card = page.locator(f"#proposal-{p.pk}")
     flag = card.locator(".proposal-precheck")
     expect(flag).to_have_attribute("data-code", "server_not_active")
+    # The impact summary is in Korean on the page as in the panel.
+    expect(card.locator(".proposal-impact")).to_contain_text("점검")
     flag_text = flag.inner_text()
     assert "Cannot succeed" not in flag_text and "web1.test" in flag_text
     card.locator(".proposal-approve").click()

@@ -59,12 +59,13 @@ def test_a_view_only_operator_sees_the_summary_only(proposals_of_owner, viewer):
         assert p["impact"]["summary"]  # the summary stays
         assert "details" not in p["impact"]
         assert p["tool"] and p["tier"] and p["status"] == "pending"
-    assert listed[write.pk]["impact"]["summary"] == f"Add a note to incident INC-{write.arguments['incident_id']}."
+    assert (
+        listed[write.pk]["impact"]["summary"]
+        == f"Add a note to incident INC-{write.arguments['incident_id']}."
+    )
 
 
-def test_operate_sees_write_details_but_not_high_risk_ones(
-    proposals_of_owner, django_user_model
-):
+def test_operate_sees_write_details_but_not_high_risk_ones(proposals_of_owner, django_user_model):
     write, high = proposals_of_owner
     writer = make_user(django_user_model, "writer", perms=["operate"])
     listed = _listed(_client(writer))
@@ -96,9 +97,7 @@ def test_results_are_hidden_from_those_who_may_not_approve(world, operator, view
     assert "new-01" not in json.dumps({k: seen[k] for k in ("result", "arguments")})
 
 
-def test_the_ops_group_gets_the_summary_and_the_room_everything(
-    world, room_owner, monkeypatch
-):
+def test_the_ops_group_gets_the_summary_and_the_room_everything(world, room_owner, monkeypatch):
     sent = []
     monkeypatch.setattr("hal.actions.proposals.publish", lambda g, e, p: sent.append((g, e, p)))
     p = propose(
@@ -118,3 +117,14 @@ def test_the_approvals_page_hides_details_from_a_viewer(proposals_of_owner, view
     html = _client(viewer).get("/proposals/").content.decode()
     assert SECRET_NOTE not in html
     assert "isolate_server" in html
+
+
+def test_the_audit_log_does_not_carry_the_arguments(proposals_of_owner, viewer):
+    from hal.models import AuditEntry
+
+    rows = AuditEntry.objects.filter(action="proposals.create")
+    assert rows.count() == 2
+    for row in rows:
+        assert SECRET_NOTE not in json.dumps([row.before, row.after, row.message])
+        assert len(row.after["arguments_sha256"]) == 64
+    assert SECRET_NOTE not in _client(viewer).get("/api/audit").content.decode()
