@@ -173,7 +173,8 @@ def check_start_confirmation(
             target_type=impact.subject_type,
             target_id=impact.subject_id,
             target_label=impact.target_identifier,
-            after={"action": action_code, "confirmation": str(conf.token)},
+            # The id, never the token: every operator reads the audit log.
+            after={"action": action_code, "confirmation_id": conf.pk},
         )
     return conf
 
@@ -210,7 +211,7 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
                 target_type=conf.subject_type,
                 target_id=conf.subject_id,
                 target_label=conf.target_identifier,
-                after={"action": conf.action, "confirmation": str(conf.token)},
+                after={"action": conf.action, "confirmation_id": conf.pk},
             )
     if mismatch:
         raise ConfirmationError(

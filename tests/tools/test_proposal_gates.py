@@ -156,3 +156,17 @@ def test_approve_refusal_leaves_the_proposal_pending(world, ai_actor, operator):
     with pytest.raises(HalError):
         actions.check_approve_proposal(actor=make_actor(operator, via="api"), proposal_id=p.pk)
     assert Proposal.objects.get(pk=p.pk).status == "pending"
+
+
+def test_the_token_is_not_in_the_audit_log(world, ai_actor, reauthed, viewer):
+    """The audit log is read by every operator: it names the confirmation, not its token."""
+    from django.test import Client
+
+    p = isolate(ai_actor)
+    token = _confirm_both_steps(reauthed, p)
+    rows = AuditEntry.objects.filter(action__startswith="confirmation.")
+    assert rows.count() == 2
+    assert token not in json.dumps([[r.before, r.after, r.message] for r in rows])
+    other = Client()
+    other.force_login(viewer)
+    assert token not in other.get("/api/audit").content.decode()
