@@ -12,6 +12,8 @@ from hal.version import get_version
 
 def console(request: HttpRequest) -> dict:
     """Expose the version and the menu (entries whose page exists) to the base layout."""
+    from hal.proposal_strings import proposal_strings
+
     menu = []
     for name, label in MENU:
         try:
@@ -20,6 +22,7 @@ def console(request: HttpRequest) -> dict:
             continue
     return {
         "hal_version": get_version(),
+        "proposal_strings": proposal_strings(),
         "hal_menu": menu,
         "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
         "ai_panel_strings": panel_strings(),

@@ -12,7 +12,9 @@ import hashlib
 import hmac
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -29,6 +31,20 @@ from hal.i18n import english, is_text
 from hal.models import Confirmation
 
 MAX_TARGET_ATTEMPTS = 5
+
+# The AI proposal whose confirmation steps or approval are running in this context (set
+# only by hal.actions.proposals; nothing a request or a model sends can set it).
+_FOR_PROPOSAL: ContextVar[int | None] = ContextVar("hal_confirm_for_proposal", default=None)
+
+
+@contextmanager
+def for_proposal(proposal_id: int) -> Iterator[None]:
+    """Run confirmation steps on behalf of one proposal (its confirm and approve paths)."""
+    reset = _FOR_PROPOSAL.set(int(proposal_id))
+    try:
+        yield
+    finally:
+        _FOR_PROPOSAL.reset(reset)
 
 
 @dataclass(frozen=True)
@@ -107,14 +123,32 @@ def _load(token: Any, actor: Actor, *, lock: bool = False) -> Confirmation:
         conf.session_key and actor.session_key and conf.session_key != actor.session_key
     ):
         raise NotFound(_("No such confirmation."), code="confirmation_not_found")
+    # A proposal's confirmation is spent by that proposal's approve only: never through the
+    # generic endpoints or a direct action call (which would run it beside the proposal).
+    current = _FOR_PROPOSAL.get()
+    if conf.proposal_id is not None and conf.proposal_id != current:
+        raise ConfirmationError(
+            format_lazy(
+                _("This confirmation belongs to AI proposal #{id}; approve it there."),
+                id=conf.proposal_id,
+            ),
+            code="confirmation_for_proposal",
+        )
+    if current is not None and conf.proposal_id != current:
+        raise ConfirmationError(
+            _("This proposal has no confirmation of its own; start with its impact step."),
+            code="confirmation_incomplete",
+        )
     return conf
 
 
 @action("confirmation.start")
 def check_start_confirmation(
-    *, actor: Actor, action_code: str, params: dict[str, Any]
+    *, actor: Actor, action_code: str, params: dict[str, Any], proposal_id: int | None = None
 ) -> Confirmation:
-    """Step 1: compute and show the impact of a high-risk action with these arguments."""
+    """Step 1: compute and show the impact of a high-risk action with these arguments.
+
+    `proposal_id` binds the confirmation to an AI proposal (see `for_proposal`)."""
     require_perm(actor, "high_risk")
     entry = get_high_risk(action_code)
     if not isinstance(params, dict):
@@ -129,6 +163,7 @@ def check_start_confirmation(
             subject_id=str(impact.subject_id),
             target_identifier=impact.target_identifier,
             params_hash=params_hash(params),
+            proposal_id=proposal_id,
             impact={**impact.as_dict(), "params": params},
             expires_at=timezone.now() + timedelta(seconds=settings.HAL_CONFIRMATION_TTL_SECONDS),
         )
@@ -138,7 +173,8 @@ def check_start_confirmation(
             target_type=impact.subject_type,
             target_id=impact.subject_id,
             target_label=impact.target_identifier,
-            after={"action": action_code, "confirmation": str(conf.token)},
+            # The id, never the token: every operator reads the audit log.
+            after={"action": action_code, "confirmation_id": conf.pk},
         )
     return conf
 
@@ -175,7 +211,7 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
                 target_type=conf.subject_type,
                 target_id=conf.subject_id,
                 target_label=conf.target_identifier,
-                after={"action": conf.action, "confirmation": str(conf.token)},
+                after={"action": conf.action, "confirmation_id": conf.pk},
             )
     if mismatch:
         raise ConfirmationError(

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
 from hal.models import EmergencyState
@@ -41,11 +42,13 @@ def check_enter_emergency(*, actor: Actor, reason: Any) -> EmergencyState:
     reason = _reason(reason, required=True)
     with transaction.atomic():
         state = _locked_state()
-        if state.active:
-            raise Conflict(
-                _("Emergency recovery is already active."), code="emergency_already_active"
-            )
+        _require_inactive(state)
         return do_enter_emergency(actor, state, reason=reason)
+
+
+def _require_inactive(state: EmergencyState) -> None:
+    if state.active:
+        raise Conflict(_("Emergency recovery is already active."), code="emergency_already_active")
 
 
 def do_enter_emergency(actor: Actor, state: EmergencyState, *, reason: str) -> EmergencyState:
@@ -67,9 +70,13 @@ def check_leave_emergency(*, actor: Actor, reason: Any = "") -> EmergencyState:
     reason = _reason(reason, required=False)
     with transaction.atomic():
         state = _locked_state()
-        if not state.active:
-            raise Conflict(_("Emergency recovery is not active."), code="emergency_not_active")
+        _require_active(state)
         return do_leave_emergency(actor, state, reason=reason)
+
+
+def _require_active(state: EmergencyState) -> None:
+    if not state.active:
+        raise Conflict(_("Emergency recovery is not active."), code="emergency_not_active")
 
 
 def do_leave_emergency(actor: Actor, state: EmergencyState, *, reason: str) -> EmergencyState:
@@ -99,3 +106,12 @@ def _save_and_record(
         message=reason,
     )
     publish(OPS_GROUP, "emergency.changed", state.as_dict())
+
+
+def _current_state() -> EmergencyState:
+    return EmergencyState.objects.filter(pk=1).first() or EmergencyState(pk=1)
+
+
+# Prechecks (hal.actions.precheck): the same state checks, read without a lock or a write.
+register_precheck("emergency.enter", lambda params: _require_inactive(_current_state()))
+register_precheck("emergency.leave", lambda params: _require_active(_current_state()))

@@ -11,6 +11,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.models import Incident, IncidentEvent
@@ -190,9 +191,13 @@ def check_annotate_incident(*, actor: Actor, incident_id: Any, text: Any) -> Inc
     text = _text(text, "text", required=True)
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
-        if incident.status != Incident.OPEN:
-            raise Conflict(_("This incident is closed; reopen it first."), code="incident_not_open")
+        _require_open_to_annotate(incident)
         return do_annotate_incident(actor, incident, text=text)
+
+
+def _require_open_to_annotate(incident: Incident) -> None:
+    if incident.status != Incident.OPEN:
+        raise Conflict(_("This incident is closed; reopen it first."), code="incident_not_open")
 
 
 def do_annotate_incident(actor: Actor, incident: Incident, *, text: str) -> IncidentEvent:
@@ -213,9 +218,13 @@ def check_close_incident(*, actor: Actor, incident_id: Any, resolution: Any) -> 
     resolution = _text(resolution, "resolution", required=True)
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
-        if incident.status != Incident.OPEN:
-            raise Conflict(_("This incident is already closed."), code="incident_not_open")
+        _require_open_to_close(incident)
         return do_close_incident(actor, incident, resolution=resolution)
+
+
+def _require_open_to_close(incident: Incident) -> None:
+    if incident.status != Incident.OPEN:
+        raise Conflict(_("This incident is already closed."), code="incident_not_open")
 
 
 def do_close_incident(actor: Actor, incident: Incident, *, resolution: str) -> Incident:
@@ -245,9 +254,24 @@ def check_reopen_incident(*, actor: Actor, incident_id: Any, reason: Any) -> Inc
     reason = _text(reason, "reason", required=True, limit=500)
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
-        if incident.status != Incident.CLOSED:
-            raise Conflict(_("This incident is open."), code="incident_not_closed")
+        _require_closed(incident)
         return do_reopen_incident(actor, incident, reason=reason)
+
+
+def _require_closed(incident: Incident) -> None:
+    if incident.status != Incident.CLOSED:
+        raise Conflict(_("This incident is open."), code="incident_not_closed")
+
+
+# Prechecks (hal.actions.precheck): the same state checks, without running anything.
+for _code, _check in (
+    ("incidents.annotate", _require_open_to_annotate),
+    ("incidents.close", _require_open_to_close),
+    ("incidents.reopen", _require_closed),
+):
+    register_precheck(
+        _code, (lambda check: lambda params: check(_load(params.get("incident_id"))))(_check)
+    )
 
 
 def do_reopen_incident(actor: Actor, incident: Incident, *, reason: str) -> Incident:

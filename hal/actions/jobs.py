@@ -25,6 +25,7 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.agent.ops import argv_sha256
+from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.fleet_http import http_health_check
@@ -173,15 +174,7 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.QUEUED:
-            raise Conflict(
-                format_lazy(
-                    _("Job #{pk} is {status}; only queued jobs can be cancelled."),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_cancellable",
-            )
+        _require_cancellable(target)
         before = _snapshot(target)
         target.status = Job.CANCELLED
         target.finished_at = timezone.now()
@@ -193,6 +186,18 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+def _require_cancellable(target: Job) -> None:
+    if target.status != Job.QUEUED:
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only queued jobs can be cancelled."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_cancellable",
+        )
+
+
 @action("jobs.stop")
 def check_stop_job(*, actor: Actor, job: Any) -> Job:
     """Ask a running job to stop; its runner sees the flag on its next poll."""
@@ -200,15 +205,7 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.RUNNING:
-            raise Conflict(
-                format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
-                code="job_not_running",
-            )
-        if target.stop_requested:
-            raise Conflict(
-                format_lazy(_("Job #{pk} is already stopping."), pk=target.pk), code="job_stopping"
-            )
+        _require_stoppable(target)
         before = _snapshot(target)
         target.stop_requested = True
         target.save(update_fields=["stop_requested"])
@@ -216,6 +213,18 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
         record_audit(actor, "jobs.stop", target=target, before=before, after=_snapshot(target))
         _publish(target)
     return target
+
+
+def _require_stoppable(target: Job) -> None:
+    if target.status != Job.RUNNING:
+        raise Conflict(
+            format_lazy(_("Job #{pk} is {status}."), pk=target.pk, status=target.status),
+            code="job_not_running",
+        )
+    if target.stop_requested:
+        raise Conflict(
+            format_lazy(_("Job #{pk} is already stopping."), pk=target.pk), code="job_stopping"
+        )
 
 
 @action("jobs.resume")
@@ -254,6 +263,22 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
+# Prechecks of resume and retry mirror the checks inside check_resume_job/check_retry_job
+# (kept inline there: the restart gate is added between them on another branch; fold them
+# into these helpers when both are merged).
+def _require_resumable(target: Job) -> None:
+    if target.status != Job.STOPPED:
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only stopped jobs resume."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_resumable",
+        )
+    _refuse_dead_target(target)
+
+
 def _refuse_dead_target(job: Job) -> None:
     """A job's server must still accept work; a deploy's release must still be approved."""
     if job.server_id and job.server.status not in (Server.ACTIVE, Server.MAINTENANCE):
@@ -265,6 +290,35 @@ def _refuse_dead_target(job: Job) -> None:
         )
     if job.kind == Job.DEPLOY and job.release_id and job.release.status != Release.APPROVED:
         raise Conflict(_("The release is not approved."), code="release_not_approved")
+
+
+def _require_retryable(target: Job) -> None:
+    if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
+        raise Conflict(
+            format_lazy(
+                _("Job #{pk} is {status}; only failed, cancelled or stopped jobs can be retried."),
+                pk=target.pk,
+                status=target.status,
+            ),
+            code="job_not_retryable",
+        )
+    _refuse_dead_target(target)
+    if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
+        target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
+    ):
+        raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
+
+
+# Prechecks (hal.actions.precheck): the same state checks, without running anything.
+for _code, _check in (
+    ("jobs.cancel", _require_cancellable),
+    ("jobs.stop", _require_stoppable),
+    ("jobs.resume", _require_resumable),
+    ("jobs.retry", _require_retryable),
+):
+    register_precheck(
+        _code, (lambda check: lambda params: check(resolve_job(params.get("job"))))(_check)
+    )
 
 
 @action("jobs.retry")

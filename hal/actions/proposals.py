@@ -23,6 +23,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm, require_
 from hal.actions.confirm import (
     check_confirm_target,
     check_start_confirmation,
+    for_proposal,
     get_high_risk,
     params_hash,
 )
@@ -52,10 +53,15 @@ def room_group(room_id: Any) -> str:
 
 
 def _publish(proposal: Proposal, event: str) -> None:
-    payload = proposal.as_dict()
-    publish(OPS_GROUP, event, payload)
+    from hal.actions.proposal_views import origins_for
+
+    # Every console gets the summary (the shared approval queue); operators allowed to see
+    # the details fetch them from the API. The room's group is its owner's only. The
+    # precheck is not sent: its message is rendered in each reader's language by the API.
+    origin = origins_for([proposal]).get(proposal.pk)
+    publish(OPS_GROUP, event, {**proposal.as_dict(details=False), "origin": origin})
     if proposal.room_id is not None:
-        publish(room_group(proposal.room_id), event, payload)
+        publish(room_group(proposal.room_id), event, {**proposal.as_dict(), "origin": origin})
 
 
 def _tool(name: str) -> Any:
@@ -79,6 +85,39 @@ def load_proposal(proposal_id: Any) -> Proposal:
     if proposal is None:
         raise NotFound(_("No such proposal."), code="proposal_not_found")
     return expire_if_due(proposal)
+
+
+_TIER_RANK = {"read": 0, Proposal.WRITE: 1, Proposal.HIGH_RISK: 2}
+
+
+def verify_integrity(proposal: Proposal, tool: Any) -> dict[str, Any]:
+    """The proposal's arguments, re-validated, if the stored row is still what was proposed.
+
+    Every tier, before any confirmation step or approval: the arguments must still match
+    their sha256 and the tool's schema, and the tier and action code must still be the
+    tool's (a row lowered from high_risk to write would skip the three steps)."""
+    arguments = proposal.arguments if isinstance(proposal.arguments, dict) else None
+    clean: dict[str, Any] | None = None
+    if arguments is not None and params_hash(arguments) == proposal.arguments_sha256:
+        try:
+            clean = tool.validate(arguments)
+        except Exception:  # pydantic.ValidationError: the stored arguments are not a call
+            clean = None
+    if (
+        clean is None
+        or clean != arguments
+        or proposal.tier not in (Proposal.WRITE, Proposal.HIGH_RISK)
+        or _TIER_RANK[proposal.tier] < _TIER_RANK.get(tool.call_tier(clean), 2)
+        or (proposal.tier == Proposal.HIGH_RISK and proposal.action_code != tool.action_code)
+    ):
+        raise Conflict(
+            _(
+                "This proposal's stored arguments no longer match what the model proposed; "
+                "it will not run. Reject it."
+            ),
+            code="proposal_tampered",
+        )
+    return clean
 
 
 # --- create ----------------------------------------------------------------------------------
@@ -143,7 +182,13 @@ def check_create_proposal(
             "proposals.create",
             target=proposal,
             target_label=f"{definition.name} {proposal.target_identifier}"[:255],
-            after={"tool": definition.name, "tier": definition.tier, "arguments": clean},
+            # Not the arguments: the audit log is read by every operator, and arguments are
+            # room content (shown only to who may approve the tier). Their hash pins them.
+            after={
+                "tool": definition.name,
+                "tier": definition.tier,
+                "arguments_sha256": params_hash(clean),
+            },
         )
         _publish(proposal, "proposal.created")
     return proposal
@@ -156,18 +201,29 @@ def check_create_proposal(
 def check_confirm_proposal(
     *, actor: Actor, proposal_id: Any, step: Any, target: Any = None
 ) -> tuple[Proposal, Confirmation]:
-    """Steps 1–2 of the three-step confirmation, for exactly the proposal's arguments."""
+    """Steps 1–2 of the three-step confirmation, for exactly the proposal's arguments.
+
+    Re-authentication is asked for first (before the impact and the retype), so an
+    operator is not sent to the password prompt after doing both steps."""
     require_perm(actor, "high_risk")
+    require_recent(actor)
     proposal = load_proposal(proposal_id)
     _require_pending(proposal)
-    if proposal.tier != Proposal.HIGH_RISK:
+    tool = _tool(proposal.tool)
+    if proposal.tier != Proposal.HIGH_RISK and tool.tier != Proposal.HIGH_RISK:
         raise InvalidInput(
             _("Only high-risk proposals need the confirmation steps."),
             code="confirmation_not_needed",
         )
+    arguments = verify_integrity(proposal, tool)
     if step == "impact":
+        # Bound to this proposal: its token is never handed out, and only this proposal's
+        # approve can spend it (see hal.actions.confirm.for_proposal).
         conf = check_start_confirmation(
-            actor=actor, action_code=proposal.action_code, params=dict(proposal.arguments)
+            actor=actor,
+            action_code=proposal.action_code,
+            params=dict(arguments),
+            proposal_id=proposal.pk,
         )
         with transaction.atomic():
             # The latest operator to start the confirmation owns it; a conditional update
@@ -182,7 +238,10 @@ def check_confirm_proposal(
             raise ConfirmationError(
                 _("Show the impact first (step impact)."), code="confirmation_incomplete"
             )
-        conf = check_confirm_target(actor=actor, token=proposal.confirmation_token, typed=target)
+        with for_proposal(proposal.pk):
+            conf = check_confirm_target(
+                actor=actor, token=proposal.confirmation_token, typed=target
+            )
         return proposal, conf
     raise InvalidInput(_("step must be impact or target."), code="invalid_step")
 
@@ -194,6 +253,7 @@ def _confirmed_token(actor: Actor, proposal: Proposal) -> str:
         conf = Confirmation.objects.filter(token=proposal.confirmation_token).first()
     if (
         conf is None
+        or conf.proposal_id != proposal.pk
         or conf.operator_id != getattr(actor.user, "pk", None)
         or conf.state != Confirmation.TARGET_CONFIRMED
         or conf.action != proposal.action_code
@@ -231,6 +291,12 @@ def check_approve_proposal(*, actor: Actor, proposal_id: Any) -> Proposal:
     require_perm(actor, "high_risk" if proposal.tier == Proposal.HIGH_RISK else "operate")
     require_recent(actor)
     _require_pending(proposal)
+    verify_integrity(proposal, tool)
+    # A proposal that cannot succeed now is refused with the action's own code (it stays
+    # pending: the state may change, or the operator rejects it).
+    check = proposal_precheck(proposal)
+    if check is not None and check.error is not None:
+        raise check.error
     token = _confirmed_token(actor, proposal) if proposal.tier == Proposal.HIGH_RISK else None
     now = timezone.now()
     user = actor.user if getattr(actor.user, "pk", None) else None
@@ -287,7 +353,7 @@ def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> 
     )
     try:
         # The handler sees who asked (e.g. an approved fetch_url charges that connection).
-        with running_with_origin(origin):
+        with running_with_origin(origin), for_proposal(proposal.pk):
             result = tool.handler(runner, dict(proposal.arguments), confirmation=token)
     except HalError as exc:
         error = exc
@@ -468,29 +534,25 @@ def sweep_interrupted_executions(older_than_seconds: float | None = None) -> int
     return count
 
 
-# --- reads -----------------------------------------------------------------------------------
+# --- reads (hal/actions/proposal_views.py) --------------------------------------------------
 
+from hal.actions.proposal_views import (  # noqa: E402  (re-exported: views and tests use them)
+    get_proposal,
+    list_proposals,
+    proposal_json,
+    proposal_precheck,
+    proposals_json,
+)
 
-def list_proposals(
-    actor: Actor, *, status: str = "", room_id: Any = None, limit: int = 100
-) -> list[Proposal]:
-    """Proposals, newest first (due pending ones are expired first)."""
-    require_perm(actor, "view")
-    sweep_expired_proposals()
-    qs = Proposal.objects.all()
-    if status:
-        if status not in dict(Proposal.STATUS_CHOICES):
-            raise InvalidInput(_("Unknown proposal status."), code="invalid_filter")
-        qs = qs.filter(status=status)
-    if room_id not in (None, ""):
-        try:
-            qs = qs.filter(room_id=int(room_id))
-        except (TypeError, ValueError):
-            raise InvalidInput(_("room_id must be a number."), code="invalid_filter") from None
-    return list(qs.order_by("-id")[: max(1, min(int(limit), 500))])
-
-
-def get_proposal(actor: Actor, proposal_id: Any) -> Proposal:
-    """One proposal (404 proposal_not_found)."""
-    require_perm(actor, "view")
-    return load_proposal(proposal_id)
+__all__ = [
+    "check_approve_proposal",
+    "check_cancel_room_proposals",
+    "check_confirm_proposal",
+    "check_create_proposal",
+    "check_reject_proposal",
+    "get_proposal",
+    "list_proposals",
+    "proposal_json",
+    "proposal_precheck",
+    "proposals_json",
+]

@@ -22,6 +22,7 @@ from django.utils.translation import gettext_noop
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
+from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.models import (
@@ -121,11 +122,7 @@ def do_register_server(
     """Create the pending server row (hostname unique among live servers)."""
     try:
         with transaction.atomic():
-            if Server.objects.filter(hostname=hostname).exclude(status=Server.DELETED).exists():
-                raise Conflict(
-                    format_lazy(_("{hostname} is already registered."), hostname=hostname),
-                    code="server_exists",
-                )
+            _require_unregistered(hostname)
             server = Server.objects.create(
                 hostname=hostname,
                 address=address,
@@ -143,6 +140,14 @@ def do_register_server(
     return server
 
 
+def _require_unregistered(hostname: str) -> None:
+    if Server.objects.filter(hostname=hostname).exclude(status=Server.DELETED).exists():
+        raise Conflict(
+            format_lazy(_("{hostname} is already registered."), hostname=hostname),
+            code="server_exists",
+        )
+
+
 @action("servers.approve")
 def check_approve_server(*, actor: Actor, server: Any) -> Server:
     """Approve a pending server: it becomes `active` and its agent gets jobs."""
@@ -150,16 +155,20 @@ def check_approve_server(*, actor: Actor, server: Any) -> Server:
     target = resolve_server(server)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Server.PENDING:
-            raise Conflict(
-                format_lazy(
-                    _("{hostname} is {status}, not pending."),
-                    hostname=target.hostname,
-                    status=target.status,
-                ),
-                code="server_not_pending",
-            )
+        _require_pending(target)
         return do_approve_server(actor, target)
+
+
+def _require_pending(target: Server) -> None:
+    if target.status != Server.PENDING:
+        raise Conflict(
+            format_lazy(
+                _("{hostname} is {status}, not pending."),
+                hostname=target.hostname,
+                status=target.status,
+            ),
+            code="server_not_pending",
+        )
 
 
 def do_approve_server(actor: Actor, server: Server) -> Server:
@@ -190,15 +199,7 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
     target = resolve_server(server)
     with transaction.atomic():
         target = _locked(target)
-        wanted_from = Server.ACTIVE if enabled else Server.MAINTENANCE
-        if target.status != wanted_from:
-            code = "server_not_active" if enabled else "server_not_in_maintenance"
-            raise Conflict(
-                format_lazy(
-                    _("{hostname} is {status}."), hostname=target.hostname, status=target.status
-                ),
-                code=code,
-            )
+        _require_maintenance_change(target, enabled)
         before = _snapshot(target)
         target.status = Server.MAINTENANCE if enabled else Server.ACTIVE
         target.status_reason = reason if enabled else ""
@@ -213,6 +214,18 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
         )
         _publish(target)
     return target
+
+
+def _require_maintenance_change(target: Server, enabled: bool) -> None:
+    wanted_from = Server.ACTIVE if enabled else Server.MAINTENANCE
+    if target.status != wanted_from:
+        code = "server_not_active" if enabled else "server_not_in_maintenance"
+        raise Conflict(
+            format_lazy(
+                _("{hostname} is {status}."), hostname=target.hostname, status=target.status
+            ),
+            code=code,
+        )
 
 
 # --- isolate / delete (high-risk) ------------------------------------------------------------
@@ -293,13 +306,7 @@ def check_isolate_server(
             params={"server": server, "reason": raw_reason},
         )
         target = _locked(target)
-        if target.status not in (Server.ACTIVE, Server.MAINTENANCE, Server.PENDING):
-            raise Conflict(
-                format_lazy(
-                    _("{hostname} is {status}."), hostname=target.hostname, status=target.status
-                ),
-                code="server_not_isolatable",
-            )
+        _require_isolatable(target)
         before = _snapshot(target)
         target.status = Server.ISOLATED
         target.status_reason = reason
@@ -315,6 +322,16 @@ def check_isolate_server(
         )
         _publish(target)
     return target
+
+
+def _require_isolatable(target: Server) -> None:
+    if target.status not in (Server.ACTIVE, Server.MAINTENANCE, Server.PENDING):
+        raise Conflict(
+            format_lazy(
+                _("{hostname} is {status}."), hostname=target.hostname, status=target.status
+            ),
+            code="server_not_isolatable",
+        )
 
 
 @action("servers.delete")
@@ -361,6 +378,28 @@ def check_delete_server(
         _publish(target)
     return target
 
+
+# Prechecks (hal.actions.precheck): the same state checks as above, without running anything.
+register_precheck(
+    "servers.approve", lambda params: _require_pending(resolve_server(params.get("server")))
+)
+register_precheck(
+    "servers.maintenance",
+    lambda params: _require_maintenance_change(
+        resolve_server(params.get("server")), params.get("enabled") is True
+    ),
+)
+register_precheck(
+    "servers.isolate", lambda params: _require_isolatable(resolve_server(params.get("server")))
+)
+# A deleted server is not found by name any more: resolving it is the check.
+register_precheck("servers.delete", lambda params: resolve_server(params.get("server")))
+
+
+register_precheck(
+    "servers.register",
+    lambda params: _require_unregistered(clean_hostname(params.get("hostname"))),
+)
 
 register_high_risk(
     "servers.isolate",

@@ -25,6 +25,9 @@ class Confirmation(models.Model):
     subject_id = models.CharField(max_length=64)
     target_identifier = models.CharField(max_length=255)
     params_hash = models.CharField(max_length=64)
+    # Set when made for an AI proposal: then it is usable only through that proposal's
+    # approve (never the generic execute endpoint, never a direct action call).
+    proposal_id = models.BigIntegerField(null=True, blank=True)
     impact = models.JSONField(default=dict)
     state = models.CharField(max_length=20, choices=STATES, default=IMPACT_SHOWN)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -47,10 +50,13 @@ class Confirmation(models.Model):
         impact = self.impact or {}
         return render(impact.get("summary_i18n") or impact.get("summary", ""))
 
-    def as_dict(self) -> dict:
-        """Return the API shape (the identifier to retype is shown with the impact)."""
-        return {
-            "token": str(self.token),
+    def as_dict(self, *, with_token: bool = True) -> dict:
+        """Return the API shape (the identifier to retype is shown with the impact).
+
+        The generic three-step API hands the token to the operator's browser; the proposal
+        API never does (`with_token=False`): a proposal's confirmation is spent by its
+        approve only."""
+        data = {
             "action": self.action,
             "subject_type": self.subject_type,
             "subject_id": self.subject_id,
@@ -59,3 +65,6 @@ class Confirmation(models.Model):
             "state": self.state,
             "expires_at": self.expires_at.isoformat(),
         }
+        if with_token:
+            data["token"] = str(self.token)
+        return data

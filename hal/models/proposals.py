@@ -94,8 +94,26 @@ class Proposal(models.Model):
         impact = self.impact or {}
         return render(impact.get("summary_i18n") or impact.get("summary", ""))
 
-    def as_dict(self) -> dict[str, Any]:
-        """The API/WS shape of a proposal (never the confirmation token)."""
+    # What the summary view keeps of `impact`: what it is about, not the arguments' content.
+    SUMMARY_IMPACT_KEYS = ("summary", "summary_i18n", "subject_type", "subject_id")
+
+    def details_visible_to(self, user: Any) -> bool:
+        """May `user` read the arguments, impact details and result?
+
+        Those who may approve this tier, and the operator in whose room it was proposed
+        (it is their own conversation); everyone else sees the summary only."""
+        if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+            return False
+        if self.requested_by_id is not None and self.requested_by_id == user.pk:
+            return True
+        perm = "hal.operate_high_risk" if self.tier == self.HIGH_RISK else "hal.operate"
+        return bool(user.has_perm(perm))
+
+    def as_dict(self, *, details: bool = True) -> dict[str, Any]:
+        """The API/WS shape of a proposal (never the confirmation token).
+
+        `details=False` is the summary view for operators who may not approve it: no
+        arguments, impact details, result or error message (they can hold room content)."""
 
         def iso(value: Any) -> str | None:
             return value.isoformat() if value else None
@@ -130,5 +148,13 @@ class Proposal(models.Model):
                 if self.error_code
                 else None
             ),
+            "details_visible": details,
         }
+        if not details:
+            impact = self.impact if isinstance(self.impact, dict) else {}
+            data["arguments"] = None
+            data["impact"] = {k: impact[k] for k in self.SUMMARY_IMPACT_KEYS if k in impact}
+            data["result"] = None
+            if data["error"]:
+                data["error"] = {"code": self.error_code, "message": ""}
         return data

@@ -85,7 +85,9 @@ def _write(
     *,
     summarize: Any,
     target: Any,
+    action: str,
 ) -> None:
+    # `action`: the hal.actions code the handler's check_* runs (its precheck's key).
     def handler(actor: Actor, a: dict[str, Any], confirmation: str | None = None) -> Any:
         return jsonable(fn(actor, a))
 
@@ -98,6 +100,7 @@ def _write(
             handler=handler,
             summarize=summarize,
             target=target,
+            action_code=action,
         )
     )
 
@@ -462,6 +465,7 @@ _write(
         gettext_noop("Register server {hostname} (pending until approved)."), hostname=a["hostname"]
     ),
     target=lambda a: a["hostname"],
+    action="servers.register",
 )
 _write(
     "approve_server",
@@ -472,6 +476,7 @@ _write(
         gettext_noop("Approve pending server {server}."), server=a["server"]
     ),
     target=lambda a: a["server"],
+    action="servers.approve",
 )
 _write(
     "set_server_maintenance",
@@ -487,6 +492,7 @@ _write(
         server=a["server"],
     ),
     target=lambda a: a["server"],
+    action="servers.maintenance",
 )
 _write(
     "open_incident",
@@ -506,6 +512,7 @@ _write(
         title=a["title"],
     ),
     target=lambda a: a["title"],
+    action="incidents.open",
 )
 _write(
     "close_incident",
@@ -516,6 +523,7 @@ _write(
     ),
     summarize=lambda a: i18n.text(gettext_noop("Close incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
+    action="incidents.close",
 )
 _write(
     "annotate_incident",
@@ -528,6 +536,7 @@ _write(
         gettext_noop("Add a note to incident INC-{id}."), id=a["incident_id"]
     ),
     target=lambda a: f"INC-{a['incident_id']}",
+    action="incidents.annotate",
 )
 _write(
     "reopen_incident",
@@ -538,6 +547,7 @@ _write(
     ),
     summarize=lambda a: i18n.text(gettext_noop("Reopen incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
+    action="incidents.reopen",
 )
 # The summary msgids are spelled out so that makemessages extracts each one.
 for _verb, _fn, _what, _summary in (
@@ -568,6 +578,7 @@ for _verb, _fn, _what, _summary in (
         (lambda fn: lambda actor, a: fn(actor=actor, job=a["job"]))(_fn),
         summarize=(lambda msgid: lambda a: i18n.text(msgid, job=a["job"]))(_summary),
         target=lambda a: f"job-{a['job']}",
+        action=f"jobs.{_verb}",
     )
 _write(
     "check_module_health",
@@ -586,6 +597,7 @@ _write(
         else i18n.text(gettext_noop("Health-check {module} from HAL."), module=a["module"])
     ),
     target=lambda a: a["module"],
+    action="modules.health_check",
 )
 _write(
     "restart_module",
@@ -598,6 +610,7 @@ _write(
         gettext_noop("Restart {module} on {server}."), module=a["module"], server=a["server"]
     ),
     target=lambda a: f"{a['module']} on {a['server']}",
+    action="modules.restart",
 )
 _write(
     "take_dr_snapshot",
@@ -606,6 +619,7 @@ _write(
     lambda actor, a: dr.check_snapshot_now(actor=actor),
     summarize=lambda a: i18n.text(gettext_noop("Take a DR snapshot now.")),
     target=lambda a: "dr",
+    action="dr.snapshot",
 )
 _write(
     "check_mail_relay",
@@ -614,6 +628,7 @@ _write(
     lambda actor, a: mail.check_mail_now(actor=actor),
     summarize=lambda a: i18n.text(gettext_noop("Check the SMTP relay now.")),
     target=lambda a: "mail",
+    action="mail.check",
 )
 _write(
     "enter_emergency_mode",
@@ -622,6 +637,7 @@ _write(
     lambda actor, a: emergency.check_enter_emergency(actor=actor, reason=a["reason"]),
     summarize=lambda a: i18n.text(gettext_noop("Enter emergency-recovery mode.")),
     target=lambda a: "emergency",
+    action="emergency.enter",
 )
 _write(
     "leave_emergency_mode",
@@ -630,6 +646,7 @@ _write(
     lambda actor, a: emergency.check_leave_emergency(actor=actor, reason=a.get("reason", "")),
     summarize=lambda a: i18n.text(gettext_noop("Leave emergency-recovery mode.")),
     target=lambda a: "emergency",
+    action="emergency.leave",
 )
 
 

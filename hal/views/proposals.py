@@ -11,6 +11,7 @@ from hal.actions import proposals
 from hal.actions.base import Actor
 from hal.api import api, json_body
 from hal.errors import HalError
+from hal.i18n import localize
 
 
 def _actor(request: HttpRequest) -> Actor:
@@ -28,10 +29,17 @@ def proposals_page(request: HttpRequest) -> HttpResponse:
         recent = [p for p in proposals.list_proposals(actor, limit=50) if p.status != "pending"]
     except HalError as exc:
         pending, recent, error = [], [], exc
+    # The cards are drawn by the same ES module as the panel's (static/hal/proposal_card.js)
+    # from the API's JSON: what this operator may see, with the precheck in their language.
     return render(
         request,
         "hal/proposals.html",
-        {"pending": pending, "recent": recent, "error": error, "page": "proposals"},
+        {
+            "pending": localize(proposals.proposals_json(actor, pending)),
+            "recent": localize(proposals.proposals_json(actor, recent)),
+            "error": error,
+            "page": "proposals",
+        },
         status=error.http_status if error else 200,
     )
 
@@ -40,13 +48,14 @@ def proposals_page(request: HttpRequest) -> HttpResponse:
 @api()
 def api_list(request: HttpRequest) -> dict:
     """GET /api/ai/proposals?status=pending&room_id=&limit="""
+    actor = _actor(request)
     rows = proposals.list_proposals(
-        _actor(request),
+        actor,
         status=request.GET.get("status", ""),
         room_id=request.GET.get("room_id"),
         limit=_limit(request.GET.get("limit")),
     )
-    return {"proposals": [p.as_dict() for p in rows]}
+    return {"proposals": proposals.proposals_json(actor, rows)}
 
 
 def _limit(value: str | None) -> int:
@@ -60,7 +69,8 @@ def _limit(value: str | None) -> int:
 @api()
 def api_detail(request: HttpRequest, proposal_id: int) -> dict:
     """GET /api/ai/proposals/<id>"""
-    return {"proposal": proposals.get_proposal(_actor(request), proposal_id).as_dict()}
+    actor = _actor(request)
+    return {"proposal": proposals.proposal_json(actor, proposals.get_proposal(actor, proposal_id))}
 
 
 @require_POST
@@ -68,21 +78,27 @@ def api_detail(request: HttpRequest, proposal_id: int) -> dict:
 def api_confirm(request: HttpRequest, proposal_id: int) -> dict:
     """POST /api/ai/proposals/<id>/confirm {step: "impact"} | {step: "target", target}"""
     body = json_body(request)
+    actor = _actor(request)
     proposal, conf = proposals.check_confirm_proposal(
-        actor=_actor(request),
+        actor=actor,
         proposal_id=proposal_id,
         step=body.get("step"),
         target=body.get("target"),
     )
-    return {"proposal": proposal.as_dict(), "confirmation": conf.as_dict()}
+    # Never the token: a proposal's confirmation is spent by its approve only.
+    return {
+        "proposal": proposals.proposal_json(actor, proposal),
+        "confirmation": conf.as_dict(with_token=False),
+    }
 
 
 @require_POST
 @api()
 def api_approve(request: HttpRequest, proposal_id: int) -> dict:
     """POST /api/ai/proposals/<id>/approve — runs it once (re-auth; three steps if high-risk)."""
-    proposal = proposals.check_approve_proposal(actor=_actor(request), proposal_id=proposal_id)
-    return {"proposal": proposal.as_dict()}
+    actor = _actor(request)
+    proposal = proposals.check_approve_proposal(actor=actor, proposal_id=proposal_id)
+    return {"proposal": proposals.proposal_json(actor, proposal)}
 
 
 @require_POST
@@ -90,7 +106,8 @@ def api_approve(request: HttpRequest, proposal_id: int) -> dict:
 def api_reject(request: HttpRequest, proposal_id: int) -> dict:
     """POST /api/ai/proposals/<id>/reject {reason?} — nothing runs."""
     body = json_body(request)
+    actor = _actor(request)
     proposal = proposals.check_reject_proposal(
-        actor=_actor(request), proposal_id=proposal_id, reason=body.get("reason", "")
+        actor=actor, proposal_id=proposal_id, reason=body.get("reason", "")
     )
-    return {"proposal": proposal.as_dict()}
+    return {"proposal": proposals.proposal_json(actor, proposal)}

@@ -5,6 +5,7 @@ import { api, ApiError, csrfToken } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
 import { refreshDaySeparators, refreshTimes, replyFacts, timeElement } from "./chat_meta.js";
 import { Drawer } from "./drawer.js";
+import { fetchProposal, renderCard } from "./proposal_card.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -726,213 +727,26 @@ async function loadProposals(roomId) {
   }
 }
 
-// Events and API answers can cross: never let a late "executing" undo an "executed", and
-// never rebuild a pending card (that would drop a three-step flow in progress).
-const STATUS_RANK = { pending: 0, approved: 1, executing: 1 };
-const rank = (status) => STATUS_RANK[status] ?? 2;
-
+// The card itself is the shared component (proposal_card.js), the same as on the
+// Approvals page. A room event carries the full proposal but not its precheck (rendered in
+// each reader's language by the API): a pending card fetches it once.
 function renderProposal(p) {
   if (!p || p.id === undefined) return;
   if (p.room_id !== undefined && p.room_id !== null && p.room_id !== state.roomId) return;
   let card = state.proposals.get(p.id);
-  if (card && rank(p.status) < rank(card.dataset.status)) return;
-  if (card && p.status === "pending" && card.dataset.status === "pending") return;
   if (!card) {
     card = document.createElement("li");
     card.className = "ai-proposal";
-    card.dataset.proposalId = p.id;
     state.proposals.set(p.id, card);
     const anchor = p.message_id && state.messages.get(p.message_id);
     if (anchor) anchor.after(card);
     else logEl.append(card);
   }
-  card.dataset.status = p.status;
-  card.dataset.tier = p.tier;
-  card.replaceChildren();
-  const head = document.createElement("div");
-  head.className = "ai-proposal-head";
-  const tierLabel = p.tier === "high_risk" ? T.high_risk : p.tier === "write" ? T.write : T.read;
-  const tool = document.createElement("strong");
-  tool.textContent = p.tool;
-  const tier = document.createElement("span");
-  tier.className = `badge tier-${p.tier}`;
-  tier.textContent = tierLabel;
-  const status = document.createElement("span");
-  status.className = `badge ${p.status} ai-proposal-status`;
-  status.textContent = p.status;
-  head.append(tool, " ", tier, " ", status);
-  const args = document.createElement("pre");
-  args.className = "ai-proposal-args";
-  args.textContent = JSON.stringify(p.arguments ?? {}, null, 2);
-  card.append(head, args);
-  const impact = p.impact?.summary || (typeof p.impact === "string" ? p.impact : "");
-  if (impact) {
-    const im = document.createElement("p");
-    im.className = "ai-proposal-impact";
-    im.textContent = `${T.impact}: ${impact}`;
-    card.append(im);
+  renderCard(card, p, { onChange: renderProposal });
+  if (p.status === "pending" && p.precheck === undefined) {
+    fetchProposal(p.id).then((fresh) => fresh && renderProposal(fresh), () => {});
   }
-  if (p.result !== undefined && p.result !== null && p.status !== "pending") {
-    const res = document.createElement("pre");
-    res.className = "ai-proposal-result";
-    res.textContent = `${T.result}: ${JSON.stringify(p.result)}`;
-    card.append(res);
-  }
-  if (p.error) {
-    const e = document.createElement("p");
-    e.className = "error";
-    e.textContent = `${p.error.code || p.error}: ${p.error.message || ""}`;
-    card.append(e);
-  }
-  if (p.status === "pending") card.append(proposalActions(p));
   stickToEnd();
-}
-
-function button(label, cls, onClick) {
-  const b = document.createElement("button");
-  b.type = "button";
-  b.className = cls;
-  b.textContent = label;
-  b.addEventListener("click", onClick);
-  return b;
-}
-
-function proposalActions(p) {
-  const box = document.createElement("div");
-  box.className = "ai-proposal-actions";
-  const err = document.createElement("p");
-  err.className = "error ai-proposal-error";
-  err.setAttribute("role", "alert");
-  const fail = (e) => {
-    err.textContent = e instanceof ApiError ? `${e.code}: ${e.message}` : String(e);
-    err.dataset.code = e.code || "";
-  };
-  const reject = button(T.reject, "ai-reject", () =>
-    withReauth(() => api("POST", `/api/ai/proposals/${p.id}/reject`)).then(renderProposal, fail),
-  );
-  if (p.tier !== "high_risk") {
-    const approve = button(T.approve, "primary ai-approve", () =>
-      withReauth(() => api("POST", `/api/ai/proposals/${p.id}/approve`)).then(renderProposal, fail),
-    );
-    box.append(approve, reject, err);
-    return box;
-  }
-  // High risk: impact → retype the target → execute, inside the card.
-  const step1 = button(T.show_impact, "ai-show-impact", async () => {
-    err.textContent = "";
-    try {
-      const data = await withReauth(() =>
-        api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "impact" }),
-      { raw: true });
-      const conf = data.confirmation || {};
-      const target = conf.target_identifier ?? p.target_identifier ?? "";
-      const summary = conf.impact?.summary ?? p.impact?.summary ?? "";
-      step1.disabled = true;
-      const info = document.createElement("div");
-      info.className = "ai-proposal-impact-detail";
-      if (summary && summary !== p.impact?.summary) {
-        const sum = document.createElement("p");
-        sum.textContent = `${T.impact}: ${summary}`;
-        info.append(sum);
-      }
-      const ask = document.createElement("label");
-      ask.className = "ai-retype-label";
-      ask.append(`${T.retype}: `);
-      const code = document.createElement("code");
-      code.className = "ai-target";
-      code.textContent = target;
-      ask.append(code);
-      const field = document.createElement("input");
-      field.className = "ai-retype";
-      field.autocomplete = "off";
-      field.spellcheck = false;
-      field.setAttribute("aria-label", T.retype);
-      info.append(ask, field);
-      const step2 = button(T.confirm_target, "ai-confirm-target", async () => {
-        err.textContent = "";
-        try {
-          await withReauth(
-            () => api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "target", target: field.value }),
-            { raw: true },
-          );
-          step2.disabled = true;
-          field.disabled = true;
-          execute.disabled = false;
-          execute.focus();
-        } catch (e) {
-          fail(e);
-        }
-      });
-      field.addEventListener("keydown", (ev) => {
-        if (ev.key === "Enter") {
-          ev.preventDefault();
-          step2.click();
-        }
-      });
-      const execute = button(T.execute, "danger ai-execute", () =>
-        withReauth(() => api("POST", `/api/ai/proposals/${p.id}/approve`)).then(renderProposal, fail),
-      );
-      execute.disabled = true;
-      box.before(info);
-      step1.after(step2, execute);
-      field.focus();
-    } catch (e) {
-      fail(e);
-    }
-  });
-  box.append(step1, reject, err);
-  return box;
-}
-
-// On 403 reauth_required: ask for the password inline, re-authenticate, then retry once.
-async function withReauth(call, { raw = false } = {}) {
-  const done = (data) => (raw ? data : unwrap(data));
-  try {
-    return done(await call());
-  } catch (err) {
-    if (!(err instanceof ApiError) || err.code !== "reauth_required") throw err;
-    await askPassword();
-    return done(await call());
-  }
-}
-
-function unwrap(data) {
-  return data?.proposal ?? data;
-}
-
-function askPassword() {
-  const dialog = $("#ai-reauth");
-  const field = $("#ai-reauth-password");
-  const error = $("#ai-reauth-error");
-  error.textContent = "";
-  field.value = "";
-  return new Promise((resolve, reject) => {
-    const submit = async (ev) => {
-      ev.preventDefault();
-      try {
-        await api("POST", "/api/auth/reauth", { password: field.value });
-        cleanup();
-        dialog.close();
-        resolve();
-      } catch (e) {
-        error.textContent = e.message;
-        error.dataset.code = e.code || "";
-      }
-    };
-    const cancel = () => {
-      cleanup();
-      dialog.close();
-      reject(new ApiError(403, "reauth_required", "Re-authentication cancelled."));
-    };
-    const cleanup = () => {
-      $("#ai-reauth-form").removeEventListener("submit", submit);
-      $("#ai-reauth-cancel").removeEventListener("click", cancel);
-    };
-    $("#ai-reauth-form").addEventListener("submit", submit);
-    $("#ai-reauth-cancel").addEventListener("click", cancel);
-    dialog.showModal();
-    field.focus();
-  });
 }
 
 // ---------- live updates over /ws/ai/ ----------

@@ -1,67 +1,58 @@
-// The approvals page: approve / reject proposals; high-risk ones go through impact →
-// retype the target → execute. A 403 reauth_required sends the operator to re-auth.
-import { api, ApiError } from "./app.js";
+// The Approvals page: every proposal drawn by the panel's own card component
+// (proposal_card.js), kept live over /ws/ops/. The socket carries only the summary; the
+// details this operator may see (and the precheck in their language) come from the API.
+import { fetchProposal, renderCard } from "./proposal_card.js";
 
-// "retype" in the operator's language, from the pending list (templates/hal/proposals.html).
-const RETYPE = document.getElementById("proposals-pending")?.dataset.retype || "retype";
+const pendingEl = document.getElementById("proposals-pending");
+const recentEl = document.getElementById("proposals-recent");
+const cards = new Map();
+const read = (id) => JSON.parse(document.getElementById(id)?.textContent || "[]");
 
-function fail(card, err) {
-  const box = card.querySelector(".proposal-error");
-  if (err instanceof ApiError && err.code === "reauth_required") {
-    location.href = `/reauth/?next=${encodeURIComponent(location.pathname)}`;
-    return;
+function showEmpty() {
+  for (const list of [pendingEl, recentEl]) {
+    const empty = list.querySelector(":scope > li.empty");
+    const hasCards = list.querySelector(":scope > li.proposal-card");
+    if (hasCards) empty?.remove();
+    else if (!empty) {
+      const li = document.createElement("li");
+      li.className = "empty";
+      li.textContent = list.dataset.empty;
+      list.append(li);
+    }
   }
-  box.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : String(err);
-  box.dataset.code = err.code || "";
 }
 
-function done(card, data) {
-  const p = data.proposal || data;
-  card.dataset.status = p.status;
-  card.querySelector(".proposal-status").textContent = p.status;
-  card.querySelector(".proposal-actions").remove();
-  if (p.error) fail(card, new ApiError(409, p.error.code, p.error.message));
+function place(p) {
+  let card = cards.get(p.id);
+  if (!card) {
+    card = document.createElement("li");
+    card.className = "card proposal";
+    card.id = `proposal-${p.id}`;
+    cards.set(p.id, card);
+  }
+  renderCard(card, p, { onChange: place });
+  const list = card.dataset.status === "pending" ? pendingEl : recentEl;
+  if (card.parentElement !== list) {
+    if (list === recentEl) list.prepend(card);
+    else list.append(card);
+  }
+  showEmpty();
 }
 
-for (const card of document.querySelectorAll("li.proposal")) {
-  const id = card.dataset.proposalId;
-  const approve = card.querySelector(".proposal-approve");
-  card.querySelector(".proposal-reject").addEventListener("click", () => {
-    api("POST", `/api/ai/proposals/${id}/reject`, {}).then((d) => done(card, d), (e) => fail(card, e));
+for (const p of read("proposals-pending-data")) place(p);
+for (const p of read("proposals-recent-data")) place(p);
+showEmpty();
+document.body.dataset.proposalsReady = "true";
+
+const scheme = location.protocol === "https:" ? "wss" : "ws";
+function connect() {
+  const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
+  ws.addEventListener("message", (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type !== "proposal.created" && msg.type !== "proposal.updated") return;
+    // What this operator may see (details, precheck in their language); the summary if not.
+    fetchProposal(msg.data.id).then(place, () => place(msg.data));
   });
-  approve.addEventListener("click", () => {
-    approve.disabled = true;
-    api("POST", `/api/ai/proposals/${id}/approve`).then(
-      (d) => done(card, d),
-      (e) => {
-        approve.disabled = false;
-        fail(card, e);
-      },
-    );
-  });
-  const impactBtn = card.querySelector(".proposal-impact-btn");
-  if (!impactBtn) continue;
-  const step2 = card.querySelector(".proposal-step2");
-  impactBtn.addEventListener("click", async () => {
-    try {
-      const data = await api("POST", `/api/ai/proposals/${id}/confirm`, { step: "impact" });
-      const conf = data.confirmation;
-      card.querySelector(".proposal-impact").textContent =
-        `${conf.impact.summary} — ${RETYPE}: ${conf.target_identifier}`;
-      impactBtn.disabled = true;
-      step2.hidden = false;
-    } catch (e) {
-      fail(card, e);
-    }
-  });
-  card.querySelector(".proposal-target-btn").addEventListener("click", async () => {
-    const typed = card.querySelector(".proposal-retype").value;
-    try {
-      await api("POST", `/api/ai/proposals/${id}/confirm`, { step: "target", target: typed });
-      step2.hidden = true;
-      approve.disabled = false;
-    } catch (e) {
-      fail(card, e);
-    }
-  });
+  ws.addEventListener("close", () => setTimeout(connect, 3000));
 }
+connect();

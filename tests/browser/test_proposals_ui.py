@@ -62,7 +62,7 @@ def test_write_proposal_approved_with_inline_reauth(
     say(page, "Open an incident for the full disk.")
     proposal = card(page, "open_incident")
     expect(proposal).to_have_attribute("data-status", "pending")
-    expect(proposal.locator(".ai-proposal-args")).to_contain_text("Disk full web1")
+    expect(proposal.locator(".proposal-args")).to_contain_text("Disk full web1")
     expect(proposal.locator(".badge.tier-write")).to_be_visible()
     screenshot(page, "proposal-pending")
 
@@ -72,7 +72,9 @@ def test_write_proposal_approved_with_inline_reauth(
         login(approvals, base, operator)
         approvals.goto(base + "/proposals/")
         approvals.wait_for_selector(READY, state="attached")
-        buttons = approvals.locator(".proposal-approve, .proposal-reject").all()
+        buttons = approvals.locator(
+            "#proposals-pending .proposal-approve, #proposals-pending .proposal-reject"
+        ).all()
         assert buttons
         if width <= 1100:
             # Narrow: the panel is a drawer, closed until the operator opens it.
@@ -87,7 +89,7 @@ def test_write_proposal_approved_with_inline_reauth(
         approvals.context.close()
 
     # Approve: re-auth is needed, the panel asks inline; a wrong password is refused.
-    proposal.locator(".ai-approve").click()
+    proposal.locator(".proposal-approve").click()
     dialog = page.locator("#ai-reauth")
     expect(dialog).to_be_visible()
     screenshot(page, "proposal-reauth-dialog")
@@ -101,8 +103,8 @@ def test_write_proposal_approved_with_inline_reauth(
     expect(dialog).to_be_hidden()
     # ... then the approval continues by itself and the action runs.
     expect(proposal).to_have_attribute("data-status", "executed")
-    expect(proposal.locator(".ai-proposal-actions")).to_have_count(0)
-    expect(proposal.locator(".ai-proposal-result")).to_be_visible()
+    expect(proposal.locator(".proposal-actions")).to_have_count(0)
+    expect(proposal.locator(".proposal-result")).to_be_visible()
     # The model hears the outcome and answers.
     expect(
         page.locator("#ai-log .ai-msg .ai-text", has_text="The incident is open.")
@@ -137,33 +139,35 @@ def test_high_risk_three_steps_inside_the_card(
     say(page, "Isolate web1 now.")
     proposal = card(page, "isolate_server")
     expect(proposal).to_have_attribute("data-tier", "high_risk")
-    # No one-click approval for high risk: only the first step is offered.
-    expect(proposal.locator(".ai-approve")).to_have_count(0)
-    expect(proposal.locator(".ai-execute")).to_have_count(0)
+    # No one-click approval for high risk: the three steps, only the first one enabled.
+    expect(proposal.locator(".proposal-approve")).to_have_count(0)
+    expect(proposal.locator(".proposal-steps > li")).to_have_count(3)
+    expect(proposal.locator(".proposal-execute")).to_be_disabled()
 
-    # Step 1: impact.
-    proposal.locator(".ai-show-impact").click()
-    expect(proposal.locator(".ai-show-impact")).to_be_disabled()
-    expect(proposal.locator(".ai-proposal-impact-detail")).to_be_visible()
-    expect(proposal.locator(".ai-target")).to_have_text("web1.test")
-    execute = proposal.locator(".ai-execute")
+    # Step 1: impact — the stale re-auth is asked for first, inline.
+    proposal.locator(".proposal-impact-btn").click()
+    expect(page.locator("#ai-reauth")).to_be_visible()
+    page.fill("#ai-reauth-password", operator.raw_password)
+    page.click("#ai-reauth-submit")
+    expect(proposal.locator(".proposal-impact-btn")).to_be_disabled()
+    expect(proposal.locator(".proposal-impact-detail")).to_be_visible()
+    expect(proposal.locator(".proposal-target")).to_have_text("web1.test")
+    execute = proposal.locator(".proposal-execute")
     expect(execute).to_be_disabled()
     screenshot(page, "proposal-high-risk-impact")
 
     # Step 2: the target retyped — a wrong one is refused, execute stays disabled.
-    proposal.locator(".ai-retype").fill("web2.test")
-    proposal.locator(".ai-confirm-target").click()
-    expect(proposal.locator(".ai-proposal-error")).not_to_have_attribute("data-code", "")
+    proposal.locator(".proposal-retype").fill("web2.test")
+    proposal.locator(".proposal-target-btn").click()
+    expect(proposal.locator(".proposal-error")).not_to_have_attribute("data-code", "")
     expect(execute).to_be_disabled()
-    proposal.locator(".ai-retype").fill("web1.test")
-    proposal.locator(".ai-confirm-target").click()
+    proposal.locator(".proposal-retype").fill("web1.test")
+    proposal.locator(".proposal-target-btn").click()
     expect(execute).to_be_enabled()
 
-    # Step 3: execute — the password is asked inline, then it runs.
+    # Step 3: execute — the password was given before step 1, so it just runs.
     execute.click()
-    expect(page.locator("#ai-reauth")).to_be_visible()
-    page.fill("#ai-reauth-password", operator.raw_password)
-    page.click("#ai-reauth-submit")
+    expect(page.locator("#ai-reauth")).to_be_hidden()
     expect(proposal).to_have_attribute("data-status", "executed")
     expect(page.locator("#ai-log .ai-msg .ai-text", has_text="web1 is isolated.")).to_be_visible()
     screenshot(page, "proposal-high-risk-executed")
@@ -198,19 +202,19 @@ def test_reject_and_live_update_in_another_browser(
     rejected_b = second.locator(".ai-proposal", has_text="Rejected one")
     # The card appears live in the other browser too.
     expect(rejected_b).to_have_attribute("data-status", "pending")
-    rejected_a.locator(".ai-reject").click()
+    rejected_a.locator(".proposal-reject").click()
     expect(rejected_a).to_have_attribute("data-status", "rejected")
     expect(rejected_b).to_have_attribute("data-status", "rejected")
-    expect(rejected_b.locator(".ai-reject")).to_have_count(0)
+    expect(rejected_b.locator(".proposal-reject")).to_have_count(0)
 
     approved_a = first.locator(".ai-proposal", has_text="Approved one")
     approved_b = second.locator(".ai-proposal", has_text="Approved one")
     expect(approved_b).to_have_attribute("data-status", "pending", timeout=15_000)
     reauth(first, base, operator)
-    approved_a.locator(".ai-approve").click()
+    approved_a.locator(".proposal-approve").click()
     expect(approved_a).to_have_attribute("data-status", "executed")
     expect(approved_b).to_have_attribute("data-status", "executed")
-    expect(approved_b.locator(".ai-approve")).to_have_count(0)
+    expect(approved_b.locator(".proposal-approve")).to_have_count(0)
     screenshot(second, "proposal-live-update-other-browser")
     statuses = {
         p["arguments"]["title"]: p["status"]

@@ -60,15 +60,15 @@ def test_twenty_concurrent_write_approvals_execute_once(operator):
 
 
 def test_twenty_concurrent_high_risk_approvals_execute_once(operator):
-    from hal.actions.confirm import check_confirm_target
-
     now_server = Server.objects.create(hostname="web-01", status=Server.ACTIVE)
     actor = Actor(user=operator, via="api", session_key="s", reauth_at=time.time())
     proposal = run_tool_call(
         "isolate_server", {"server": "web-01", "reason": "compromised"}, actor=actor
     ).proposal
-    _, conf = actions.check_confirm_proposal(actor=actor, proposal_id=proposal.pk, step="impact")
-    check_confirm_target(actor=actor, token=conf.token, typed="web-01")
+    actions.check_confirm_proposal(actor=actor, proposal_id=proposal.pk, step="impact")
+    actions.check_confirm_proposal(
+        actor=actor, proposal_id=proposal.pk, step="target", target="web-01"
+    )
 
     results = _race(lambda: actions.check_approve_proposal(actor=actor, proposal_id=proposal.pk))
 
@@ -77,3 +77,46 @@ def test_twenty_concurrent_high_risk_approvals_execute_once(operator):
     assert AuditEntry.objects.filter(action="servers.isolate", result="ok").count() == 1
     now_server.refresh_from_db()
     assert now_server.status == "isolated"
+
+
+def test_approvals_racing_the_generic_execute_run_a_proposal_once(operator):
+    """Issue 11.4: the proposal's confirmation token, tried through every door at once
+    (its approve, the generic /api/confirmations execute, the action itself), runs once."""
+    from hal.actions.confirm import check_execute_confirmation
+    from hal.actions.servers import check_isolate_server
+
+    server = Server.objects.create(hostname="web-01", status=Server.ACTIVE)
+    actor = Actor(user=operator, via="api", session_key="s", reauth_at=time.time())
+    proposal = run_tool_call(
+        "isolate_server", {"server": "web-01", "reason": "compromised"}, actor=actor
+    ).proposal
+    actions.check_confirm_proposal(actor=actor, proposal_id=proposal.pk, step="impact")
+    actions.check_confirm_proposal(
+        actor=actor, proposal_id=proposal.pk, step="target", target="web-01"
+    )
+    token = Proposal.objects.get(pk=proposal.pk).confirmation_token
+    doors = [
+        lambda: actions.check_approve_proposal(actor=actor, proposal_id=proposal.pk),
+        lambda: check_execute_confirmation(actor=actor, token=token),
+        lambda: check_isolate_server(
+            actor=actor, server="web-01", reason="compromised", confirmation=token
+        ),
+    ]
+    counter = iter(range(10**6))
+    lock = threading.Lock()
+
+    def next_door():
+        with lock:
+            door = doors[next(counter) % len(doors)]
+        return door()
+
+    results = _race(next_door, n=21)
+
+    assert results.count(("ok", "executed")) == 1, results
+    assert not [r for r in results if r[0] == "crash"], results
+    # Only the approve may run it: the other doors refuse, whatever the order.
+    assert ("ok", "isolated") not in results, results
+    assert AuditEntry.objects.filter(action="servers.isolate", result="ok").count() == 1
+    assert AuditEntry.objects.filter(action="proposals.execute").count() == 1
+    server.refresh_from_db()
+    assert server.status == "isolated"

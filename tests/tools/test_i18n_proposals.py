@@ -74,9 +74,15 @@ def test_an_english_operator_sees_the_english_impact(world, ai_actor, client_op)
 
 
 def test_the_proposals_page_renders_the_korean_impact(world, ai_actor, client_ko):
+    import re
+
     _propose(ai_actor)
     html = client_ko.get("/proposals/").content.decode()
-    assert "web-01 서버를 격리합니다(active)." in html
+    # The cards are drawn from the page's JSON (proposal_card.js), localized like the API.
+    data = re.search(r'<script id="proposals-pending-data"[^>]*>(.*?)</script>', html, re.S)
+    cards = json.loads(data.group(1))
+    assert cards[0]["impact"]["summary"] == "web-01 서버를 격리합니다(active)."
+    assert "summary_i18n" not in cards[0]["impact"]
     assert "Isolate server web-01" not in html
 
 

@@ -75,8 +75,10 @@ def test_write_approval_runs_the_action_once_as_the_operator_via_ai(world, ai_ac
     assert code(again) == "proposal_not_pending"
 
 
-def test_a_failing_action_is_stored_as_failed(world, ai_actor, reauthed):
+def test_a_failing_action_is_stored_as_failed(world, ai_actor, reauthed, monkeypatch):
     p = propose(ai_actor, "approve_server", {"server": "web-01"})  # active, not pending
+    # The state changed after the precheck passed: the action itself refuses while running.
+    monkeypatch.setattr("hal.actions.proposals.proposal_precheck", lambda proposal: None)
     body = post(reauthed, f"/api/ai/proposals/{p.pk}/approve").json()["proposal"]
     assert body["status"] == "failed"
     assert body["error"]["code"] == "server_not_pending"
@@ -127,11 +129,25 @@ def test_wrong_retyped_target_is_refused(world, ai_actor, reauthed):
     assert Server.objects.get(hostname="web-01").status == "active"
 
 
-def test_high_risk_needs_reauth_even_with_both_steps(world, ai_actor, client_op):
+def test_high_risk_asks_for_reauth_first(world, ai_actor, client_op):
+    """Issue 13.7: the password is asked before the impact and retype steps, not after."""
     p = isolate(ai_actor)
-    post(client_op, f"/api/ai/proposals/{p.pk}/confirm", {"step": "impact"})
-    post(client_op, f"/api/ai/proposals/{p.pk}/confirm", {"step": "target", "target": "web-01"})
+    response = post(client_op, f"/api/ai/proposals/{p.pk}/confirm", {"step": "impact"})
+    assert (response.status_code, code(response)) == (403, "reauth_required")
+    assert not Confirmation.objects.exists()
     response = post(client_op, f"/api/ai/proposals/{p.pk}/approve")
+    assert (response.status_code, code(response)) == (403, "reauth_required")
+    assert Server.objects.get(hostname="web-01").status == "active"
+
+
+def test_high_risk_needs_reauth_even_with_both_steps(world, ai_actor, reauthed):
+    p = isolate(ai_actor)
+    post(reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "impact"})
+    post(reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "target", "target": "web-01"})
+    session = reauthed.session
+    session["hal_reauth_at"] = 0  # the re-auth ran out between step 2 and execute
+    session.save()
+    response = post(reauthed, f"/api/ai/proposals/{p.pk}/approve")
     assert (response.status_code, code(response)) == (403, "reauth_required")
     assert Server.objects.get(hostname="web-01").status == "active"
 
@@ -337,8 +353,10 @@ def test_the_approvals_page_lists_pending_and_recent(world, ai_actor, client_op)
     response = client_op.get(reverse("hal:proposals"))
     assert response.status_code == 200
     html = response.content.decode()
-    assert f'id="proposal-{pending.pk}"' in html
-    assert 'data-tier="high_risk"' in html
+    # The cards are drawn by proposal_card.js from the JSON this operator may see.
+    assert response.context["pending"][0]["id"] == pending.pk
+    assert response.context["pending"][0]["tier"] == "high_risk"
+    assert 'id="proposals-pending-data"' in html and 'id="proposals-recent-data"' in html
     assert "proposals.js" in html
     assert "take_dr_snapshot" in html  # in the recent table
     assert "<script>" not in html  # CSP: modules only

@@ -1,0 +1,38 @@
+"""UI strings of the proposal cards (AI panel and Approvals page), in the operator's language."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+
+
+def proposal_strings() -> dict[str, str]:
+    """Strings for static/hal/proposal_card.js (placeholders in braces are filled there)."""
+    return {
+        "proposed_by": _("Proposed by {model} in {owner}'s {room} room"),
+        "proposed_by_model": _("Proposed by {model}"),
+        "proposed_in": _("Proposed in {owner}'s {room} room"),
+        "unified": _("Unified"),
+        "high_risk": _("High risk"),
+        "write": _("Write"),
+        "read": _("Read"),
+        "target": _("Target"),
+        "expires": _("Expires"),
+        "impact": _("Impact"),
+        "arguments": _("Arguments"),
+        "no_arguments": _("No arguments."),
+        "result": _("Result"),
+        "show_json": _("Show as JSON"),
+        "details_hidden": _(
+            "Arguments and result are shown only to operators who may approve this tier."
+        ),
+        "cannot_succeed": _("Cannot succeed now"),
+        "step_impact": _("Show impact"),
+        "step_retype": _("Retype the target"),
+        "retype": _("Type the target's identifier to confirm"),
+        "confirm_target": _("Confirm target"),
+        "execute": _("Execute"),
+        "approve": _("Approve"),
+        "reject": _("Reject"),
+        "decided_by": _("Decided by"),
+        "reauth_cancelled": _("Re-authentication cancelled."),
+    }

@@ -1,0 +1,294 @@
+// One proposal card, the same in the AI panel and on the Approvals page: who proposed it,
+// its tier, impact, a readable key/value list of the arguments (JSON on demand), the
+// precheck ("cannot succeed now"), the result, and the actions — Approve/Reject for write,
+// the three numbered steps (1 impact, 2 retype the target, 3 execute) for high risk. A
+// stale re-authentication is asked for first, before step 1 (the server refuses the
+// steps with 403 reauth_required until the password is re-entered).
+import { api, ApiError } from "./app.js";
+
+export const S = JSON.parse(document.getElementById("proposal-strings")?.textContent || "{}");
+
+const el = (tag, cls, text) => {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+};
+
+const fill = (template, values) =>
+  (template || "").replace(/\{(\w+)\}/g, (_, key) => values[key] ?? "");
+
+export const tierLabel = (tier) =>
+  tier === "high_risk" ? S.high_risk : tier === "write" ? S.write : S.read || tier;
+
+// "Proposed by @gpt in admin's Unified room".
+export function originText(p) {
+  const o = p.origin || {};
+  const model = o.model ? `@${o.model}` : "";
+  const room = o.room_kind === "unified" ? S.unified : o.room_title;
+  const owner = o.room_owner || p.requested_by || "";
+  if (model && room) return fill(S.proposed_by, { model, owner, room });
+  if (room) return fill(S.proposed_in, { owner, room });
+  if (model) return fill(S.proposed_by_model, { model });
+  return "";
+}
+
+// A value as readable text: strings as they are, lists joined, objects as compact JSON.
+function show(value) {
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "string") return value === "" ? "—" : value;
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (Array.isArray(value) && value.every((v) => typeof v !== "object" || v === null)) {
+    return value.length ? value.map(show).join(", ") : "—";
+  }
+  return JSON.stringify(value, null, 2);
+}
+
+// A readable key/value list, with the exact JSON available on demand.
+export function keyValues(data, cls) {
+  const box = el("div", `proposal-kv ${cls}`);
+  if (data !== null && typeof data === "object" && !Array.isArray(data)) {
+    const dl = el("dl", "kv");
+    const keys = Object.keys(data);
+    for (const key of keys) {
+      const value = data[key];
+      const nested = typeof value === "object" && value !== null && show(value).startsWith("{");
+      dl.append(el("dt", "", key), el("dd", nested ? "kv-json" : "", show(value)));
+    }
+    if (!keys.length) dl.append(el("dd", "kv-empty", S.no_arguments));
+    box.append(dl);
+  } else {
+    box.append(el("p", "kv-scalar", show(data)));
+  }
+  const raw = el("details", "proposal-json");
+  raw.append(el("summary", "", S.show_json), el("pre", "", JSON.stringify(data, null, 2)));
+  box.append(raw);
+  return box;
+}
+
+// Ask for the password in the console's re-auth dialog (templates/chatrooms/panel.html).
+export function askPassword() {
+  const $ = (sel) => document.querySelector(sel);
+  const dialog = $("#ai-reauth");
+  const field = $("#ai-reauth-password");
+  const error = $("#ai-reauth-error");
+  error.textContent = "";
+  field.value = "";
+  return new Promise((resolve, reject) => {
+    const submit = async (ev) => {
+      ev.preventDefault();
+      try {
+        await api("POST", "/api/auth/reauth", { password: field.value });
+        cleanup();
+        dialog.close();
+        resolve();
+      } catch (e) {
+        error.textContent = e.message;
+        error.dataset.code = e.code || "";
+      }
+    };
+    const cancel = () => {
+      cleanup();
+      dialog.close();
+      reject(new ApiError(403, "reauth_required", S.reauth_cancelled));
+    };
+    const cleanup = () => {
+      $("#ai-reauth-form").removeEventListener("submit", submit);
+      $("#ai-reauth-cancel").removeEventListener("click", cancel);
+    };
+    $("#ai-reauth-form").addEventListener("submit", submit);
+    $("#ai-reauth-cancel").addEventListener("click", cancel);
+    dialog.showModal();
+    field.focus();
+  });
+}
+
+// On 403 reauth_required: ask for the password, re-authenticate, then retry once.
+export async function withReauth(call) {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.code !== "reauth_required") throw err;
+    await askPassword();
+    return call();
+  }
+}
+
+// Events and API answers can cross: never let a late "executing" undo an "executed".
+const RANK = { pending: 0, approved: 1, executing: 1 };
+const rank = (status) => RANK[status] ?? 2;
+
+// Draw (or update) `card` for proposal `p`. A pending card keeps its action buttons (and
+// any three-step flow in progress); only its information is redrawn. `onChange(p)` gets
+// every newer state the card's own actions produce.
+export function renderCard(card, p, { onChange = () => {} } = {}) {
+  if (!p || p.id === undefined) return card;
+  if (card.dataset.status && rank(p.status) < rank(card.dataset.status)) return card;
+  card.classList.add("proposal-card");
+  card.dataset.proposalId = p.id;
+  card.dataset.status = p.status;
+  card.dataset.tier = p.tier;
+  const info = el("div", "proposal-info");
+  const head = el("div", "proposal-head");
+  const tier = el("span", `badge tier-${p.tier}`, tierLabel(p.tier));
+  head.append(el("strong", "proposal-tool", p.tool), " ", tier, " ");
+  head.append(el("span", `badge ${p.status} proposal-status`, p.status));
+  info.append(head);
+  const origin = originText(p);
+  if (origin) info.append(el("p", "proposal-origin", origin));
+  const summary = p.impact?.summary;
+  if (summary) info.append(el("p", "proposal-impact", `${S.impact}: ${summary}`));
+  if (p.target_identifier) {
+    const target = el("p", "proposal-meta", `${S.target}: `);
+    target.append(el("code", "", p.target_identifier));
+    info.append(target);
+  }
+  if (p.status === "pending" && p.precheck && p.precheck.ok === false) {
+    const flag = el("p", "proposal-precheck", `${S.cannot_succeed}: ${p.precheck.message} (${p.precheck.code})`);
+    flag.dataset.code = p.precheck.code;
+    flag.setAttribute("role", "status");
+    info.append(flag);
+  }
+  if (p.details_visible === false) {
+    info.append(el("p", "hint proposal-hidden", S.details_hidden));
+  } else {
+    info.append(el("h4", "proposal-label", S.arguments), keyValues(p.arguments ?? {}, "proposal-args"));
+    if (p.result !== undefined && p.result !== null && p.status !== "pending") {
+      info.append(el("h4", "proposal-label", S.result), keyValues(p.result, "proposal-result"));
+    }
+  }
+  if (p.error) {
+    const err = el("p", "error proposal-failure", `${p.error.code}${p.error.message ? `: ${p.error.message}` : ""}`);
+    err.dataset.code = p.error.code;
+    info.append(err);
+  }
+  if (p.decided_by && p.status !== "pending") {
+    info.append(el("p", "proposal-meta", `${S.decided_by}: ${p.decided_by}`));
+  }
+  const old = card.querySelector(":scope > .proposal-info");
+  if (old) old.replaceWith(info);
+  else card.prepend(info);
+  const actions = card.querySelector(":scope > .proposal-actions");
+  if (p.status !== "pending") actions?.remove();
+  else if (!actions) card.append(buildActions(card, p, onChange));
+  return card;
+}
+
+function button(label, cls, onClick) {
+  const b = el("button", cls, label);
+  b.type = "button";
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function buildActions(card, p, onChange) {
+  const box = el("div", "proposal-actions");
+  const err = el("p", "error proposal-error");
+  err.setAttribute("role", "alert");
+  const fail = (e) => {
+    err.textContent = e instanceof ApiError ? `${e.message} (${e.code})` : String(e);
+    err.dataset.code = e.code || "";
+  };
+  const update = (data) => {
+    const next = data?.proposal ?? data;
+    renderCard(card, next, { onChange });
+    onChange(next);
+    return next;
+  };
+  const reject = button(S.reject, "proposal-reject", () => {
+    err.textContent = "";
+    api("POST", `/api/ai/proposals/${p.id}/reject`, {}).then(update, fail);
+  });
+  if (p.tier !== "high_risk") {
+    const approve = button(S.approve, "primary proposal-approve", () => {
+      err.textContent = "";
+      approve.disabled = true;
+      withReauth(() => api("POST", `/api/ai/proposals/${p.id}/approve`)).then(update, (e) => {
+        approve.disabled = false;
+        fail(e);
+      });
+    });
+    box.append(el("div", "proposal-buttons"), err);
+    box.firstChild.append(approve, reject);
+    return box;
+  }
+  // High risk: the same three numbered steps everywhere.
+  const steps = el("ol", "proposal-steps");
+  const one = el("li", "proposal-step proposal-step-1");
+  const two = el("li", "proposal-step proposal-step-2");
+  const three = el("li", "proposal-step proposal-step-3");
+  const detail = el("div", "proposal-impact-detail");
+  const showImpact = button(S.step_impact, "proposal-impact-btn", async () => {
+    err.textContent = "";
+    try {
+      const data = await withReauth(() =>
+        api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "impact" }),
+      );
+      const conf = data.confirmation || {};
+      detail.replaceChildren();
+      const summary = conf.impact?.summary;
+      if (summary) detail.append(el("p", "", `${S.impact}: ${summary}`));
+      if (conf.impact?.details) detail.append(keyValues(conf.impact.details, "proposal-impact-details"));
+      const ask = el("p", "proposal-retype-ask", `${S.retype}: `);
+      ask.append(el("code", "proposal-target", conf.target_identifier ?? p.target_identifier ?? ""));
+      detail.append(ask);
+      showImpact.disabled = true;
+      field.disabled = false;
+      confirm.disabled = false;
+      field.focus();
+    } catch (e) {
+      fail(e);
+    }
+  });
+  one.append(showImpact, detail);
+  const label = el("label", "proposal-retype-label", `${S.step_retype} `);
+  const field = el("input", "proposal-retype");
+  field.autocomplete = "off";
+  field.spellcheck = false;
+  field.disabled = true;
+  field.setAttribute("aria-label", S.retype);
+  label.append(field);
+  const confirm = button(S.confirm_target, "proposal-target-btn", async () => {
+    err.textContent = "";
+    try {
+      await withReauth(() =>
+        api("POST", `/api/ai/proposals/${p.id}/confirm`, { step: "target", target: field.value }),
+      );
+      confirm.disabled = true;
+      field.disabled = true;
+      execute.disabled = false;
+      execute.focus();
+    } catch (e) {
+      fail(e);
+    }
+  });
+  confirm.disabled = true;
+  field.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") {
+      ev.preventDefault();
+      confirm.click();
+    }
+  });
+  two.append(label, " ", confirm);
+  const execute = button(S.execute, "danger proposal-execute", () => {
+    err.textContent = "";
+    execute.disabled = true;
+    withReauth(() => api("POST", `/api/ai/proposals/${p.id}/approve`)).then(update, (e) => {
+      execute.disabled = false;
+      fail(e);
+    });
+  });
+  execute.disabled = true;
+  three.append(execute);
+  steps.append(one, two, three);
+  const buttons = el("div", "proposal-buttons");
+  buttons.append(reject);
+  box.append(steps, buttons, err);
+  return box;
+}
+
+// Fetch a proposal as this operator may see it (details, precheck in their language).
+export async function fetchProposal(id) {
+  const data = await api("GET", `/api/ai/proposals/${id}`);
+  return data.proposal;
+}
