@@ -122,7 +122,7 @@ def test_main_pages_render_in_korean(client_ko, path):
     response = client_ko.get(path)
     assert response.status_code == 200, path
     html = response.content.decode()
-    assert '<html lang="ko">' in html
+    assert '<html lang="ko" ' in html
     assert response.headers["Content-Language"] == "ko"
     for label in PAGES[path] + EVERY_PAGE:
         assert label in html, f"{label!r} missing on {path}"
@@ -133,7 +133,7 @@ def test_main_pages_render_in_korean(client_ko, path):
 @pytest.mark.django_db
 def test_english_stays_the_default(client_op):
     html = client_op.get("/audit/").content.decode()
-    assert '<html lang="en">' in html
+    assert '<html lang="en" ' in html
     assert "Audit log" in html and "감사 로그" not in html
 
 
