@@ -55,9 +55,23 @@ def forget_connections() -> None:
         _CONNECTIONS_CACHE.clear()
 
 
+def addressable(connection: Any) -> bool:
+    """Whether a model can be asked: an active connection with a model chosen."""
+    from providers.verification import addressable as check
+
+    return check(connection)
+
+
+def recovery_hint(connection: Any) -> Any:
+    """The one action that brings a connection back, as a lazy sentence."""
+    from providers.verification import recovery_hint as hint
+
+    return hint(connection)
+
+
 def participant(connection: Any) -> Participant:
     return Participant(
-        connection_id=connection.pk, name=connection.name, active=connection.status == ACTIVE
+        connection_id=connection.pk, name=connection.name, active=addressable(connection)
     )
 
 

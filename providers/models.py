@@ -115,6 +115,8 @@ class AIConnection(models.Model):
 
     def as_dict(self, hints: dict[str, str] | None = None) -> dict[str, Any]:
         """The public JSON shape (SPEC §10): hints only, never a secret."""
+        from providers.verification import recovery_action
+
         if hints is None:
             from providers.services import secret_hints
 
@@ -140,6 +142,8 @@ class AIConnection(models.Model):
             "last_checked_at": self.last_checked_at.isoformat() if self.last_checked_at else None,
             "last_error": self.last_error,
             "secret_hint": secret_hint,
+            # The one action that makes the connection addressable again ("" when it is).
+            "next_action": recovery_action(self),
             "has_secret": bool(secret_hint),
             "position": self.position,
             "oauth": {

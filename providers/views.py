@@ -75,7 +75,7 @@ def _delete_secret(request: HttpRequest, pk: int) -> dict[str, Any]:
 
 def _verify(request: HttpRequest, pk: int) -> Any:
     outcome = actions.check_verify_connection(actor=_actor(request), connection=pk)
-    body = outcome.connection.as_dict()
+    body = {**outcome.connection.as_dict(), "model_choice": outcome.model_choice}
     if outcome.error is not None:
         # The failure is the answer (never dressed up as success); the row shows it too.
         return JsonResponse(
@@ -129,6 +129,25 @@ def _form_create_data(post: Any) -> dict[str, Any]:
     return data
 
 
+def verify_message(outcome: Any) -> str:
+    """What a successful verify did, naming the default model and why it is that one."""
+    counts = {
+        "name": outcome.connection.name,
+        "count": len(outcome.models),
+        "model": outcome.connection.model,
+    }
+    if outcome.model_choice == "preferred":
+        return _("@%(name)s: %(count)s models verified; default model %(model)s (preferred).") % (
+            counts
+        )
+    if outcome.model_choice == "first":
+        return (
+            _("@%(name)s: %(count)s models verified; default model %(model)s (first of the list).")
+            % counts
+        )
+    return _("@%(name)s: %(count)s models verified; default model %(model)s.") % counts
+
+
 def _form_post(request: HttpRequest, actor: Actor) -> str:
     """Run one /ops/ai form (the page also works without JavaScript); returns a message."""
     post = request.POST
@@ -162,10 +181,7 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
         outcome = actions.check_verify_connection(actor=actor, connection=pk)
         if outcome.error is not None:
             raise outcome.error
-        return _("@%(name)s: %(count)s models verified.") % {
-            "name": outcome.connection.name,
-            "count": len(outcome.models),
-        }
+        return verify_message(outcome)
     if op in ("enable", "disable"):
         conn = actions.check_set_connection_enabled(
             actor=actor, connection=pk, enabled=op == "enable"
