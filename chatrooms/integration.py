@@ -69,6 +69,13 @@ def recovery_hint(connection: Any) -> Any:
     return hint(connection)
 
 
+async def record_chat_failure(connection_id: int, kind: str, message: str) -> None:
+    """Leave a chat call's provider failure on the connection (last error and its time)."""
+    from providers.recheck import arecord_chat_failure
+
+    await arecord_chat_failure(connection_id, kind, message)
+
+
 def participant(connection: Any) -> Participant:
     return Participant(
         connection_id=connection.pk, name=connection.name, active=addressable(connection)

@@ -792,6 +792,11 @@ class Orchestrator:
             raise
         except ProviderError as exc:
             await self._fail(prepared, framer, exc.kind, ERROR_REASONS.get(exc.kind, exc.message))
+            if exc.kind == "unavailable":  # /ops/ai shows it on the connection (off this path)
+                self.spawn(
+                    integration.record_chat_failure(prepared.connection.pk, exc.kind, exc.message),
+                    room_id=prepared.room_id,
+                )
             return None
         except TimeoutError:
             await self._fail(prepared, framer, "timeout", ERROR_REASONS["timeout"])

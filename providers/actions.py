@@ -819,6 +819,7 @@ def do_record_verification(
                 conn.provider, conn.model, conn.models
             )
             conn.last_error = ""
+            conn.last_error_at = None
             if not conn.models:
                 kind, message = "no_models", verification.NO_MODELS
         if kind is None:
@@ -826,6 +827,7 @@ def do_record_verification(
                 conn.status = AIConnection.ACTIVE
         else:
             conn.last_error = message[:500]
+            conn.last_error_at = conn.last_checked_at
             if conn.status != AIConnection.DISABLED:
                 conn.status = _failure_status(conn, kind)
             error = HalError(

@@ -45,3 +45,20 @@ async def test_the_refusal_names_the_action_that_brings_it_back(
     message = response.json()["error"]["message"]
     assert response.json()["error"]["code"] == "connection_inactive"
     assert action in message and wrong not in message
+
+
+async def test_a_chat_that_finds_the_provider_unavailable_is_shown_on_the_connection(
+    models, aclient, orchestrator
+):
+    from hal.models import AuditEntry
+
+    alpha = models[0]
+    alpha.fake.fail_next(503)
+    room = await room_for(aclient, alpha.id)
+    await send(aclient, room, "still there?")
+    await orchestrator.wait_idle()
+    conn = await AIConnection.objects.aget(pk=alpha.id)
+    assert "unavailable" in conn.last_error and conn.last_error_at is not None
+    assert conn.status == "active"  # one failed call does not lock it out
+    entry = await AuditEntry.objects.aget(action="connections.chat_failure")
+    assert entry.result == "failed" and entry.error_code == "provider_unavailable"
