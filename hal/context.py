@@ -7,6 +7,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from hal.labels import status_labels
 from hal.version import get_version
 
 
@@ -23,7 +24,19 @@ def console(request: HttpRequest) -> dict:
         "hal_menu": menu,
         "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
         "ai_panel_strings": panel_strings(),
+        "hal_pending_approvals": _pending_approvals(request),
+        "hal_status_labels": status_labels(),
     }
+
+
+def _pending_approvals(request: HttpRequest) -> int:
+    """The Approvals menu entry's and the AI button's count (kept live by live_counts.js)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return 0
+    from hal.queries_ops import pending_approvals
+
+    return pending_approvals()
 
 
 def _url_or(name: str, fallback: str) -> str:
