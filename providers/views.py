@@ -129,23 +129,29 @@ def _form_create_data(post: Any) -> dict[str, Any]:
     return data
 
 
+def verify_template(choice: str) -> str:
+    """The message of a successful verify (%-placeholders), by how the model was chosen."""
+    if choice == "preferred":
+        return _("@%(name)s: %(count)s models verified; default model %(model)s (preferred).")
+    if choice == "first":
+        return _(
+            "@%(name)s: %(count)s models verified; default model %(model)s (first of the list)."
+        )
+    return _("@%(name)s: %(count)s models verified; default model %(model)s.")
+
+
+def verify_strings() -> dict[str, str]:
+    """verify_template per choice, for ops_ai.js (the page reloads after a verify)."""
+    return {choice: verify_template(choice) for choice in ("preferred", "first", "kept")}
+
+
 def verify_message(outcome: Any) -> str:
     """What a successful verify did, naming the default model and why it is that one."""
-    counts = {
+    return verify_template(outcome.model_choice) % {
         "name": outcome.connection.name,
         "count": len(outcome.models),
         "model": outcome.connection.model,
     }
-    if outcome.model_choice == "preferred":
-        return _("@%(name)s: %(count)s models verified; default model %(model)s (preferred).") % (
-            counts
-        )
-    if outcome.model_choice == "first":
-        return (
-            _("@%(name)s: %(count)s models verified; default model %(model)s (first of the list).")
-            % counts
-        )
-    return _("@%(name)s: %(count)s models verified; default model %(model)s.") % counts
 
 
 def _form_post(request: HttpRequest, actor: Actor) -> str:
@@ -230,7 +236,17 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
             "error": error,
             "connections": [c.as_dict(hints.get(c.pk, {})) for c in conns],
             "providers": AIConnection.PROVIDER_CHOICES,
-            "auth_methods": AIConnection.AUTH_CHOICES,
+            # Each method with the providers that accept it: the add form offers only those.
+            "auth_methods": [
+                (
+                    value,
+                    label,
+                    " ".join(p for p, ok in AIConnection.AUTH_FOR_PROVIDER.items() if value in ok),
+                )
+                for value, label in AIConnection.AUTH_CHOICES
+            ],
+            "default_base_urls": AIConnection.DEFAULT_BASE_URLS,
+            "verify_strings": verify_strings(),
             "can_administer": _allowed(actor, "administer"),
             "can_operate": _allowed(actor, "operate"),
             "callback_url": actions.oauth_redirect_uri(request),
