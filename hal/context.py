@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
@@ -46,7 +48,7 @@ def _url_or(name: str, fallback: str) -> str:
         return fallback
 
 
-def panel_strings() -> dict[str, str]:
+def panel_strings() -> dict[str, Any]:
     """UI strings of the AI panel's ES module, in the operator's language."""
     return {
         "unified": _("Unified"),
@@ -77,6 +79,7 @@ def panel_strings() -> dict[str, str]:
         "high_risk": _("High risk"),
         "write": _("Write"),
         "read": _("Read"),
+        "status_labels": status_labels(),
     }
 
 

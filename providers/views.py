@@ -142,7 +142,9 @@ def verify_template(choice: str) -> str:
 
 def verify_strings() -> dict[str, str]:
     """verify_template per choice, for ops_ai.js (the page reloads after a verify)."""
-    return {choice: verify_template(choice) for choice in ("preferred", "first", "kept")}
+    strings = {choice: verify_template(choice) for choice in ("preferred", "first", "kept")}
+    strings["delete_confirm"] = _("Delete this connection and its stored credentials?")
+    return strings
 
 
 def verify_message(outcome: Any) -> str:

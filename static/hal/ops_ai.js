@@ -147,7 +147,7 @@ for (const form of document.querySelectorAll("form[data-op]")) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const op = form.dataset.op;
-    if (op === "delete" && !window.confirm("Delete this connection and its stored credentials?")) return;
+    if (op === "delete" && !window.confirm(STRINGS.delete_confirm)) return;
     const button = form.querySelector("button[type=submit]");
     if (button) button.disabled = true;
     show("");

@@ -164,7 +164,9 @@ def test_every_menu_and_panel_label_has_a_korean_translation():
 
     with translation.override("ko"):
         untranslated = [label for _, label in MENU if label != "DR" and _ko(label) == label]
-        panel = [v for v in panel_strings().values() if v not in ("HAL",) and v.isascii()]
+        strings = panel_strings()
+        labels = list(strings.pop("status_labels").values())
+        panel = [v for v in [*strings.values(), *labels] if v not in ("HAL",) and v.isascii()]
     assert not untranslated, untranslated
     assert not panel, panel
 
