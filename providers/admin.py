@@ -13,6 +13,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.debug import sensitive_post_parameters
 
 from hal.actions.base import Actor, require_recent
@@ -157,7 +159,7 @@ class AIConnectionAdmin(admin.ModelAdmin):
     )
     actions = ("disable_connections", "enable_connections", "delete_connections")
 
-    @admin.display(description="credential")
+    @admin.display(description=gettext_lazy("credential"))
     def hint(self, obj: AIConnection) -> str:
         if obj.pk is None:
             return ""
@@ -201,7 +203,11 @@ class AIConnectionAdmin(admin.ModelAdmin):
         try:
             require_recent(Actor.from_request(request, via="web"))
         except HalError as exc:
-            messages.error(request, f"{exc.message} Re-authenticate at /reauth/ first.")
+            messages.error(
+                request,
+                _("%(message)s Re-authenticate at /reauth/ first.")
+                % {"message": exc.localized_message},
+            )
             return HttpResponseRedirect(
                 reverse("admin:providers_aiconnection_change", args=[object_id])
             )
@@ -218,33 +224,33 @@ class AIConnectionAdmin(admin.ModelAdmin):
             try:
                 run(actor, conn)
             except HalError as exc:
-                messages.error(request, f"@{conn.name}: {exc.message}")
+                messages.error(request, f"@{conn.name}: {exc.localized_message}")
             else:
                 messages.success(request, f"@{conn.name}: {done}")
 
-    @admin.action(description="Disable selected connections")
+    @admin.action(description=gettext_lazy("Disable selected connections"))
     def disable_connections(self, request: HttpRequest, queryset: Any) -> None:
         self._each(
             request,
             queryset,
             lambda a, c: actions.check_set_connection_enabled(actor=a, connection=c, enabled=False),
-            "disabled",
+            _("disabled"),
         )
 
-    @admin.action(description="Enable selected connections")
+    @admin.action(description=gettext_lazy("Enable selected connections"))
     def enable_connections(self, request: HttpRequest, queryset: Any) -> None:
         self._each(
             request,
             queryset,
             lambda a, c: actions.check_set_connection_enabled(actor=a, connection=c, enabled=True),
-            "enabled",
+            _("enabled"),
         )
 
-    @admin.action(description="Delete selected connections (needs re-auth)")
+    @admin.action(description=gettext_lazy("Delete selected connections (needs re-auth)"))
     def delete_connections(self, request: HttpRequest, queryset: Any) -> None:
         self._each(
             request,
             queryset,
             lambda a, c: actions.check_delete_connection(actor=a, connection=c),
-            "deleted",
+            _("deleted"),
         )
