@@ -674,6 +674,8 @@ class Orchestrator:
             await self.fail_turns([prepared.turn_id], "internal_error", INTERNAL_REASON)
             done = None
         finally:
+            # This turn has ended (or waits for a decision): nothing left to watch.
+            self.watchdog.forget([prepared.turn_id])
             # Wall time of this model call and the part spent waiting for the provider.
             self.timings.append((time.perf_counter() - began, clock["provider"]))
             if clock["to_provider"] is not None:
