@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('providers', '0001_initial'),
+        ("providers", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='aiconnection',
-            name='last_error_at',
+            model_name="aiconnection",
+            name="last_error_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]
