@@ -95,7 +95,9 @@ async def _main(args: argparse.Namespace) -> int:
                 "api_key": key,
             },
         )
-        await AIConnection.objects.filter(pk=conn.pk).aupdate(model=models[0], models=models)
+        await AIConnection.objects.filter(pk=conn.pk).aupdate(
+            model=models[0], models=models, status="active", last_error=""
+        )
         names.append(name)
     orchestrator = get_orchestrator()
     rooms = await database_sync_to_async(actions.ensure_rooms)(user)

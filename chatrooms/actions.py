@@ -24,6 +24,7 @@ from django.utils.translation import gettext_noop
 from chatrooms import integration
 from chatrooms.addressing import parse_addressees
 from chatrooms.models import Message, Room, Turn
+from chatrooms.watchdog import IDLE_REASON
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
@@ -255,14 +256,26 @@ def _clean_text(text: Any) -> str:
 
 
 def _inactive(connection: Any) -> Conflict:
+    details = {"connection_id": connection.pk, "status": connection.status}
+    if connection.status == integration.ACTIVE:
+        return Conflict(
+            format_lazy(
+                _("@{name} has no model chosen yet: {action}."),
+                name=connection.name,
+                action=integration.recovery_hint(connection),
+            ),
+            code="model_unset",
+            details=details,
+        )
     return Conflict(
         format_lazy(
-            _("@{name} is not active ({status}); enable it on /ops/ai first."),
+            _("@{name} is not active ({status}): {action}."),
             name=connection.name,
             status=connection.status,
+            action=integration.recovery_hint(connection),
         ),
         code="connection_inactive",
-        details={"connection_id": connection.pk, "status": connection.status},
+        details=details,
     )
 
 
@@ -275,7 +288,7 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     room = get_room(actor, room_id)
     if room.kind == Room.INDIVIDUAL:
         connection = room.connection
-        if connection.status != integration.ACTIVE:
+        if not integration.addressable(connection):
             raise _inactive(connection)
         targets = [connection]
         everyone: list[Any] = []
@@ -384,7 +397,7 @@ def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
         connection = turn.connection
         if connection is None:
             raise NotFound(_("The connection no longer exists."), code="connection_not_found")
-        if connection.status != integration.ACTIVE:
+        if not integration.addressable(connection):
             raise _inactive(connection)
         if Turn.objects.filter(retry_of=turn).exists():
             raise Conflict(_("This turn was already retried."), code="turn_not_retryable")
@@ -556,17 +569,18 @@ def do_complete_turn(
 
 
 def do_fail_turn(
-    turn_id: int, text: str, *, code: str, message: str, status: str = Turn.FAILED
+    turn_id: int, text: str | None, *, code: str, message: str, status: str = Turn.FAILED
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
-    up as an answer; the turn can be retried."""
+    up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in Turn.RUNNING:
             return None
         reply = Message.objects.filter(pk=turn.reply_id).first()
         if reply is not None:
-            reply.text = text
+            if text is not None:
+                reply.text = text
             reply.status = Message.FAILED
             reply.error_code = code[:64]
             reply.error_message = message[:500]
@@ -665,6 +679,7 @@ CLI_FAILURE_REASONS = {
 FAILURE_REASONS = (
     gettext_noop("HAL stopped while this reply was being written."),
     gettext_noop("HAL could not finish this reply."),
+    IDLE_REASON,
     *PROVIDER_FAILURE_REASONS.values(),
     *CLI_FAILURE_REASONS.values(),
 )

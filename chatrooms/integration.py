@@ -55,9 +55,30 @@ def forget_connections() -> None:
         _CONNECTIONS_CACHE.clear()
 
 
+def addressable(connection: Any) -> bool:
+    """Whether a model can be asked: an active connection with a model chosen."""
+    from providers.verification import addressable as check
+
+    return check(connection)
+
+
+def recovery_hint(connection: Any) -> Any:
+    """The one action that brings a connection back, as a lazy sentence."""
+    from providers.verification import recovery_hint as hint
+
+    return hint(connection)
+
+
+async def record_chat_failure(connection_id: int, kind: str, message: str) -> None:
+    """Leave a chat call's provider failure on the connection (last error and its time)."""
+    from providers.recheck import arecord_chat_failure
+
+    await arecord_chat_failure(connection_id, kind, message)
+
+
 def participant(connection: Any) -> Participant:
     return Participant(
-        connection_id=connection.pk, name=connection.name, active=connection.status == ACTIVE
+        connection_id=connection.pk, name=connection.name, active=addressable(connection)
     )
 
 

@@ -30,6 +30,7 @@ from django.db import connection
 from chatrooms import actions, integration, stopping
 from chatrooms.addressing import Participant, arelay_mentions
 from chatrooms.models import Message, Room, Turn
+from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.actions.base import Actor
 from providers.base import (
     ChatMessage,
@@ -43,6 +44,7 @@ from providers.base import (
 log = logging.getLogger("hal.chatrooms")
 
 ERROR_REASONS = actions.PROVIDER_FAILURE_REASONS  # translatable, defined with the rest
+INTERNAL_REASON = "HAL could not finish this reply."  # a msgid of actions.FAILURE_REASONS
 
 
 def _db_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -359,7 +361,7 @@ def assemble_prompt(
     system = build_system_prompt(
         connection=connection,
         room=room,
-        participants=[(c, c.status == integration.ACTIVE) for c in present],
+        participants=[(c, integration.addressable(c)) for c in present],
         operator=room.operator,
         context=context,
     )
@@ -469,6 +471,7 @@ class Orchestrator:
         self.timings: deque[tuple[float, float]] = deque(maxlen=10_000)
         self.phases: deque[dict[str, float]] = deque(maxlen=10_000)
         self._lock = threading.Lock()
+        self.watchdog = Watchdog(self._fail_stuck)
 
     # -- scheduling --
 
@@ -629,27 +632,73 @@ class Orchestrator:
             if not turn_ids:
                 return
             self.claimed_running.update(turn_ids)
+        # Watched from here: a stage that hangs is failed after the idle timeout.
+        self.watchdog.watch(turn_ids)
         try:
-            await self.ensure_recovered()
-            if prefetch:
-                await self._prefetch_web(turn_ids)
-            began = time.perf_counter()
-            prepared = await db(prepare_turns)(turn_ids, known=known, everyone=everyone)
+            try:
+                await self.ensure_recovered()
+            except Exception:  # recovery is housekeeping; these turns still run
+                log.exception("recovering interrupted turns failed")
+            stage = "prefetch"
+            try:
+                if prefetch:
+                    await self._prefetch_web(turn_ids)
+                    for turn_id in turn_ids:
+                        self.watchdog.progress(turn_id)
+                stage = "prepare"
+                began = time.perf_counter()
+                prepared = await db(prepare_turns)(turn_ids, known=known, everyone=everyone)
+            except asyncio.CancelledError:
+                expired = [t for t in turn_ids if self.watchdog.take_expired(t)]
+                if not expired:
+                    raise
+                _uncancel()
+                await self.fail_turns(expired, IDLE_CODE, IDLE_REASON)
+                return
+            except Exception:
+                # Shared by every turn of the batch: each ends failed, none stays streaming.
+                log.exception("turns %s failed in the %s stage", turn_ids, stage)
+                await self.fail_turns(turn_ids, "internal_error", INTERNAL_REASON)
+                return
             self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
-            tasks = [asyncio.ensure_future(self._run_one(item, began)) for item in prepared]
-            for item, task in zip(prepared, tasks, strict=True):
+            started = {item.turn_id for item in prepared}
+            # Turns no longer claimed (a reset, a recovery) are not this run's business.
+            self.watchdog.forget(t for t in turn_ids if t not in started)
+            tasks = []
+            for item in prepared:
+                task = asyncio.ensure_future(self._run_one(item, began))
+                self.watchdog.watch([item.turn_id], task)
                 self.turn_tasks[item.turn_id] = task
                 task.add_done_callback(functools.partial(self._forget_turn, item.turn_id))
+                tasks.append(task)
             if tasks and self._stop_watch is None:
                 self._stop_watch = asyncio.ensure_future(self._watch_stops())
             await asyncio.gather(*tasks)
         finally:
+            self.watchdog.forget(turn_ids)
             if known is not None:
                 self.claimed_running.difference_update(turn_ids)
 
     def _forget_turn(self, turn_id: int, _task: Any) -> None:
         self.turn_tasks.pop(turn_id, None)
         self.stopping.discard(turn_id)
+
+    async def fail_turns(self, turn_ids: Iterable[int], code: str, reason: str) -> None:
+        """Fail turns known only by id (conditional: a turn that ended meanwhile stays as
+        it is), keeping any text saved so far, and tell their rooms."""
+        for turn_id in turn_ids:
+            try:
+                reply = await db(actions.do_fail_turn)(turn_id, None, code=code, message=reason)
+            except Exception:
+                log.exception("could not mark turn %s failed", turn_id)
+                continue
+            if reply is not None:
+                await self.send(
+                    actions.room_group(reply.room_id), "message.failed", reply.as_dict()
+                )
+
+    async def _fail_stuck(self, turn_id: int) -> None:
+        await self.fail_turns([turn_id], IDLE_CODE, IDLE_REASON)
 
     async def _prefetch_web(self, turn_ids: list[int]) -> None:
         """Fetch the URLs of the operator messages behind these turns before any model runs."""
@@ -662,7 +711,15 @@ class Orchestrator:
         clock: dict[str, Any] = {"provider": 0.0, "to_provider": None}
         try:
             done = await self._run_turn(prepared, clock)
+        except Exception:
+            # _run_turn ends its turn on every path it knows; anything else still must
+            # not leave it streaming (logged once, here).
+            log.exception("turn %s failed", prepared.turn_id)
+            await self.fail_turns([prepared.turn_id], "internal_error", INTERNAL_REASON)
+            done = None
         finally:
+            # This turn has ended (or waits for a decision): nothing left to watch.
+            self.watchdog.forget([prepared.turn_id])
             # Wall time of this model call and the part spent waiting for the provider.
             self.timings.append((time.perf_counter() - began, clock["provider"]))
             if clock["to_provider"] is not None:
@@ -676,7 +733,10 @@ class Orchestrator:
                 room_id=prepared.room_id,
             )
         if done is not None and prepared.room_kind == Room.UNIFIED:
-            await self._relay(prepared, done)
+            try:
+                await self._relay(prepared, done)
+            except Exception:  # the reply itself is complete; a failed relay is only logged
+                log.exception("relay after turn %s failed", prepared.turn_id)
 
     async def _run_turn(self, prepared: Prepared, clock: dict[str, float]) -> Message | None:
         """Everything of one model call after its claim; the completed reply, or None."""
@@ -720,6 +780,7 @@ class Orchestrator:
                                 provider_seconds += time.perf_counter() - waited
                                 break
                             provider_seconds += time.perf_counter() - waited
+                            self.watchdog.progress(turn_id)
                             if isinstance(event, TextDelta):
                                 framer.add(event.text)
                                 if time.monotonic() - last_saved >= 1.0:
@@ -746,6 +807,7 @@ class Orchestrator:
                         break
                     round_text = "".join(framer.text[round_start:])
                     done = await self._run_tools(prepared, calls, round_text, transcript)
+                    self.watchdog.progress(turn_id)
                     if done is None:  # waiting for an operator's decision
                         await self._wait_for_approval(prepared, framer, transcript, usage, rounds)
                         return None
@@ -762,7 +824,13 @@ class Orchestrator:
         except asyncio.CancelledError:
             if turn_id in self.stopping:
                 # An operator's Stop: keep what was said, end the turn quietly.
+                _uncancel()
                 await asyncio.shield(self._stopped(prepared, framer, usage, rounds))
+                return None
+            if self.watchdog.take_expired(turn_id):
+                # No progress for the idle timeout: a failure, not a reset.
+                _uncancel()
+                await self._fail(prepared, framer, IDLE_CODE, IDLE_REASON)
                 return None
             await asyncio.shield(
                 self._fail(
@@ -777,25 +845,35 @@ class Orchestrator:
         except ProviderError as exc:
             reason = actions.provider_failure_reason(exc, prepared.connection.provider)
             await self._fail(prepared, framer, exc.kind, reason)
+            if exc.kind == "unavailable":  # /ops/ai shows it on the connection (off this path)
+                self.spawn(
+                    integration.record_chat_failure(prepared.connection.pk, exc.kind, exc.message),
+                    room_id=prepared.room_id,
+                )
             return None
         except TimeoutError:
             await self._fail(prepared, framer, "timeout", ERROR_REASONS["timeout"])
             return None
         except Exception:
             log.exception("turn %s failed", turn_id)
-            await self._fail(prepared, framer, "internal_error", "HAL could not finish this reply.")
+            await self._fail(prepared, framer, "internal_error", INTERNAL_REASON)
             return None
         finally:
             clock["provider"] = provider_seconds
             framer.flush()
         completing = time.perf_counter()
-        reply = await db(actions.do_complete_turn)(
-            prepared.turn_id,
-            framer.full_text(),
-            usage=usage,
-            rounds=rounds,
-            reply=prepared.reply,
-        )
+        try:
+            reply = await db(actions.do_complete_turn)(
+                prepared.turn_id,
+                framer.full_text(),
+                usage=usage,
+                rounds=rounds,
+                reply=prepared.reply,
+            )
+        except Exception:
+            log.exception("turn %s failed while saving its reply", turn_id)
+            await self._fail(prepared, framer, "internal_error", INTERNAL_REASON)
+            return None
         if reply is None:
             framer.close()
             return None
@@ -952,7 +1030,7 @@ class Orchestrator:
         connections = [
             c
             for c in await db(integration.recent_connections)()
-            if c.pk in ids and c.status == integration.ACTIVE
+            if c.pk in ids and integration.addressable(c)
         ]
         turn_ids = await db(actions.do_queue_relays)(reply, connections)
         # Relays are part of this turn's work: run them concurrently and wait, so that
@@ -975,6 +1053,13 @@ class Orchestrator:
         )
         if turn_id is not None:
             self.spawn(self.run_turn(turn_id), room_id=getattr(proposal, "room_id", None))
+
+
+def _uncancel() -> None:
+    """Undo the pending cancellation of the current task (the watchdog's, handled here)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 _orchestrator = Orchestrator()

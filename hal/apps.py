@@ -8,6 +8,9 @@ class HalConfig(AppConfig):
 
     def ready(self) -> None:
         from hal import checks  # noqa: F401  (registers system checks)
+        from hal.views.health import mark_process_start
+
+        mark_process_start()  # /api/health's start-up grace period counts from here
 
         # High-risk actions register their three-step impact at import; load them all so
         # every entry point (web, tools, MCP, worker, commands) sees the same registry.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from hal.labels import status_labels
 from hal.version import get_version
 
 
@@ -27,6 +30,8 @@ def console(request: HttpRequest) -> dict:
         "ai_connections_url": _url_or("providers:ops_ai", "/ops/ai"),
         "ai_panel_strings": panel_strings(),
         "ui_theme": _theme(request),
+        "hal_pending_approvals": _pending_approvals(request),
+        "hal_status_labels": status_labels(),
     }
 
 
@@ -42,6 +47,16 @@ def _theme(request: HttpRequest) -> str:
     return theme if theme in ("light", "dark") else "auto"
 
 
+def _pending_approvals(request: HttpRequest) -> int:
+    """The Approvals menu entry's and the AI button's count (kept live by live_counts.js)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return 0
+    from hal.queries_ops import pending_approvals
+
+    return pending_approvals()
+
+
 def _url_or(name: str, fallback: str) -> str:
     try:
         return reverse(name)
@@ -49,7 +64,7 @@ def _url_or(name: str, fallback: str) -> str:
         return fallback
 
 
-def panel_strings() -> dict[str, object]:
+def panel_strings() -> dict[str, Any]:
     """UI strings of the AI panel's ES module, in the operator's language."""
     return {
         "unified": _("Unified"),
@@ -101,6 +116,7 @@ def panel_strings() -> dict[str, object]:
         "stopped": _("Stopped"),
         "nobody_active": _("No model in this room is active."),
         "suggestions": {key: [_(p) for p in prompts] for key, prompts in SUGGESTIONS.items()},
+        "status_labels": status_labels(),
     }
 
 

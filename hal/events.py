@@ -46,3 +46,7 @@ def send_message_now(group: str, message: dict[str, Any]) -> None:
 def publish(group: str, event_type: str, payload: dict[str, Any]) -> None:
     """Queue an event for `group`, sent only if the current transaction commits."""
     transaction.on_commit(lambda: send_now(group, event_type, payload))
+    if group == OPS_GROUP:
+        from hal.counters import note_event
+
+        note_event(group, event_type)  # live counters follow the events that move them

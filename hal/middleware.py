@@ -6,6 +6,7 @@ import re
 import secrets
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
 
@@ -29,14 +30,36 @@ class RequestIdMiddleware:
         return response
 
 
+LANGUAGE_COOKIE = "hal_language"  # the last language chosen in this browser (login page)
+
+
+def browser_language(request: HttpRequest) -> str:
+    """For a visitor not logged in: the language chosen in this browser (cookie), else the
+    best match of Accept-Language, else English."""
+    supported = {code for code, _ in settings.LANGUAGES}
+    chosen = request.COOKIES.get(LANGUAGE_COOKIE, "")
+    if chosen in supported:
+        return chosen
+    for part in request.headers.get("Accept-Language", "").split(","):
+        tag = part.split(";")[0].strip().lower()
+        for candidate in (tag, tag.split("-")[0]):
+            if candidate in supported:
+                return candidate
+    return "en"
+
+
 class OperatorLanguageMiddleware:
-    """Activate the language the operator chose (profile), else the session's, else English."""
+    """Activate the language the operator chose (profile, kept in the session), else
+    English; a visitor not logged in (the login page) gets the browser's language."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        language = request.session.get("hal_language") or "en"
+        language = request.session.get("hal_language")
+        if not language:
+            # A logged-in session that chose nothing stays English (API scripts read it).
+            language = "en" if request.session.get("_auth_user_id") else browser_language(request)
         translation.activate(language)
         request.LANGUAGE_CODE = translation.get_language()
         response = self.get_response(request)

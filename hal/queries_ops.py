@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, require_perm
+from hal.actions.operators import PREFERENCE_ACTIONS
 from hal.errors import InvalidInput, NotFound
 from hal.models import (
     AuditEntry,
@@ -195,7 +196,10 @@ def overview(actor: Actor) -> dict[str, Any]:
             "latest": [_job_dict(j) for j in jobs],
         },
         "pending_approvals": pending_approvals(),
-        "recent_audit": [e.as_dict() for e in AuditEntry.objects.order_by("-id")[:10]],
+        "recent_audit": [
+            e.as_dict()
+            for e in AuditEntry.objects.exclude(action__in=PREFERENCE_ACTIONS).order_by("-id")[:10]
+        ],
         "emergency": emergency_state().as_dict(),
         "dr": {"last_snapshot": last_snapshot.as_dict() if last_snapshot else None},
         "mail": {"last_check": last_mail.as_dict() if last_mail else None},

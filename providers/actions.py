@@ -26,6 +26,7 @@ from django.views.decorators.debug import sensitive_variables
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, HalError, InvalidInput, NotFound, PermissionDenied
 from hal.events import OPS_GROUP, publish
+from providers import verification
 from providers.lookalikes import check_connection_name
 from providers.models import (
     INSTRUCTIONS_MAX,
@@ -191,8 +192,9 @@ def _provider(value: Any) -> str:
 
 
 def _auth_method(value: Any, provider: str) -> str:
-    if value in (None, "") and provider == AIConnection.LOCAL_CLI:
-        return AIConnection.LOGIN
+    if value in (None, ""):
+        # Optional on create (docs/API.md): the provider's usual method.
+        return AIConnection.AUTH_FOR_PROVIDER[provider][0]
     if value not in dict(AIConnection.AUTH_CHOICES):
         raise InvalidInput(
             _("auth_method must be api_key, oauth or login."), code="unknown_auth_method"
@@ -408,9 +410,13 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
     _check_unique_name(name)
     if auth_method != AIConnection.LOGIN and api_key is None:
         # Nothing to call the provider with yet: not addressable until the key is set or
-        # the OAuth connect completes (both put the connection back to active).
+        # the OAuth connect completes.
         fields["status"] = AIConnection.REAUTH_REQUIRED
         fields["last_error"] = _no_credential_reason(auth_method)
+    else:
+        # It can be called, but no model is chosen until a verify lists them.
+        fields["status"] = AIConnection.ERROR
+        fields["last_error"] = verification.NOT_VERIFIED
     return do_create_connection(actor, fields, api_key=api_key, client_secret=client_secret)
 
 
@@ -422,9 +428,10 @@ def _has_credential(conn: AIConnection) -> bool:
 
 
 def _reenable(conn: AIConnection) -> None:
-    """disabled → active, or → reauth_required when there is nothing to call it with."""
+    """disabled → active (error until a model is chosen), or → reauth_required when
+    there is nothing to call it with."""
     if _has_credential(conn):
-        conn.status = AIConnection.ACTIVE
+        verification.settle_ready(conn)
     else:
         conn.status = AIConnection.REAUTH_REQUIRED
         conn.last_error = _no_credential_reason(conn.auth_method)
@@ -432,9 +439,7 @@ def _reenable(conn: AIConnection) -> None:
 
 def _no_credential_reason(auth_method: str) -> str:
     # last_error is stored English, like the providers' own error text it usually holds.
-    if auth_method == AIConnection.OAUTH:
-        return "No credential yet: connect with OAuth."
-    return "No credential yet: set the API key."
+    return verification.no_credential_reason(auth_method)
 
 
 @sensitive_variables("api_key", "client_secret")
@@ -508,6 +513,11 @@ def check_update_connection(*, actor: Actor, connection: Any, data: dict[str, An
         changes["instructions"] = _text(data["instructions"], "instructions", INSTRUCTIONS_MAX)
     if "model" in data:
         changes["model"] = _check_model_choice(conn, data["model"])
+        if not changes["model"] and conn.status == AIConnection.ACTIVE:
+            raise InvalidInput(
+                _("An active connection needs a model: choose one of the verified models."),
+                code="model_required",
+            )
     if "position" in data:
         changes["position"] = _position(data["position"])
     client_secret = None
@@ -548,16 +558,20 @@ def do_update_connection(
         with transaction.atomic():
             conn = _locked(conn)
             before = _snapshot(conn)
-            if "base_url" in changes and changes["base_url"] != conn.base_url:
+            moved = "base_url" in changes and changes["base_url"] != conn.base_url
+            if moved:
                 # Another server: its model list is unknown until verified again.
                 conn.models = []
                 conn.last_checked_at = None
+                changes = {**changes, "model": ""}
             for key, value in changes.items():
                 setattr(conn, key, value)
             if status == AIConnection.DISABLED:
                 conn.status = AIConnection.DISABLED
             elif status == AIConnection.ACTIVE and conn.status == AIConnection.DISABLED:
                 _reenable(conn)
+            if moved and conn.status == AIConnection.ACTIVE:
+                verification.settle_ready(conn)  # error until verified on the new server
             conn.save()
             after = _snapshot(conn)
             if client_secret is not None:
@@ -656,8 +670,7 @@ def do_set_connection_secret(actor: Actor, conn: AIConnection, api_key: str) -> 
         before = {"status": conn.status, "secret_hint": old.hint if old else ""}
         hint = _put(conn, PURPOSE_API_KEY, api_key, actor)
         if conn.status in (AIConnection.REAUTH_REQUIRED, AIConnection.ERROR):
-            conn.status = AIConnection.ACTIVE
-            conn.last_error = ""
+            verification.settle_ready(conn)
         conn.save(update_fields=["status", "last_error", "updated_at"])
         record_audit(
             actor,
@@ -710,6 +723,8 @@ class VerifyOutcome:
     connection: AIConnection
     models: list[str]
     error: HalError | None = None
+    # How the default model was settled: kept | preferred | first | none.
+    model_choice: str = verification.NONE
 
     @property
     def ok(self) -> bool:
@@ -807,13 +822,22 @@ def do_record_verification(
         before = {"status": conn.status, "models": list(conn.models or []), "model": conn.model}
         conn.last_checked_at = timezone.now()
         error: HalError | None = None
+        choice = verification.NONE
         if kind is None:
             conn.models = list(models or [])
+            conn.model, choice = verification.choose_default_model(
+                conn.provider, conn.model, conn.models
+            )
             conn.last_error = ""
+            conn.last_error_at = None
+            if not conn.models:
+                kind, message = "no_models", verification.NO_MODELS
+        if kind is None:
             if conn.status != AIConnection.DISABLED:
                 conn.status = AIConnection.ACTIVE
         else:
             conn.last_error = message[:500]
+            conn.last_error_at = conn.last_checked_at
             if conn.status != AIConnection.DISABLED:
                 conn.status = _failure_status(conn, kind)
             error = HalError(
@@ -829,13 +853,20 @@ def do_record_verification(
             "connections.verify",
             target=conn,
             before=before,
-            after={"status": conn.status, "models": conn.models, "model": conn.model},
+            after={
+                "status": conn.status,
+                "models": conn.models,
+                "model": conn.model,
+                "model_choice": choice,
+            },
             result="ok" if error is None else "failed",
             error_code=error.code if error else "",
             message=conn.last_error,
         )
         _changed(conn)
-    return VerifyOutcome(connection=conn, models=list(conn.models), error=error)
+    return VerifyOutcome(
+        connection=conn, models=list(conn.models), error=error, model_choice=choice
+    )
 
 
 # --- OAuth ------------------------------------------------------------------------------------
@@ -1015,9 +1046,9 @@ def do_store_oauth_tokens(
             _put(conn, PURPOSE_REFRESH_TOKEN, tokens.refresh_token, actor)
         expires_at = getattr(tokens, "expires_at", None)
         conn.oauth_expires_at = datetime.fromtimestamp(expires_at, tz=UTC) if expires_at else None
-        if conn.status != AIConnection.DISABLED:
-            conn.status = AIConnection.ACTIVE
         conn.last_error = ""
+        if conn.status != AIConnection.DISABLED:
+            verification.settle_ready(conn)
         conn.save()
         record_audit(
             actor,

@@ -13,6 +13,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext_lazy
 from django.views.decorators.debug import sensitive_post_parameters
 
 from hal.actions.base import Actor, require_recent
@@ -148,7 +149,7 @@ class AIConnectionAdmin(ActionModelAdmin):
     }
     error_fields = ERROR_FIELDS
 
-    @admin.display(description="credential")
+    @admin.display(description=gettext_lazy("credential"))
     def hint(self, obj: AIConnection) -> str:
         if obj.pk is None:
             return ""
@@ -180,10 +181,10 @@ class AIConnectionAdmin(ActionModelAdmin):
             else:
                 messages.success(request, f"@{conn.name}: {'enabled' if enabled else 'disabled'}")
 
-    @admin.action(description="Disable selected connections")
+    @admin.action(description=gettext_lazy("Disable selected connections"))
     def disable_connections(self, request: HttpRequest, queryset: Any) -> None:
         self._set_enabled(request, queryset, False)
 
-    @admin.action(description="Enable selected connections")
+    @admin.action(description=gettext_lazy("Enable selected connections"))
     def enable_connections(self, request: HttpRequest, queryset: Any) -> None:
         self._set_enabled(request, queryset, True)

@@ -83,6 +83,8 @@ class AIConnection(models.Model):
     status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=ACTIVE)
     last_checked_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True)
+    # When last_error happened (a verify, a re-check or a chat call that failed).
+    last_error_at = models.DateTimeField(null=True, blank=True)
     position = models.PositiveIntegerField(default=0)
     oauth_authorize_url = models.CharField(max_length=500, blank=True)
     oauth_token_url = models.CharField(max_length=500, blank=True)
@@ -115,6 +117,8 @@ class AIConnection(models.Model):
 
     def as_dict(self, hints: dict[str, str] | None = None) -> dict[str, Any]:
         """The public JSON shape (SPEC §10): hints only, never a secret."""
+        from providers.verification import recovery_action
+
         if hints is None:
             from providers.services import secret_hints
 
@@ -139,7 +143,10 @@ class AIConnection(models.Model):
             "status": self.status,
             "last_checked_at": self.last_checked_at.isoformat() if self.last_checked_at else None,
             "last_error": self.last_error,
+            "last_error_at": self.last_error_at.isoformat() if self.last_error_at else None,
             "secret_hint": secret_hint,
+            # The one action that makes the connection addressable again ("" when it is).
+            "next_action": recovery_action(self),
             "has_secret": bool(secret_hint),
             "position": self.position,
             "oauth": {

@@ -75,7 +75,7 @@ def _delete_secret(request: HttpRequest, pk: int) -> dict[str, Any]:
 
 def _verify(request: HttpRequest, pk: int) -> Any:
     outcome = actions.check_verify_connection(actor=_actor(request), connection=pk)
-    body = outcome.connection.as_dict()
+    body = {**outcome.connection.as_dict(), "model_choice": outcome.model_choice}
     if outcome.error is not None:
         # The failure is the answer (never dressed up as success); the row shows it too.
         return JsonResponse(
@@ -129,6 +129,33 @@ def _form_create_data(post: Any) -> dict[str, Any]:
     return data
 
 
+def verify_template(choice: str) -> str:
+    """The message of a successful verify (%-placeholders), by how the model was chosen."""
+    if choice == "preferred":
+        return _("@%(name)s: %(count)s models verified; default model %(model)s (preferred).")
+    if choice == "first":
+        return _(
+            "@%(name)s: %(count)s models verified; default model %(model)s (first of the list)."
+        )
+    return _("@%(name)s: %(count)s models verified; default model %(model)s.")
+
+
+def verify_strings() -> dict[str, str]:
+    """verify_template per choice, for ops_ai.js (the page reloads after a verify)."""
+    strings = {choice: verify_template(choice) for choice in ("preferred", "first", "kept")}
+    strings["delete_confirm"] = _("Delete this connection and its stored credentials?")
+    return strings
+
+
+def verify_message(outcome: Any) -> str:
+    """What a successful verify did, naming the default model and why it is that one."""
+    return verify_template(outcome.model_choice) % {
+        "name": outcome.connection.name,
+        "count": len(outcome.models),
+        "model": outcome.connection.model,
+    }
+
+
 def _form_post(request: HttpRequest, actor: Actor) -> str:
     """Run one /ops/ai form (the page also works without JavaScript); returns a message."""
     post = request.POST
@@ -162,10 +189,7 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
         outcome = actions.check_verify_connection(actor=actor, connection=pk)
         if outcome.error is not None:
             raise outcome.error
-        return _("@%(name)s: %(count)s models verified.") % {
-            "name": outcome.connection.name,
-            "count": len(outcome.models),
-        }
+        return verify_message(outcome)
     if op in ("enable", "disable"):
         conn = actions.check_set_connection_enabled(
             actor=actor, connection=pk, enabled=op == "enable"
@@ -214,7 +238,17 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
             "error": error,
             "connections": [c.as_dict(hints.get(c.pk, {})) for c in conns],
             "providers": AIConnection.PROVIDER_CHOICES,
-            "auth_methods": AIConnection.AUTH_CHOICES,
+            # Each method with the providers that accept it: the add form offers only those.
+            "auth_methods": [
+                (
+                    value,
+                    label,
+                    " ".join(p for p, ok in AIConnection.AUTH_FOR_PROVIDER.items() if value in ok),
+                )
+                for value, label in AIConnection.AUTH_CHOICES
+            ],
+            "default_base_urls": AIConnection.DEFAULT_BASE_URLS,
+            "verify_strings": verify_strings(),
             "can_administer": _allowed(actor, "administer"),
             "can_operate": _allowed(actor, "operate"),
             "callback_url": actions.oauth_redirect_uri(request),

@@ -24,8 +24,8 @@ from django_tasks import task
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
-from hal.agent.ops import argv_sha256
 from hal.actions.precheck import register_precheck
+from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.fleet_http import http_health_check

@@ -65,6 +65,10 @@ def check_set_auto_fetch(*, actor: Actor, enabled: Any) -> OperatorProfile:
     return profile
 
 
+# Audit codes of per-operator view preferences: never "activity" (Recent activity hides
+# them; rows of this kind written before panel state stopped being audited remain).
+PREFERENCE_ACTIONS = ("operator.panel_state",)
+
 PANEL_DEFAULTS: dict[str, Any] = {
     "open": True,
     "width": 400,
@@ -122,7 +126,12 @@ def _clean_panel_state(state: Any) -> dict[str, Any]:
 
 @action("operator.panel_state")
 def check_save_panel_state(*, actor: Actor, state: Any) -> OperatorProfile:
-    """Save the AI panel's open/width/active tab for this operator (restored after reload)."""
+    """Save the AI panel's open/width/active tab for this operator (restored after reload).
+
+    A view preference, stored without an audit row: it changes nothing anyone else sees,
+    is written on every resize and tab switch (an audit row each flooded Recent activity
+    and the audit log), and the input is validated and bound to the operator's own profile.
+    Refusals are still audited by @action."""
     require_perm(actor, "view")
     changes = _clean_panel_state(state)
     if "active_room_id" in changes and changes["active_room_id"] is not None:
@@ -135,11 +144,4 @@ def check_save_panel_state(*, actor: Actor, state: Any) -> OperatorProfile:
         before = dict(profile.panel_state or {})
         profile.panel_state = {**before, **changes}
         profile.save(update_fields=["panel_state"])
-        record_audit(
-            actor,
-            "operator.panel_state",
-            target=actor.user,
-            before=before,
-            after=profile.panel_state,
-        )
     return profile

@@ -14,6 +14,7 @@ from hal.actions.base import Actor
 from hal.actions.operators import check_set_language
 from hal.api import api, json_body
 from hal.errors import HalError
+from hal.middleware import LANGUAGE_COOKIE
 from hal.models import OperatorProfile
 
 
@@ -41,7 +42,13 @@ def login_page(request: HttpRequest) -> HttpResponse:
             profile = OperatorProfile.objects.filter(user=user).first()
             if profile and profile.language:
                 request.session["hal_language"] = profile.language
-            return redirect(_safe_next(request))
+            elif request.COOKIES.get(LANGUAGE_COOKIE) in dict(settings.LANGUAGES):
+                # Chosen on the login page: that is a choice for this session too.
+                request.session["hal_language"] = request.COOKIES[LANGUAGE_COOKIE]
+            response = redirect(_safe_next(request))
+            if profile and profile.language:
+                _remember_language(response, profile.language)
+            return response
     status = error.http_status if error else 200
     return render(
         request,
@@ -92,16 +99,33 @@ def api_reauth(request: HttpRequest) -> dict:
     }
 
 
-@login_required
+def _remember_language(response: HttpResponse, language: str) -> None:
+    """Keep the language in this browser, so the login page after logout speaks it too."""
+    response.set_cookie(
+        LANGUAGE_COOKIE,
+        language,
+        max_age=365 * 24 * 3600,
+        samesite="Lax",
+        httponly=True,
+        secure=bool(getattr(settings, "SESSION_COOKIE_SECURE", False)),
+    )
+
+
 @require_POST
 def set_language(request: HttpRequest) -> HttpResponse:
-    """Switch the operator's language (saved on the profile, so every browser follows)."""
+    """Switch the language: an operator's is saved on the profile (every browser follows);
+    on the login page it is kept for this browser only (cookie)."""
+    language = request.POST.get("language", "")
+    response = redirect(_safe_next(request, "/"))
+    if not request.user.is_authenticated:
+        if language in dict(settings.LANGUAGES):
+            _remember_language(response, language)
+        return response
     try:
-        check_set_language(
-            actor=Actor.from_request(request), language=request.POST.get("language", "")
-        )
+        check_set_language(actor=Actor.from_request(request), language=language)
     except HalError:
         pass
     else:
-        request.session["hal_language"] = request.POST["language"]
-    return redirect(_safe_next(request, "/"))
+        request.session["hal_language"] = language
+        _remember_language(response, language)
+    return response

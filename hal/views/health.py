@@ -84,10 +84,30 @@ CHECKS = {
     "vault": check_vault,
 }
 
+# When this web process started (set again by HalConfig.ready()): until the worker's first
+# heartbeat, a missing or stale worker within the grace period means "starting", not down.
+PROCESS_STARTED = time.monotonic()
+
+
+def mark_process_start() -> None:
+    """Record the start of this web process (HalConfig.ready)."""
+    global PROCESS_STARTED
+    PROCESS_STARTED = time.monotonic()
+
+
+def startup_grace_seconds() -> float:
+    return float(getattr(settings, "HAL_HEALTH_STARTUP_GRACE_SECONDS", 30))
+
+
+def in_startup_grace() -> bool:
+    """Whether this process started less than HAL_HEALTH_STARTUP_GRACE_SECONDS ago."""
+    return time.monotonic() - PROCESS_STARTED < startup_grace_seconds()
+
 
 @require_GET
 def health(request: HttpRequest) -> JsonResponse:
-    """Report status, version and each check; 503 when any check fails."""
+    """Report status, version and each check; 503 when any check fails (except the worker
+    during the start-up grace period: 200 "starting")."""
     checks = {}
     for name, fn in CHECKS.items():
         try:
@@ -95,8 +115,15 @@ def health(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # a failing dependency is reported, not raised
             checks[name] = {"ok": False, "reason": type(exc).__name__}
     ok = all(c["ok"] for c in checks.values())
+    status = "ok" if ok else "degraded"
+    failing = [name for name, c in checks.items() if not c["ok"]]
+    if failing == ["worker"] and in_startup_grace():
+        # Only the worker has not reported yet, just after a start: not an outage, so a
+        # deploy read-back or a load balancer does not flap.
+        checks["worker"]["starting"] = True
+        ok, status = True, "starting"
     body = {
-        "status": "ok" if ok else "degraded",
+        "status": status,
         "version": get_version(),
         "checks": checks,
         "time": timezone.now().isoformat(),

@@ -4,7 +4,54 @@ import { api } from "./app.js";
 
 const BASE = "/api/ai/connections";
 const statusBox = document.getElementById("ops-ai-status");
+const flashBox = document.getElementById("ops-ai-flash");
 const dialog = document.getElementById("reauth-dialog");
+const STRINGS = JSON.parse(document.getElementById("ops-ai-strings")?.textContent || "{}");
+const BASE_URLS = JSON.parse(document.getElementById("ops-ai-base-urls")?.textContent || "{}");
+const FLASH_KEY = "hal-ops-ai-flash";
+
+// What the last verify did (the page reloads after it): shown once after the reload.
+const flash = sessionStorage.getItem(FLASH_KEY);
+if (flash && flashBox) {
+  flashBox.textContent = flash;
+  flashBox.hidden = false;
+  sessionStorage.removeItem(FLASH_KEY);
+}
+
+function verifyMessage(conn) {
+  const template = STRINGS[conn.model_choice] || STRINGS.kept || "";
+  return template
+    .replace("%(name)s", conn.name)
+    .replace("%(count)s", String((conn.models || []).length))
+    .replace("%(model)s", conn.model || "");
+}
+
+// The add form shows what the chosen provider and authentication need, nothing else.
+function syncAddForm(form) {
+  const provider = form.elements.provider.value;
+  const auth = form.elements.auth_method;
+  let firstAllowed = null;
+  for (const option of auth.options) {
+    const allowed = (option.dataset.providers || "").split(" ").includes(provider);
+    option.hidden = !allowed;
+    option.disabled = !allowed;
+    if (allowed && firstAllowed === null) firstAllowed = option.value;
+  }
+  if (auth.selectedOptions[0]?.disabled) auth.value = firstAllowed;
+  const method = auth.value;
+  const baseUrl = document.getElementById("add-base-url");
+  baseUrl.hidden = provider === "local_cli";
+  form.elements.base_url.placeholder = BASE_URLS[provider] || "";
+  document.getElementById("add-api-key").hidden = method !== "api_key";
+  document.getElementById("add-oauth").hidden = method !== "oauth";
+}
+
+const addForm = document.querySelector('form[data-op="create"]');
+if (addForm) {
+  addForm.elements.provider.addEventListener("change", () => syncAddForm(addForm));
+  addForm.elements.auth_method.addEventListener("change", () => syncAddForm(addForm));
+  syncAddForm(addForm);
+}
 
 function show(message) {
   statusBox.textContent = message;
@@ -58,8 +105,8 @@ function createBody(form) {
     traits: value(form, "traits"),
     instructions: value(form, "instructions"),
   };
-  if (value(form, "base_url")) body.base_url = value(form, "base_url");
-  if (form.elements.api_key.value) body.api_key = form.elements.api_key.value;
+  if (value(form, "base_url") && body.provider !== "local_cli") body.base_url = value(form, "base_url");
+  if (form.elements.api_key.value && body.auth_method === "api_key") body.api_key = form.elements.api_key.value;
   if (body.auth_method === "oauth") {
     body.oauth = {
       authorize_url: value(form, "oauth_authorize_url"),
@@ -100,13 +147,14 @@ for (const form of document.querySelectorAll("form[data-op]")) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const op = form.dataset.op;
-    if (op === "delete" && !window.confirm("Delete this connection and its stored credentials?")) return;
+    if (op === "delete" && !window.confirm(STRINGS.delete_confirm)) return;
     const button = form.querySelector("button[type=submit]");
     if (button) button.disabled = true;
     show("");
     try {
       const result = await withReauth(() => handlers[op](form));
       for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
+      if (op === "verify" && result && result.model_choice) sessionStorage.setItem(FLASH_KEY, verifyMessage(result));
       if (!result || !result.redirecting) window.location.reload();
     } catch (err) {
       for (const field of form.querySelectorAll("input[type=password]")) field.value = "";

@@ -179,7 +179,7 @@ function renderTabs() {
       if (conn && conn.status !== "active") {
         const badge = document.createElement("span");
         badge.className = `badge ${conn.status}`;
-        badge.textContent = conn.status;
+        badge.textContent = (T.status_labels || {})[conn.status] || conn.status;
         badge.title = T.inactive;
         tab.append(badge);
         tab.dataset.inactive = "true";

@@ -90,8 +90,11 @@ def add_connection(user, name: str, fake, *, role: str = "", traits: str = "", *
         },
     )
     model = fake.models[0]
-    # The model list normally comes from "verify"; the fake's list is known here.
-    AIConnection.objects.filter(pk=conn.pk).update(model=model, models=list(fake.models))
+    # The model list normally comes from "verify" (which also makes it active); the fake's
+    # list is known here.
+    AIConnection.objects.filter(pk=conn.pk).update(
+        model=model, models=list(fake.models), status="active", last_error=""
+    )
     conn.refresh_from_db()
     return conn
 

@@ -111,3 +111,16 @@ def test_delete_in_admin_needs_reauth(client_op, operator):
     response = client_op.post(url, {"post": "yes"})
     assert response.status_code == 302 and not AIConnection.objects.exists()
     assert AuditEntry.objects.get(action="connections.delete", result="ok").via == "admin"
+
+
+def test_admin_messages_follow_the_operator_language(client_op, operator, settings):
+    """Issue 13 item 11: a Korean operator reads the admin's messages in Korean."""
+    settings.HAL_REAUTH_SECONDS = 0
+    client_op.post("/language/", {"language": "ko", "next": "/"})
+    conn = AIConnection.objects.create(name="claude", provider="anthropic", auth_method="api_key")
+    response = client_op.post(
+        f"/admin/providers/aiconnection/{conn.pk}/delete/", {"post": "yes"}, follow=True
+    )
+    html = response.content.decode()
+    assert "/reauth/" in html and "Re-authenticate at" not in html
+    assert "비밀번호" in html  # the refusal itself, in Korean

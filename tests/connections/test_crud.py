@@ -82,7 +82,8 @@ def test_openai_compat_keeps_custom_base_url_and_position_orders(client_op):
     ).json()
     assert a["base_url"] == "http://127.0.0.1:8080/v1"
     assert b["base_url"] == "" and b["position"] > a["position"]
-    assert b["status"] == "active"  # the CLI brings its own login session
+    # The CLI brings its own login session; a verify still has to choose its model.
+    assert b["status"] == "error" and b["next_action"] == "verify"
     call(client_op, "PATCH", f"{API}/{b['id']}", {"position": 0})
     call(client_op, "PATCH", f"{API}/{a['id']}", {"position": 5})
     ids = [c["id"] for c in call(client_op, "GET", API).json()["connections"]]
@@ -213,6 +214,11 @@ def test_disable_and_enable(client_op):
         client_op, "POST", API, {"name": "cli", "provider": "local_cli", "auth_method": "login"}
     ).json()
     assert call(client_op, "POST", f"{API}/{c['id']}/disable").json()["status"] == "disabled"
+    # Enabled again but never verified: no model yet, so not active (Verify is the way).
+    enabled = call(client_op, "PATCH", f"{API}/{c['id']}", {"status": "active"}).json()
+    assert enabled["status"] == "error" and enabled["next_action"] == "verify"
+    AIConnection.objects.filter(pk=c["id"]).update(model="sonnet", models=["sonnet"])
+    call(client_op, "POST", f"{API}/{c['id']}/disable")
     assert (
         call(client_op, "PATCH", f"{API}/{c['id']}", {"status": "active"}).json()["status"]
         == "active"

@@ -89,7 +89,9 @@ def test_full_flow_stores_tokens_hash_only_and_deletes_verifier(reauthed, fake_o
     assert not Secret.objects.filter(purpose="oauth.code_verifier").exists()
     assert get_credential_sync(conn["id"]).reveal() == fake_oauth.access_tokens[-1]
     body = call(reauthed, "GET", f"{API}/{conn['id']}").json()
-    assert body["oauth"]["connected"] and body["secret_hint"] and body["status"] == "active"
+    assert body["oauth"]["connected"] and body["secret_hint"]
+    # Connected, and a verify chooses the model: until then not active.
+    assert body["status"] == "error" and body["next_action"] == "verify"
     assert body["oauth"]["expires_at"]
     page = reauthed.get("/ops/ai")
     assert "connected through OAuth" in page.content.decode()
@@ -272,6 +274,7 @@ def test_fresh_token_is_not_refreshed(reauthed, fake_oauth):
 @pytest.mark.django_db(transaction=True)
 def test_invalid_grant_marks_reauth_required_and_keeps_connection(reauthed, fake_oauth):
     conn = connect(reauthed, fake_oauth)
+    AIConnection.objects.filter(pk=conn["id"]).update(model="m", models=["m"], status="active")
     fake_oauth.revoke_refresh_tokens()
     _expire(conn["id"])
     with pytest.raises(Exception) as info:
@@ -288,6 +291,7 @@ def test_invalid_grant_marks_reauth_required_and_keeps_connection(reauthed, fake
 @pytest.mark.django_db(transaction=True)
 def test_transient_refresh_failure_keeps_status(reauthed, fake_oauth):
     conn = connect(reauthed, fake_oauth)
+    AIConnection.objects.filter(pk=conn["id"]).update(model="m", models=["m"], status="active")
     _expire(conn["id"])
     fake_oauth.fail_next("500")
     with pytest.raises(Exception) as info:

@@ -69,7 +69,7 @@ def test_form_update_disable_enable_delete(reauthed):
     reauthed.post("/ops/ai", {"op": "disable", "id": pk})
     assert AIConnection.objects.get().status == "disabled"
     reauthed.post("/ops/ai", {"op": "enable", "id": pk})
-    assert AIConnection.objects.get().status == "active"
+    assert AIConnection.objects.get().status == "error"  # enabled; Verify picks a model
     response = reauthed.post("/ops/ai", {"op": "model", "id": pk, "model": "opus"})
     assert response.status_code == 400 and "model_unavailable" in response.content.decode()
     reauthed.post("/ops/ai", {"op": "delete", "id": pk})

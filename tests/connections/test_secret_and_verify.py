@@ -58,7 +58,8 @@ def test_set_replace_and_delete_key(reauthed, make_connection, canary):
     assert c["status"] == "reauth_required"  # created without a key
     body = call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": canary}).json()
     assert body["secret_hint"] == f"{canary[:3]}…{canary[-4:]}"
-    assert body["status"] == "active" and body["last_error"] == ""
+    # Callable now; a verify still has to choose the model before it is active.
+    assert body["status"] == "error" and body["next_action"] == "verify"
     assert get_credential_sync(c["id"]).reveal() == canary
     replacement = canary[::-1]
     call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": replacement})
@@ -167,8 +168,9 @@ def test_new_key_clears_reauth_required(
     c = _keyed(reauthed, make_connection, "sk-wrong-" + "x" * 20, base_url=fake_anthropic.base_url)
     call(reauthed, "POST", f"{API}/{c['id']}/verify")
     body = call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": provider_api_key}).json()
-    assert body["status"] == "active"
-    assert call(reauthed, "POST", f"{API}/{c['id']}/verify").json()["models"]
+    assert body["status"] == "error" and body["next_action"] == "verify"
+    verified = call(reauthed, "POST", f"{API}/{c['id']}/verify").json()
+    assert verified["models"] and verified["status"] == "active"
 
 
 def test_local_cli_absent_is_unavailable(reauthed, make_connection, no_claude):

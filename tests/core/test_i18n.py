@@ -166,7 +166,12 @@ def test_every_menu_and_panel_label_has_a_korean_translation():
         untranslated = [label for _, label in MENU if label != "DR" and _ko(label) == label]
         strings = panel_strings()
         suggestions = strings.pop("suggestions")
-        values = [*strings.values(), *(p for prompts in suggestions.values() for p in prompts)]
+        labels = list(strings.pop("status_labels").values())
+        values = [
+            *strings.values(),
+            *labels,
+            *(p for prompts in suggestions.values() for p in prompts),
+        ]
         panel = [v for v in values if v not in ("HAL",) and v.isascii()]
     assert not untranslated, untranslated
     assert not panel, panel

@@ -67,6 +67,12 @@ class Command(BaseCommand):
             target=self._heartbeat_loop, args=(worker_id, started_at, actor, stop), daemon=True
         )
         thread.start()
+        # Connections in `error` are verified again with backoff (their own thread: a
+        # provider call must never delay a heartbeat).
+        from providers.recheck import run_loop
+
+        recheck = threading.Thread(target=run_loop, args=(stop,), daemon=True, name="recheck")
+        recheck.start()
         worker = Worker(
             queue_names=options["queue_name"].split(","),
             interval=options["interval"],
@@ -84,6 +90,7 @@ class Command(BaseCommand):
         finally:
             stop.set()
             thread.join(timeout=5)
+            recheck.join(timeout=5)
             if not options["batch"]:
                 # A worker that stops (systemctl stop: SIGTERM) says so by removing its
                 # heartbeat: dr_restore and /api/health see at once that none runs, rather

@@ -1,0 +1,120 @@
+"""Background re-check: the worker verifies `error` connections again, with backoff, so a
+short provider outage does not lock a connection out; and a chat that finds the provider
+unavailable leaves that fact (last error, time) on the connection."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from hal.actions.base import Actor, record_audit
+from providers.models import AIConnection
+
+log = logging.getLogger("hal.connections")
+
+
+def base_seconds() -> float:
+    """HAL_CONNECTION_RECHECK_SECONDS (30): the first wait; it doubles after each failure."""
+    return float(getattr(settings, "HAL_CONNECTION_RECHECK_SECONDS", 30))
+
+
+def max_seconds() -> float:
+    """HAL_CONNECTION_RECHECK_MAX_SECONDS (900): the longest wait between two re-checks."""
+    return float(getattr(settings, "HAL_CONNECTION_RECHECK_MAX_SECONDS", 900))
+
+
+def recheck_actor() -> Actor:
+    return Actor.for_system("task", label="connection-recheck")
+
+
+@dataclass
+class Rechecker:
+    """Remembers, per connection in `error`, how often the re-check failed and when next."""
+
+    failures: dict[int, int] = field(default_factory=dict)
+    next_at: dict[int, float] = field(default_factory=dict)
+
+    def run_once(self, now: float | None = None) -> list[tuple[int, bool]]:
+        """Verify every `error` connection that is due; returns (id, now active?)."""
+        from providers.actions import check_verify_connection
+
+        now = time.monotonic() if now is None else now
+        in_error = list(
+            AIConnection.objects.filter(status=AIConnection.ERROR).values_list("pk", flat=True)
+        )
+        for gone in set(self.next_at) - set(in_error):  # fixed meanwhile, or deleted
+            self.next_at.pop(gone, None)
+            self.failures.pop(gone, None)
+        done: list[tuple[int, bool]] = []
+        for pk in in_error:
+            if now < self.next_at.get(pk, 0.0):
+                continue
+            try:
+                outcome = check_verify_connection(actor=recheck_actor(), connection=pk)
+                ok = outcome.ok and outcome.connection.status == AIConnection.ACTIVE
+            except Exception:
+                log.exception("re-check of connection %s failed", pk)
+                ok = False
+            if ok:
+                self.failures.pop(pk, None)
+                self.next_at.pop(pk, None)
+                log.info("connection %s answers again: active", pk)
+            else:
+                count = self.failures[pk] = self.failures.get(pk, 0) + 1
+                self.next_at[pk] = now + min(base_seconds() * 2 ** (count - 1), max_seconds())
+            done.append((pk, ok))
+        return done
+
+
+def run_loop(stop: threading.Event, tick: float = 5.0) -> None:
+    """The worker's re-check thread (hal_worker): a provider call never delays heartbeats."""
+    checker = Rechecker()
+    while not stop.wait(tick):
+        close_old_connections()
+        try:
+            checker.run_once()
+        except Exception:  # e.g. the database is away; the next tick retries
+            log.exception("connection re-check failed")
+
+
+def do_record_chat_failure(connection_id: int, kind: str, message: str) -> AIConnection | None:
+    """A chat call found the provider `kind` (unavailable): keep it as the connection's last
+    error with its time, so /ops/ai shows it (the status is left to verify and re-check)."""
+    from providers.actions import _changed, _locked
+
+    with transaction.atomic():
+        conn = AIConnection.objects.filter(pk=connection_id).first()
+        if conn is None:
+            return None
+        conn = _locked(conn)
+        conn.last_error = f"Chat failed ({kind}): {message}"[:500]
+        conn.last_error_at = timezone.now()
+        conn.save(update_fields=["last_error", "last_error_at", "updated_at"])
+        record_audit(
+            Actor.for_system("task", label="chat"),
+            "connections.chat_failure",
+            target=conn,
+            result="failed",
+            error_code=f"provider_{kind}",
+            message=conn.last_error,
+        )
+        _changed(conn)
+    return conn
+
+
+async def arecord_chat_failure(connection_id: int, kind: str, message: str) -> Any:
+    """do_record_chat_failure for the orchestrator (never raises: bookkeeping only)."""
+    from channels.db import database_sync_to_async
+
+    try:
+        return await database_sync_to_async(do_record_chat_failure)(connection_id, kind, message)
+    except Exception:
+        log.exception("could not record the chat failure of connection %s", connection_id)
+        return None

@@ -1,0 +1,115 @@
+"""What makes a connection addressable: a default model chosen on verify, the one action
+that brings each non-active state back, and the facts a chat failure leaves on a connection.
+
+Kept apart from providers/actions.py (which calls these helpers inside its own
+transactions) so the rules read in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
+
+from providers.models import AIConnection
+
+# Stored English in `last_error` (like the providers' own error text); the UI translates
+# these fixed reasons (they are msgids) when it shows them.
+NOT_VERIFIED = gettext_noop(
+    "Not verified yet: press Verify to fetch the model list and choose a default model."
+)
+NO_MODELS = gettext_noop("The provider lists no models: check the base URL, then press Verify.")
+NO_API_KEY = gettext_noop("No credential yet: set the API key.")
+NO_OAUTH = gettext_noop("No credential yet: connect with OAuth.")
+FIXED_REASONS = (NOT_VERIFIED, NO_MODELS, NO_API_KEY, NO_OAUTH)
+
+# The preferred default model per provider when a verify lists it (first listed wins);
+# HAL_PREFERRED_MODELS = {"anthropic": ["…"], ...} replaces an entry.
+DEFAULT_PREFERRED: dict[str, list[str]] = {
+    AIConnection.ANTHROPIC: ["claude-sonnet-4-5", "claude-sonnet-4-0", "claude-opus-4-1"],
+    AIConnection.OPENAI_COMPAT: ["gpt-5", "gpt-4.1", "gpt-4o"],
+    AIConnection.LOCAL_CLI: ["sonnet", "opus"],
+}
+
+# How the default model was settled by a verify (the UI says which).
+KEPT, PREFERRED, FIRST, NONE = "kept", "preferred", "first", "none"
+
+# The one action that brings a non-active connection back, per status.
+ACTION_ENABLE = "enable"
+ACTION_VERIFY = "verify"
+ACTION_SET_KEY = "set_key"
+ACTION_CONNECT = "connect"
+
+
+def preferred_models(provider: str) -> list[str]:
+    """The configured preference order for a provider's default model."""
+    configured = getattr(settings, "HAL_PREFERRED_MODELS", None) or {}
+    value = configured.get(provider, DEFAULT_PREFERRED.get(provider, []))
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def choose_default_model(provider: str, current: str, models: list[str]) -> tuple[str, str]:
+    """(model, how): keep a still-listed choice, else the preferred one, else the first."""
+    if current and current in models:
+        return current, KEPT
+    for wanted in preferred_models(provider):
+        if wanted in models:
+            return wanted, PREFERRED
+    if models:
+        return models[0], FIRST
+    return "", NONE
+
+
+def settle_ready(conn: AIConnection) -> None:
+    """A connection that has its credential back: `active` only with a model to call,
+    otherwise `error` saying that Verify picks one (the background re-check does too)."""
+    if conn.model:
+        conn.status = AIConnection.ACTIVE
+        conn.last_error = ""
+    else:
+        conn.status = AIConnection.ERROR
+        conn.last_error = NOT_VERIFIED
+
+
+def no_credential_reason(auth_method: str) -> str:
+    """Why a connection without a credential cannot be called (stored English)."""
+    return NO_OAUTH if auth_method == AIConnection.OAUTH else NO_API_KEY
+
+
+def recovery_action(conn: Any) -> str:
+    """The one action that makes this connection addressable again ("" when it is)."""
+    status = conn.status
+    if status == AIConnection.DISABLED:
+        return ACTION_ENABLE
+    if status == AIConnection.REAUTH_REQUIRED:
+        return ACTION_CONNECT if conn.auth_method == AIConnection.OAUTH else ACTION_SET_KEY
+    if status in (AIConnection.ERROR, AIConnection.UNAVAILABLE):
+        return ACTION_VERIFY
+    if not conn.model:
+        return ACTION_VERIFY
+    return ""
+
+
+def addressable(conn: Any) -> bool:
+    """Whether a room may send to this connection: active and a model chosen."""
+    return conn.status == AIConnection.ACTIVE and bool(conn.model)
+
+
+def recovery_hint(conn: Any) -> Any:
+    """The sentence naming that action, for refusals and the /ops/ai page (lazy text)."""
+    action = recovery_action(conn)
+    if action == ACTION_ENABLE:
+        return _("press Enable on /ops/ai")
+    if action == ACTION_SET_KEY:
+        return _("set a new API key on /ops/ai")
+    if action == ACTION_CONNECT:
+        return _("press Connect with OAuth on /ops/ai")
+    if conn.status == AIConnection.UNAVAILABLE:
+        return _("make the CLI available on this host, then press Verify on /ops/ai")
+    if action == ACTION_VERIFY:
+        return _("press Verify on /ops/ai (HAL also re-checks it in the background)")
+    return ""
