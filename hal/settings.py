@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -278,6 +279,12 @@ HAL_BUDGET_TOKENS_PER_DAY = int(env("HAL_BUDGET_TOKENS_PER_DAY", "0"))  # 0: unl
 HAL_BUDGET_FETCH_BYTES_PER_DAY = int(env("HAL_BUDGET_FETCH_BYTES_PER_DAY", "0"))  # 0: unlimited
 HAL_PROPOSAL_EXPIRY_MINUTES = int(env("HAL_PROPOSAL_EXPIRY_MINUTES", "60"))
 HAL_PROPOSAL_EXECUTION_TIMEOUT_SECONDS = float(env("HAL_PROPOSAL_EXECUTION_TIMEOUT_SECONDS", "900"))
+HAL_WS_RECHECK_SECONDS = float(env("HAL_WS_RECHECK_SECONDS", "60"))
+HAL_CONNECTION_RECHECK_SECONDS = float(env("HAL_CONNECTION_RECHECK_SECONDS", "30"))
+HAL_CONNECTION_RECHECK_MAX_SECONDS = float(env("HAL_CONNECTION_RECHECK_MAX_SECONDS", "900"))
+HAL_HEALTH_STARTUP_GRACE_SECONDS = float(env("HAL_HEALTH_STARTUP_GRACE_SECONDS", "30"))
+# {"provider": ["model", ...]} as JSON; empty: providers/verification.py's defaults.
+HAL_PREFERRED_MODELS = json.loads(env("HAL_PREFERRED_MODELS", "") or "{}")
 
 LOGGING = {
     "version": 1,
