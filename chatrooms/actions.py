@@ -23,6 +23,7 @@ from django.utils.translation import gettext_noop
 
 from chatrooms import integration
 from chatrooms.addressing import parse_addressees
+from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
@@ -524,7 +525,13 @@ def _update_row(model: Any, pk: int, values: dict[str, Any], *, status: str | No
 
 
 def do_complete_turn(
-    turn_id: int, text: str, *, usage: dict[str, int], rounds: int, reply: Message | None = None
+    turn_id: int,
+    text: str,
+    *,
+    usage: dict[str, int],
+    rounds: int,
+    reply: Message | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """The reply is done: message complete, turn complete (conditional: a reset or a
     recovery that got there first wins)."""
@@ -546,9 +553,11 @@ def do_complete_turn(
             return None
         if reply is None:
             reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)
-        _update_row(
-            Message, reply.pk, {"text": text, "status": Message.COMPLETE, "updated_at": now}
-        )
+        values: dict[str, Any] = {"text": text, "status": Message.COMPLETE, "updated_at": now}
+        if facts:
+            # In the same UPDATE: the facts cost no statement of their own.
+            reply.meta = values["meta"] = with_facts(reply.meta, facts)
+        _update_row(Message, reply.pk, values)
     reply.text = text
     reply.status = Message.COMPLETE
     reply.updated_at = now
@@ -556,7 +565,13 @@ def do_complete_turn(
 
 
 def do_fail_turn(
-    turn_id: int, text: str, *, code: str, message: str, status: str = Turn.FAILED
+    turn_id: int,
+    text: str,
+    *,
+    code: str,
+    message: str,
+    status: str = Turn.FAILED,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
     up as an answer; the turn can be retried."""
@@ -570,7 +585,7 @@ def do_fail_turn(
             reply.status = Message.FAILED
             reply.error_code = code[:64]
             reply.error_message = message[:500]
-            reply.meta = {**(reply.meta or {}), "retry_turn": turn.pk}
+            reply.meta = with_facts({**(reply.meta or {}), "retry_turn": turn.pk}, facts)
             reply.save()
         turn.status = status
         turn.error_code = code[:64]
@@ -587,6 +602,7 @@ def do_wait_for_approval(
     proposal_ids: list[int],
     usage: dict[str, int],
     rounds: int,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
     with transaction.atomic():
@@ -596,7 +612,7 @@ def do_wait_for_approval(
         reply = Message.objects.get(pk=turn.reply_id)
         reply.text = text
         reply.status = Message.COMPLETE
-        reply.meta = {**(reply.meta or {}), "proposals": proposal_ids}
+        reply.meta = with_facts({**(reply.meta or {}), "proposals": proposal_ids}, facts)
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
         turn.status = Turn.WAITING_APPROVAL
         turn.transcript = transcript

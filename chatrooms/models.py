@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from chatrooms.facts import as_fields
 from hal import i18n
 
 
@@ -160,6 +161,8 @@ class Message(models.Model):
             data["proposal_ids"] = list(meta["proposals"])
         if meta.get("stopped"):
             data["stopped"] = True
+        if self.author_kind == self.MODEL:
+            data.update(as_fields(meta))
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data
