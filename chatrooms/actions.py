@@ -14,8 +14,9 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db import connection as db_connection
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
@@ -274,6 +275,15 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     text = _clean_text(text)
     context = clean_context(context)
     room = get_room(actor, room_id)
+    targets, everyone = resolve_targets(room, text)
+    with transaction.atomic():
+        sent = do_send_message(actor, room, text, context, targets)
+    sent.connections = everyone
+    return sent
+
+
+def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
+    """The models a message addresses in a room, and every connection (unified room)."""
     if room.kind == Room.INDIVIDUAL:
         connection = room.connection
         if connection.status != integration.ACTIVE:
@@ -300,15 +310,21 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
             raise Conflict(
                 _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"
             )
-    with transaction.atomic():
-        sent = do_send_message(actor, room, text, context, targets)
-    sent.connections = everyone
-    return sent
+    return targets, everyone
 
 
 def do_send_message(
-    actor: Actor, room: Room, text: str, context: dict[str, Any], targets: list[Any]
+    actor: Actor,
+    room: Room,
+    text: str,
+    context: dict[str, Any],
+    targets: list[Any],
+    *,
+    fields: dict[str, Any] | None = None,
+    audit: str = "chat.message.send",
+    audit_before: dict[str, Any] | None = None,
 ) -> Sent:
+    """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py)."""
     message = Message.objects.create(
         room=room,
         author_kind=Message.OPERATOR,
@@ -317,6 +333,7 @@ def do_send_message(
         status=Message.COMPLETE,
         context=context,
         addressed=[c.pk for c in targets],
+        **(fields or {}),
     )
     # The turns are born claimed by this caller, each with its streaming reply: nobody else
     # can know them before this transaction commits, so a separate claim (another
@@ -352,8 +369,9 @@ def do_send_message(
     )
     record_audit(
         actor,
-        "chat.message.send",
+        audit,
         target=room,
+        before=audit_before,
         after={"message_id": message.pk, "addressed": [c.name for c in targets]},
     )
     publish(room_group(room.pk), "message.created", message.as_dict())
@@ -833,15 +851,25 @@ def _history_sql() -> tuple[str, tuple[str, ...]]:
     global _HISTORY_SQL
     if _HISTORY_SQL is None:
         room_marker, upto_marker = -1, -2
+        # Only shown versions (chatrooms/versions.py), each in its group's place.
         query = (
             Message.objects.filter(
-                room_id=room_marker, id__lte=upto_marker, status=Message.COMPLETE
+                room_id=room_marker,
+                id__lte=upto_marker,
+                status=Message.COMPLETE,
+                superseded=False,
+                off_branch=False,
             )
-            .order_by("-id")
+            .order_by(
+                Coalesce("position", "id", output_field=models.BigIntegerField()).desc(), "-id"
+            )
             .values_list("id", "author_kind", "author", "connection_id", "text", "context", "meta")
         ).query
         sql, params = query.sql_with_params()
         names = {room_marker: "room", upto_marker: "upto", Message.COMPLETE: "status"}
+        params = tuple(p for p in params if p is not False)  # booleans: inlined or bound
+        if len(params) != len(query.sql_with_params()[1]):
+            raise RuntimeError("the history query binds its booleans; inline them")
         order = tuple(names[value] for value in params)
         if sorted(order) != ["room", "status", "upto"]:
             raise RuntimeError(f"unexpected history query parameters: {params!r}")

@@ -119,6 +119,16 @@ class Message(models.Model):
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Versions (chatrooms/versions.py, docs/HAL-AI.md): a regenerated reply or an edited
+    # operator message shares `version_group` (the first version's id) and `position`
+    # (where the group sits in the conversation) with its other versions. A message is
+    # shown unless `superseded` in its group or `off_branch` (it answers a version of an
+    # edited operator message that is not shown; `branch` names that version).
+    version_group = models.BigIntegerField(null=True, blank=True, db_index=True)
+    position = models.BigIntegerField(null=True, blank=True)
+    superseded = models.BooleanField(default=False)
+    off_branch = models.BooleanField(default=False)
+    branch = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -142,6 +152,9 @@ class Message(models.Model):
             "created_at": _iso(self.created_at),
             "reply_to": self.reply_to_id,
         }
+        if self.version_group is not None:
+            data["version_group"] = self.version_group
+            data["position"] = self.position or self.version_group
         if self.author_kind == self.OPERATOR:
             data["addressed"] = list(self.addressed or [])
             data["context"] = self.context or {}

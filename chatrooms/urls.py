@@ -21,5 +21,20 @@ urlpatterns = [
         name="api_turn_stop",
     ),
     path("api/ai/rooms/<int:room_id>/stop", views.room_stop, name="api_room_stop"),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>",
+        views.edit_message,
+        name="api_message_edit",
+    ),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>/regenerate",
+        views.regenerate,
+        name="api_message_regenerate",
+    ),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>/show",
+        views.message_show,
+        name="api_message_show",
+    ),
     path("api/ai/panel", views.panel, name="api_panel"),
 ]
