@@ -96,6 +96,12 @@ def panel_strings() -> dict[str, object]:
         "in_this_room": _("In this room"),
         "stop": _("Stop"),
         "stopped": _("Stopped"),
+        "regenerate": _("Regenerate"),
+        "regenerate_reply": _("Ask the same model again (a new version of this reply)"),
+        "edit": _("Edit"),
+        "edit_message": _("Edit your message (Enter saves, Esc cancels)"),
+        "previous_version": _("Previous version"),
+        "next_version": _("Next version"),
         "nobody_active": _("No model in this room is active."),
         "suggestions": {key: [_(p) for p in prompts] for key, prompts in SUGGESTIONS.items()},
     }

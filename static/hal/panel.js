@@ -5,6 +5,7 @@ import { api, ApiError, csrfToken } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
 import { refreshDaySeparators, refreshTimes, replyFacts, timeElement } from "./chat_meta.js";
 import { Drawer } from "./drawer.js";
+import { refreshEditable, renderVersionTools } from "./message_versions.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -292,6 +293,7 @@ async function selectRoom(roomId, { save = true, force = false } = {}) {
   state.proposals.clear();
   const rows = list(data, "messages");
   for (const m of rows) renderMessage(m);
+  refreshEditable(logEl);
   refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;
   state.exhausted = !data.has_more;
@@ -379,9 +381,19 @@ function renderMessage(m, { prepend = false } = {}) {
   setText(li, m.text || "");
   li.dataset.proposalIds = (m.proposal_ids || []).join(",");
   renderStatus(li, m);
+  if (m.author_kind !== "hal") renderVersionTools(li, m, versionContext);
+  if (m.author_kind === "operator") refreshEditable(logEl);
   markWaiting(li);
   return li;
 }
+
+const versionContext = {
+  T,
+  roomId: () => state.roomId,
+  reload: () => selectRoom(state.roomId, { save: false, force: true }),
+  showError: (err) => showError(err),
+  textOf: (li) => state.texts.get(li.dataset.messageId) ?? "",
+};
 
 // Who wrote it, when, and for a relay reply whom it answers.
 function renderHeader(li, m) {
