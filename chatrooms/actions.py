@@ -24,6 +24,7 @@ from django.utils.translation import gettext_noop
 
 from chatrooms import integration
 from chatrooms.addressing import parse_addressees
+from chatrooms.archive import do_archive_messages
 from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from hal import i18n
@@ -176,13 +177,18 @@ def do_reset_room(actor: Actor, room: Room) -> dict[str, Any]:
     cancelled = integration.cancel_room_proposals(room.pk, actor=actor)
     turns = Turn.objects.filter(room=room)
     stopped = turns.filter(status__in=(Turn.QUEUED, Turn.STREAMING, Turn.WAITING_APPROVAL)).count()
-    deleted, _ = Message.objects.filter(room=room).delete()
+    # The conversation leaves the room: into the operator's archive (or deleted).
+    deleted, archive = do_archive_messages(room)
     turns.delete()
     record_audit(
         actor,
         "chat.room.reset",
         target=room,
-        after={"proposals_cancelled": cancelled, "turns_stopped": stopped},
+        after={
+            "proposals_cancelled": cancelled,
+            "turns_stopped": stopped,
+            "archive_id": archive.pk if archive else None,
+        },
         message=f"cleared {deleted} rows",
     )
     result = {"room_id": room.pk, "proposals_cancelled": cancelled, "turns_stopped": stopped}
@@ -859,6 +865,7 @@ def _history_sql() -> tuple[str, tuple[str, ...]]:
                 status=Message.COMPLETE,
                 superseded=False,
                 off_branch=False,
+                archive__isnull=True,
             )
             .order_by(
                 Coalesce("position", "id", output_field=models.BigIntegerField()).desc(), "-id"

@@ -129,6 +129,11 @@ class Message(models.Model):
     superseded = models.BooleanField(default=False)
     off_branch = models.BooleanField(default=False)
     branch = models.BigIntegerField(null=True, blank=True)
+    # Set by "New conversation": the message left the room for the operator's archive
+    # (chatrooms/archive.py); the room and the models no longer see it.
+    archive = models.ForeignKey(
+        "Archive", null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -179,6 +184,35 @@ class Message(models.Model):
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data
+
+
+class Archive(models.Model):
+    """A past conversation of a room, kept read-only for its operator ("New conversation")."""
+
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_archives"
+    )
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="archives")
+    room_title = models.CharField(max_length=Room.TITLE_MAX)
+    participants = models.JSONField(default=list, blank=True)
+    first_line = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"archive #{self.pk} of room #{self.room_id}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "room_id": self.room_id,
+            "room_title": self.room_title,
+            "participants": list(self.participants or []),
+            "first_line": self.first_line,
+            "started_at": _iso(self.started_at),
+            "archived_at": _iso(self.created_at),
+            "url": f"/ai/archive/{self.pk}",
+        }
 
 
 class Turn(models.Model):

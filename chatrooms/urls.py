@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views
+from chatrooms import views, views_archive
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -37,4 +37,19 @@ urlpatterns = [
         name="api_message_show",
     ),
     path("api/ai/panel", views.panel, name="api_panel"),
+    path("api/ai/archives", views_archive.archives_api, name="api_archives"),
+    path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),
+    path("api/ai/search", views_archive.search_api, name="api_search"),
+    path("ai/archive/", views_archive.archive_page, name="archive"),
+    path("ai/archive/<int:archive_id>", views_archive.archive_detail_page, name="archive_detail"),
+    path(
+        "ai/archive/<int:archive_id>/delete",
+        views_archive.archive_delete_page,
+        name="archive_delete",
+    ),
+    path(
+        "ai/rooms/<int:room_id>/transcript",
+        views_archive.transcript_page,
+        name="room_transcript",
+    ),
 ]

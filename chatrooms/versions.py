@@ -66,7 +66,11 @@ def last_operator_message(room: Room) -> Message | None:
     return (
         _with_place(
             Message.objects.filter(
-                room=room, author_kind=Message.OPERATOR, superseded=False, off_branch=False
+                room=room,
+                author_kind=Message.OPERATOR,
+                superseded=False,
+                off_branch=False,
+                archive__isnull=True,
             )
         )
         .order_by("-place", "-id")
@@ -275,7 +279,9 @@ def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
 
 def shown_messages(room: Room) -> Any:
     """The room's shown messages, each version group in its place (`place`, then id)."""
-    return _with_place(Message.objects.filter(room=room, superseded=False, off_branch=False))
+    return _with_place(
+        Message.objects.filter(room=room, superseded=False, off_branch=False, archive__isnull=True)
+    )
 
 
 def annotate_versions(messages: list[dict[str, Any]]) -> None:

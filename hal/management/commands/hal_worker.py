@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 
+from chatrooms.archive import sweep_expired_archives
 from hal.actions.base import Actor
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
@@ -102,6 +103,8 @@ class Command(BaseCommand):
                         # waiting model is told) even when nobody reads them.
                         sweep_expired_proposals()
                         sweep_interrupted_executions()
+                        # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
+                        sweep_expired_archives()
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:
