@@ -47,9 +47,10 @@ def _not_shown() -> Conflict:
 
 
 def _running(room: Room) -> Conflict | None:
-    if Turn.objects.filter(room=room, status__in=Turn.RUNNING).exists():
+    # A turn waiting for approval would continue into the branch being replaced.
+    if Turn.objects.filter(room=room, status__in=(*Turn.RUNNING, Turn.WAITING_APPROVAL)).exists():
         return Conflict(
-            _("Replies are still being written; wait or stop them first."),
+            _("Replies are still being written or wait for approval; finish or stop them first."),
             code="turns_running",
         )
     return None
@@ -101,9 +102,15 @@ def check_regenerate(*, actor: Actor, room_id: Any, message_id: Any) -> actions.
         if message.superseded or message.off_branch:
             raise _not_shown()
         group = message.version_group or message.pk
-        if Message.objects.filter(
-            Q(pk=message.pk) | Q(version_group=group), status=Message.STREAMING
-        ).exists():
+        busy = Turn.objects.filter(
+            reply_id=message.pk, status__in=(*Turn.RUNNING, Turn.WAITING_APPROVAL)
+        ).exists()
+        if (
+            busy
+            or Message.objects.filter(
+                Q(pk=message.pk) | Q(version_group=group), status=Message.STREAMING
+            ).exists()
+        ):
             raise Conflict(_("This reply is still being written."), code="reply_running")
         connection = message.connection
         if connection is None:

@@ -387,10 +387,18 @@ function renderMessage(m, { prepend = false } = {}) {
   return li;
 }
 
+// A version change (here or in another tab) reloads the room once, even when the API
+// answer and the "message.versions" event arrive together.
+let reloadTimer = null;
+function reloadRoom() {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(() => selectRoom(state.roomId, { save: false, force: true }), 60);
+}
+
 const versionContext = {
   T,
   roomId: () => state.roomId,
-  reload: () => selectRoom(state.roomId, { save: false, force: true }),
+  reload: reloadRoom,
   showError: (err) => showError(err),
   textOf: (li) => state.texts.get(li.dataset.messageId) ?? "",
 };
@@ -1006,6 +1014,9 @@ function onEvent(type, data) {
       }
       break;
     }
+    case "message.versions":
+      if (data.room_id === state.roomId) reloadRoom();
+      break;
     case "room.reset":
       if ((data.room_id ?? data.id) === state.roomId) selectRoom(state.roomId, { save: false, force: true });
       break;

@@ -191,3 +191,15 @@ async def test_edit_in_an_individual_room(models, aclient, orchestrator):
     await orchestrator.wait_idle()
     assert [m["text"] for m in await messages(aclient, room_id)] == ["v2", "two"]
     assert "v1" not in said(alpha.requests[-1]) and "one" not in said(alpha.requests[-1])
+
+
+async def test_a_reply_waiting_for_approval_cannot_be_regenerated(models, aclient, orchestrator):
+    from .test_tools_failures import start_write
+
+    _alpha, room_id, _proposal, turn = await start_write(models, aclient, orchestrator)
+    response = await regenerate(aclient, room_id, turn.reply_id)
+    assert response.status_code == 409 and code(response) == "reply_running"
+    # Editing the message while its turn waits is refused as well (the reply is not done).
+    rows = await messages(aclient, room_id)
+    response = await edit(aclient, room_id, rows[0]["id"], "@alpha something else")
+    assert response.status_code == 409 and code(response) == "turns_running"
