@@ -138,7 +138,16 @@ class Message(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = [models.Index(fields=["room", "id"], name="chatrooms_msg_room_id")]
+        indexes = [
+            models.Index(fields=["room", "id"], name="chatrooms_msg_room_id"),
+            # The history query and the listing read only the live conversation: archived
+            # rows (up to HAL_CHAT_ARCHIVE_DAYS of them) stay out of their scans.
+            models.Index(
+                fields=["room", "id"],
+                condition=Q(archive__isnull=True),
+                name="chatrooms_msg_live",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"message #{self.pk} by {self.author} ({self.status})"
