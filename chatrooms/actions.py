@@ -14,8 +14,9 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db import connection as db_connection
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
@@ -23,6 +24,8 @@ from django.utils.translation import gettext_noop
 
 from chatrooms import integration
 from chatrooms.addressing import parse_addressees
+from chatrooms.archive import do_archive_messages
+from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.watchdog import IDLE_REASON
 from hal import i18n
@@ -175,13 +178,18 @@ def do_reset_room(actor: Actor, room: Room) -> dict[str, Any]:
     cancelled = integration.cancel_room_proposals(room.pk, actor=actor)
     turns = Turn.objects.filter(room=room)
     stopped = turns.filter(status__in=(Turn.QUEUED, Turn.STREAMING, Turn.WAITING_APPROVAL)).count()
-    deleted, _ = Message.objects.filter(room=room).delete()
+    # The conversation leaves the room: into the operator's archive (or deleted).
+    deleted, archive = do_archive_messages(room)
     turns.delete()
     record_audit(
         actor,
         "chat.room.reset",
         target=room,
-        after={"proposals_cancelled": cancelled, "turns_stopped": stopped},
+        after={
+            "proposals_cancelled": cancelled,
+            "turns_stopped": stopped,
+            "archive_id": archive.pk if archive else None,
+        },
         message=f"cleared {deleted} rows",
     )
     result = {"room_id": room.pk, "proposals_cancelled": cancelled, "turns_stopped": stopped}
@@ -286,6 +294,15 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     text = _clean_text(text)
     context = clean_context(context)
     room = get_room(actor, room_id)
+    targets, everyone = resolve_targets(room, text)
+    with transaction.atomic():
+        sent = do_send_message(actor, room, text, context, targets)
+    sent.connections = everyone
+    return sent
+
+
+def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
+    """The models a message addresses in a room, and every connection (unified room)."""
     if room.kind == Room.INDIVIDUAL:
         connection = room.connection
         if not integration.addressable(connection):
@@ -312,15 +329,21 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
             raise Conflict(
                 _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"
             )
-    with transaction.atomic():
-        sent = do_send_message(actor, room, text, context, targets)
-    sent.connections = everyone
-    return sent
+    return targets, everyone
 
 
 def do_send_message(
-    actor: Actor, room: Room, text: str, context: dict[str, Any], targets: list[Any]
+    actor: Actor,
+    room: Room,
+    text: str,
+    context: dict[str, Any],
+    targets: list[Any],
+    *,
+    fields: dict[str, Any] | None = None,
+    audit: str = "chat.message.send",
+    audit_before: dict[str, Any] | None = None,
 ) -> Sent:
+    """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py)."""
     message = Message.objects.create(
         room=room,
         author_kind=Message.OPERATOR,
@@ -329,6 +352,7 @@ def do_send_message(
         status=Message.COMPLETE,
         context=context,
         addressed=[c.pk for c in targets],
+        **(fields or {}),
     )
     # The turns are born claimed by this caller, each with its streaming reply: nobody else
     # can know them before this transaction commits, so a separate claim (another
@@ -364,8 +388,9 @@ def do_send_message(
     )
     record_audit(
         actor,
-        "chat.message.send",
+        audit,
         target=room,
+        before=audit_before,
         after={"message_id": message.pk, "addressed": [c.name for c in targets]},
     )
     publish(room_group(room.pk), "message.created", message.as_dict())
@@ -537,7 +562,13 @@ def _update_row(model: Any, pk: int, values: dict[str, Any], *, status: str | No
 
 
 def do_complete_turn(
-    turn_id: int, text: str, *, usage: dict[str, int], rounds: int, reply: Message | None = None
+    turn_id: int,
+    text: str,
+    *,
+    usage: dict[str, int],
+    rounds: int,
+    reply: Message | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """The reply is done: message complete, turn complete (conditional: a reset or a
     recovery that got there first wins)."""
@@ -559,9 +590,11 @@ def do_complete_turn(
             return None
         if reply is None:
             reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)
-        _update_row(
-            Message, reply.pk, {"text": text, "status": Message.COMPLETE, "updated_at": now}
-        )
+        values: dict[str, Any] = {"text": text, "status": Message.COMPLETE, "updated_at": now}
+        if facts:
+            # In the same UPDATE: the facts cost no statement of their own.
+            reply.meta = values["meta"] = with_facts(reply.meta, facts)
+        _update_row(Message, reply.pk, values)
     reply.text = text
     reply.status = Message.COMPLETE
     reply.updated_at = now
@@ -569,7 +602,13 @@ def do_complete_turn(
 
 
 def do_fail_turn(
-    turn_id: int, text: str | None, *, code: str, message: str, status: str = Turn.FAILED
+    turn_id: int,
+    text: str | None,
+    *,
+    code: str,
+    message: str,
+    status: str = Turn.FAILED,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
     up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
@@ -584,7 +623,7 @@ def do_fail_turn(
             reply.status = Message.FAILED
             reply.error_code = code[:64]
             reply.error_message = message[:500]
-            reply.meta = {**(reply.meta or {}), "retry_turn": turn.pk}
+            reply.meta = with_facts({**(reply.meta or {}), "retry_turn": turn.pk}, facts)
             reply.save()
         turn.status = status
         turn.error_code = code[:64]
@@ -601,6 +640,7 @@ def do_wait_for_approval(
     proposal_ids: list[int],
     usage: dict[str, int],
     rounds: int,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
     with transaction.atomic():
@@ -610,7 +650,7 @@ def do_wait_for_approval(
         reply = Message.objects.get(pk=turn.reply_id)
         reply.text = text
         reply.status = Message.COMPLETE
-        reply.meta = {**(reply.meta or {}), "proposals": proposal_ids}
+        reply.meta = with_facts({**(reply.meta or {}), "proposals": proposal_ids}, facts)
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
         turn.status = Turn.WAITING_APPROVAL
         turn.transcript = transcript
@@ -847,15 +887,26 @@ def _history_sql() -> tuple[str, tuple[str, ...]]:
     global _HISTORY_SQL
     if _HISTORY_SQL is None:
         room_marker, upto_marker = -1, -2
+        # Only shown versions (chatrooms/versions.py), each in its group's place.
         query = (
             Message.objects.filter(
-                room_id=room_marker, id__lte=upto_marker, status=Message.COMPLETE
+                room_id=room_marker,
+                id__lte=upto_marker,
+                status=Message.COMPLETE,
+                superseded=False,
+                off_branch=False,
+                archive__isnull=True,
             )
-            .order_by("-id")
+            .order_by(
+                Coalesce("position", "id", output_field=models.BigIntegerField()).desc(), "-id"
+            )
             .values_list("id", "author_kind", "author", "connection_id", "text", "context", "meta")
         ).query
         sql, params = query.sql_with_params()
         names = {room_marker: "room", upto_marker: "upto", Message.COMPLETE: "status"}
+        params = tuple(p for p in params if p is not False)  # booleans: inlined or bound
+        if len(params) != len(query.sql_with_params()[1]):
+            raise RuntimeError("the history query binds its booleans; inline them")
         order = tuple(names[value] for value in params)
         if sorted(order) != ["room", "status", "upto"]:
             raise RuntimeError(f"unexpected history query parameters: {params!r}")

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from chatrooms.facts import as_fields
 from hal import i18n
 
 
@@ -118,11 +119,35 @@ class Message(models.Model):
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Versions (chatrooms/versions.py, docs/HAL-AI.md): a regenerated reply or an edited
+    # operator message shares `version_group` (the first version's id) and `position`
+    # (where the group sits in the conversation) with its other versions. A message is
+    # shown unless `superseded` in its group or `off_branch` (it answers a version of an
+    # edited operator message that is not shown; `branch` names that version).
+    version_group = models.BigIntegerField(null=True, blank=True, db_index=True)
+    position = models.BigIntegerField(null=True, blank=True)
+    superseded = models.BooleanField(default=False)
+    off_branch = models.BooleanField(default=False)
+    branch = models.BigIntegerField(null=True, blank=True)
+    # Set by "New conversation": the message left the room for the operator's archive
+    # (chatrooms/archive.py); the room and the models no longer see it.
+    archive = models.ForeignKey(
+        "Archive", null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = [models.Index(fields=["room", "id"], name="chatrooms_msg_room_id")]
+        indexes = [
+            models.Index(fields=["room", "id"], name="chatrooms_msg_room_id"),
+            # The history query and the listing read only the live conversation: archived
+            # rows (up to HAL_CHAT_ARCHIVE_DAYS of them) stay out of their scans.
+            models.Index(
+                fields=["room", "id"],
+                condition=Q(archive__isnull=True),
+                name="chatrooms_msg_live",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"message #{self.pk} by {self.author} ({self.status})"
@@ -141,6 +166,9 @@ class Message(models.Model):
             "created_at": _iso(self.created_at),
             "reply_to": self.reply_to_id,
         }
+        if self.version_group is not None:
+            data["version_group"] = self.version_group
+            data["position"] = self.position or self.version_group
         if self.author_kind == self.OPERATOR:
             data["addressed"] = list(self.addressed or [])
             data["context"] = self.context or {}
@@ -160,9 +188,40 @@ class Message(models.Model):
             data["proposal_ids"] = list(meta["proposals"])
         if meta.get("stopped"):
             data["stopped"] = True
+        if self.author_kind == self.MODEL:
+            data.update(as_fields(meta))
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data
+
+
+class Archive(models.Model):
+    """A past conversation of a room, kept read-only for its operator ("New conversation")."""
+
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_archives"
+    )
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="archives")
+    room_title = models.CharField(max_length=Room.TITLE_MAX)
+    participants = models.JSONField(default=list, blank=True)
+    first_line = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"archive #{self.pk} of room #{self.room_id}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "room_id": self.room_id,
+            "room_title": self.room_title,
+            "participants": list(self.participants or []),
+            "first_line": self.first_line,
+            "started_at": _iso(self.started_at),
+            "archived_at": _iso(self.created_at),
+            "url": f"/ai/archive/{self.pk}",
+        }
 
 
 class Turn(models.Model):

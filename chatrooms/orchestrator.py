@@ -29,6 +29,7 @@ from django.db import connection
 
 from chatrooms import actions, integration, stopping
 from chatrooms.addressing import Participant, arelay_mentions
+from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.actions.base import Actor
@@ -149,6 +150,7 @@ class Prepared:
     framer: Framer | None = None
     build: Any = None  # () -> (system, messages), run by the turn's task (assemble_prompt)
     charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
+    began: float = 0.0  # perf_counter when this process took the turn (reply facts)
 
 
 def speaker_label(message: Any) -> str:
@@ -369,6 +371,17 @@ def assemble_prompt(
     return system, messages
 
 
+def _facts(prepared: Prepared) -> dict[str, Any]:
+    """The reply's facts as it finishes (model, usage, duration, time to first token)."""
+    framer = prepared.framer
+    return reply_facts(
+        model=prepared.connection.model,
+        usage=prepared.usage,
+        began=prepared.began,
+        first_token=framer.first_at if framer is not None else None,
+    )
+
+
 # ----- streaming frames ------------------------------------------------------------------
 
 
@@ -389,6 +402,7 @@ class Framer:
         self.sent_chars = 0
         self.seq = 0
         self.last_sent = 0.0
+        self.first_at: float | None = None  # perf_counter of the first token (reply facts)
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
@@ -406,6 +420,8 @@ class Framer:
         return "".join(self.text)
 
     def add(self, piece: str) -> None:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
         self.text.append(piece)
         self.pending.append(piece)
         now = time.monotonic()
@@ -709,6 +725,7 @@ class Orchestrator:
     async def _run_one(self, prepared: Prepared, began: float) -> None:
         """Stream, run tools, finish or fail one turn; then relay if it mentioned someone."""
         clock: dict[str, Any] = {"provider": 0.0, "to_provider": None}
+        prepared.began = began
         try:
             done = await self._run_turn(prepared, clock)
         except Exception:
@@ -869,6 +886,7 @@ class Orchestrator:
                 usage=usage,
                 rounds=rounds,
                 reply=prepared.reply,
+                facts=_facts(prepared),
             )
         except Exception:
             log.exception("turn %s failed while saving its reply", turn_id)
@@ -944,6 +962,7 @@ class Orchestrator:
             proposal_ids=proposal_ids,
             usage=usage,
             rounds=rounds,
+            facts=_facts(prepared),
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())
@@ -971,7 +990,12 @@ class Orchestrator:
     ) -> None:
         framer.flush()
         reply = await db(actions.do_fail_turn)(
-            prepared.turn_id, framer.full_text(), code=code, message=reason, status=status
+            prepared.turn_id,
+            framer.full_text(),
+            code=code,
+            message=reason,
+            status=status,
+            facts=_facts(prepared),
         )
         if reply is not None:
             framer.close("message.failed", reply.as_dict())
@@ -983,7 +1007,7 @@ class Orchestrator:
     ) -> None:
         framer.flush()
         reply = await db(stopping.do_finish_stopped)(
-            prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds
+            prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds, facts=_facts(prepared)
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())

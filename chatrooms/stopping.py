@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from chatrooms.actions import get_room, room_group
+from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
@@ -88,7 +89,12 @@ def stop_requested(turn_ids: list[int]) -> list[int]:
 
 
 def do_finish_stopped(
-    turn_id: int, text: str, *, usage: dict[str, int], rounds: int
+    turn_id: int,
+    text: str,
+    *,
+    usage: dict[str, int],
+    rounds: int,
+    facts: dict[str, Any] | None = None,
 ) -> Message | None:
     """A stopped turn: its reply keeps the partial text, complete and marked stopped."""
     with transaction.atomic():
@@ -105,7 +111,7 @@ def do_finish_stopped(
             return None
         reply.text = text
         reply.status = Message.COMPLETE
-        reply.meta = {**(reply.meta or {}), "stopped": True}
+        reply.meta = with_facts({**(reply.meta or {}), "stopped": True}, facts)
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
     return reply
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views
+from chatrooms import views, views_archive
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -21,5 +21,35 @@ urlpatterns = [
         name="api_turn_stop",
     ),
     path("api/ai/rooms/<int:room_id>/stop", views.room_stop, name="api_room_stop"),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>",
+        views.edit_message,
+        name="api_message_edit",
+    ),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>/regenerate",
+        views.regenerate,
+        name="api_message_regenerate",
+    ),
+    path(
+        "api/ai/rooms/<int:room_id>/messages/<int:message_id>/show",
+        views.message_show,
+        name="api_message_show",
+    ),
     path("api/ai/panel", views.panel, name="api_panel"),
+    path("api/ai/archives", views_archive.archives_api, name="api_archives"),
+    path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),
+    path("api/ai/search", views_archive.search_api, name="api_search"),
+    path("ai/archive/", views_archive.archive_page, name="archive"),
+    path("ai/archive/<int:archive_id>", views_archive.archive_detail_page, name="archive_detail"),
+    path(
+        "ai/archive/<int:archive_id>/delete",
+        views_archive.archive_delete_page,
+        name="archive_delete",
+    ),
+    path(
+        "ai/rooms/<int:room_id>/transcript",
+        views_archive.transcript_page,
+        name="room_transcript",
+    ),
 ]

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from chatrooms import actions, stopping
+from chatrooms import actions, stopping, versions
 from chatrooms.models import Message
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, require_perm
@@ -75,19 +75,21 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
     before = _int_param(request, "before")
     limit = _int_param(request, "limit") or PAGE_DEFAULT
     limit = max(1, min(limit, PAGE_MAX))
-    queryset = Message.objects.filter(room=room)
+    # Shown versions only, each version group in its place (chatrooms/versions.py).
+    queryset = versions.shown_messages(room)
     if after is not None:
-        rows = list(queryset.filter(id__gt=after).order_by("id")[: limit + 1])
+        rows = list(queryset.filter(id__gt=after).order_by("place", "id")[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
     else:
         if before is not None:
-            queryset = queryset.filter(id__lt=before)
-        rows = list(queryset.order_by("-id")[: limit + 1])
+            queryset = queryset.filter(place__lt=before)
+        rows = list(queryset.order_by("-place", "-id")[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
         rows.reverse()
     messages = [m.as_dict() for m in rows]
+    versions.annotate_versions(messages)
     streaming = [m["id"] for m in messages if m["status"] == Message.STREAMING]
     if streaming:
         turns = stopping.running_turn_ids(streaming)
@@ -117,10 +119,62 @@ def _retry(
     return {"turn": turn.as_dict()}, start
 
 
-async def _start(request: HttpRequest, room_id: int, handler: Any, *args: Any) -> HttpResponse:
+def _regenerate(
+    request: HttpRequest, room_id: int, message_id: int
+) -> tuple[dict[str, Any], Callable[[], None]]:
+    if not request.user.is_authenticated:
+        raise NotAuthenticated(_("Log in first."))
+    sent = versions.check_regenerate(actor=_actor(request), room_id=room_id, message_id=message_id)
+    payload = {"message": _with_versions(sent.message), "turn_id": sent.turn_ids[0]}
+    return payload, functools.partial(get_orchestrator().start_sent, sent)
+
+
+def _edit(
+    request: HttpRequest, room_id: int, message_id: int
+) -> tuple[dict[str, Any], Callable[[], None]]:
+    if not request.user.is_authenticated:
+        raise NotAuthenticated(_("Log in first."))
+    body = json_body(request)
+    sent = versions.check_edit_message(
+        actor=_actor(request),
+        room_id=room_id,
+        message_id=message_id,
+        text=body.get("text"),
+        context=body.get("context"),
+    )
+    return _with_versions(sent.message), functools.partial(get_orchestrator().start_sent, sent)
+
+
+def _with_versions(message: Message) -> dict[str, Any]:
+    data = [message.as_dict()]
+    versions.annotate_versions(data)
+    return data[0]
+
+
+def show_version(request: HttpRequest, room_id: int, message_id: int) -> dict[str, Any]:
+    """POST → the message now shown in its version group (models see it from now on)."""
+    message = versions.check_show_version(
+        actor=_actor(request), room_id=room_id, message_id=message_id
+    )
+    return {"message": _with_versions(message)}
+
+
+async def regenerate(request: HttpRequest, room_id: int, message_id: int) -> HttpResponse:
+    """POST → 202 {"message", "turn_id"}: a new version of a model's reply."""
+    return await _start(request, room_id, _regenerate, message_id)
+
+
+async def edit_message(request: HttpRequest, room_id: int, message_id: int) -> HttpResponse:
+    """PATCH {text} → 202 with the new version of the operator's last message."""
+    return await _start(request, room_id, _edit, message_id, method="PATCH")
+
+
+async def _start(
+    request: HttpRequest, room_id: int, handler: Any, *args: Any, method: str = "POST"
+) -> HttpResponse:
     """Store (in a DB thread), answer 202, and run the turns on this process's event loop
     (the handler returns the payload and how to start its turns)."""
-    if request.method != "POST":
+    if request.method != method:
         return error_response(
             HalError(
                 format_lazy(_("{method} is not allowed here."), method=request.method),
@@ -166,6 +220,7 @@ def stop_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
 rooms = dispatch(GET=list_rooms)
 turn_stop = dispatch(POST=stop_turn)
 room_stop = dispatch(POST=stop_room)
+message_show = dispatch(POST=show_version)
 room = dispatch(PATCH=patch_room)
 room_reset = dispatch(POST=reset_room)
 

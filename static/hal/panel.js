@@ -6,6 +6,7 @@ import { copyWithFeedback, renderMarkdown } from "./markdown.js";
 import { refreshDaySeparators, refreshTimes, replyFacts, timeElement } from "./chat_meta.js";
 import { Drawer } from "./drawer.js";
 import { fetchProposal, renderCard } from "./proposal_card.js";
+import { refreshEditable, renderVersionTools } from "./message_versions.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -293,6 +294,7 @@ async function selectRoom(roomId, { save = true, force = false } = {}) {
   state.proposals.clear();
   const rows = list(data, "messages");
   for (const m of rows) renderMessage(m);
+  refreshEditable(logEl);
   refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;
   state.exhausted = !data.has_more;
@@ -380,9 +382,27 @@ function renderMessage(m, { prepend = false } = {}) {
   setText(li, m.text || "");
   li.dataset.proposalIds = (m.proposal_ids || []).join(",");
   renderStatus(li, m);
+  if (m.author_kind !== "hal") renderVersionTools(li, m, versionContext);
+  if (m.author_kind === "operator") refreshEditable(logEl);
   markWaiting(li);
   return li;
 }
+
+// A version change (here or in another tab) reloads the room once, even when the API
+// answer and the "message.versions" event arrive together.
+let reloadTimer = null;
+function reloadRoom() {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(() => selectRoom(state.roomId, { save: false, force: true }), 60);
+}
+
+const versionContext = {
+  T,
+  roomId: () => state.roomId,
+  reload: reloadRoom,
+  showError: (err) => showError(err),
+  textOf: (li) => state.texts.get(li.dataset.messageId) ?? "",
+};
 
 // Who wrote it, when, and for a relay reply whom it answers.
 function renderHeader(li, m) {
@@ -808,6 +828,9 @@ function onEvent(type, data) {
       }
       break;
     }
+    case "message.versions":
+      if (data.room_id === state.roomId) reloadRoom();
+      break;
     case "room.reset":
       if ((data.room_id ?? data.id) === state.roomId) selectRoom(state.roomId, { save: false, force: true });
       break;

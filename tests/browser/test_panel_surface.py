@@ -122,6 +122,12 @@ def test_timestamps_facts_empty_room_and_new_messages_button(
     expect(reply).to_have_attribute("data-status", "complete")
     expect(empty).to_have_count(0)
 
+    # Under the reply: the model used, tokens in → out, duration and time to first token.
+    facts = reply.locator(".ai-facts")
+    expect(facts).to_contain_text(fake_anthropic.models[0])
+    expect(facts).to_contain_text("21 → 7")
+    expect(facts).to_contain_text("first token")
+
     # Every message has a relative time with the exact time on hover, and a day separator.
     times = page.locator("#ai-log .ai-msg time.ai-time")
     expect(times).to_have_count(2)

@@ -22,6 +22,7 @@ PAGES = [
     "/incidents/",
     "/proposals/",
     "/audit/",
+    "/ai/archive/",
     "/ops/ai",
     "/settings/",
 ]

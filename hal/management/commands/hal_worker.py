@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 
+from chatrooms.archive import sweep_expired_archives
 from hal.actions.base import Actor
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
@@ -120,6 +121,8 @@ class Command(BaseCommand):
                         # Connections a vault failure left reauth_required, once the key
                         # file is back.
                         recheck_vault_blocked(actor)
+                        # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
+                        sweep_expired_archives()
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:

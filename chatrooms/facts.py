@@ -1,0 +1,42 @@
+"""Reply facts: the model used, tokens in/out, duration and time to first token of a reply.
+
+Measured by the orchestrator while the turn runs (no DB write per token) and stored once,
+in `Message.meta["facts"]`, by the same UPDATE that finishes the reply (complete, stopped,
+failed or waiting for approval). `Message.as_dict()` puts them at the top level."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def measure(
+    *, model: str, usage: dict[str, int], began: float, first_token: float | None
+) -> dict[str, Any]:
+    """The facts of a reply finishing now (`began`, `first_token`: perf_counter values)."""
+    now = time.perf_counter()
+    return {
+        "model": model or "",
+        "usage": {
+            "input_tokens": int(usage.get("input_tokens", 0)),
+            "output_tokens": int(usage.get("output_tokens", 0)),
+        },
+        "duration_ms": max(0, round((now - began) * 1000)),
+        "ttft_ms": None if first_token is None else max(0, round((first_token - began) * 1000)),
+    }
+
+
+def with_facts(meta: dict[str, Any] | None, facts: dict[str, Any] | None) -> dict[str, Any]:
+    """A reply's meta with its facts (unchanged when there are none)."""
+    out = dict(meta or {})
+    if facts:
+        out["facts"] = facts
+    return out
+
+
+def as_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The API fields of stored facts: model, usage, duration_ms, ttft_ms."""
+    facts = meta.get("facts")
+    if not facts:
+        return {}
+    return {k: facts.get(k) for k in ("model", "usage", "duration_ms", "ttft_ms")}

@@ -1,0 +1,314 @@
+"""Versions of messages: regenerate a model reply, edit the operator's last message, and
+choose which version is shown (what operators read and models see afterwards).
+
+Versions of one message share `version_group` (the first version's id) and `position`
+(the group's place in the conversation). A message is shown unless `superseded` within its
+group, or `off_branch`: it belongs (`branch`) to a version of an edited operator message
+that is not the shown one. Only the last operator message can be edited or switched, so
+branches never nest: everything after an edited operator message belongs to one of its
+versions. `branch` is filled lazily, before each change, for the messages that do not
+have one yet (they were written while the currently shown version was shown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from chatrooms import actions, integration
+from chatrooms.models import Message, Room, Turn
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.errors import Conflict, NotFound
+from hal.events import publish
+
+
+def _message(room: Room, message_id: Any) -> Message:
+    try:
+        pk = int(message_id)
+    except (TypeError, ValueError):
+        raise NotFound(_("No such message."), code="message_not_found") from None
+    message = Message.objects.select_for_update().filter(pk=pk, room=room).first()
+    if message is None:
+        raise NotFound(_("No such message."), code="message_not_found")
+    return message
+
+
+def _place(message: Message) -> int:
+    return message.position or message.version_group or message.pk
+
+
+def _not_shown() -> Conflict:
+    return Conflict(_("This version is not shown; choose it first."), code="version_not_shown")
+
+
+def _running(room: Room) -> Conflict | None:
+    # A turn waiting for approval would continue into the branch being replaced.
+    if Turn.objects.filter(room=room, status__in=(*Turn.RUNNING, Turn.WAITING_APPROVAL)).exists():
+        return Conflict(
+            _("Replies are still being written or wait for approval; finish or stop them first."),
+            code="turns_running",
+        )
+    return None
+
+
+def _with_place(queryset: Any) -> Any:
+    return queryset.annotate(
+        place=Coalesce("position", "id", output_field=models.BigIntegerField())
+    )
+
+
+def last_operator_message(room: Room) -> Message | None:
+    """The operator's last shown message of the room (the only one that can be edited)."""
+    return (
+        _with_place(
+            Message.objects.filter(
+                room=room,
+                author_kind=Message.OPERATOR,
+                superseded=False,
+                off_branch=False,
+                archive__isnull=True,
+            )
+        )
+        .order_by("-place", "-id")
+        .first()
+    )
+
+
+def _group_of(message: Message) -> int:
+    """The message's version group, making it the first version of one if needed."""
+    if message.version_group is None:
+        Message.objects.filter(pk=message.pk).update(version_group=message.pk, position=F("id"))
+        message.version_group = message.position = message.pk
+    return message.version_group
+
+
+# ----- regenerate a model reply ---------------------------------------------------------
+
+
+@action("chat.message.regenerate")
+def check_regenerate(*, actor: Actor, room_id: Any, message_id: Any) -> actions.Sent:
+    """Ask the same model again with the same history (up to the trigger): a new version."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        room = actions.get_room(actor, room_id, lock=True)
+        message = _message(room, message_id)
+        if message.author_kind != Message.MODEL or message.reply_to_id is None:
+            raise Conflict(_("Only a model's reply can be regenerated."), code="not_regenerable")
+        if message.superseded or message.off_branch:
+            raise _not_shown()
+        group = message.version_group or message.pk
+        busy = Turn.objects.filter(
+            reply_id=message.pk, status__in=(*Turn.RUNNING, Turn.WAITING_APPROVAL)
+        ).exists()
+        if (
+            busy
+            or Message.objects.filter(
+                Q(pk=message.pk) | Q(version_group=group), status=Message.STREAMING
+            ).exists()
+        ):
+            raise Conflict(_("This reply is still being written."), code="reply_running")
+        connection = message.connection
+        if connection is None:
+            raise NotFound(_("The connection no longer exists."), code="connection_not_found")
+        if connection.status != integration.ACTIVE:
+            raise actions._inactive(connection)
+        return do_regenerate(actor, room, message, connection)
+
+
+def do_regenerate(actor: Actor, room: Room, message: Message, connection: Any) -> actions.Sent:
+    group = _group_of(message)
+    reply = Message.objects.create(
+        room=room,
+        author_kind=Message.MODEL,
+        author=connection.name,
+        connection=connection,
+        status=Message.STREAMING,
+        relay_depth=message.relay_depth,
+        reply_to_id=message.reply_to_id,
+        version_group=group,
+        position=_place(message),
+        branch=message.branch,
+    )
+    Message.objects.filter(version_group=group).exclude(pk=reply.pk).update(superseded=True)
+    # Born claimed, like a send: the orchestrator takes the objects over.
+    turn = Turn.objects.create(
+        room=room,
+        connection=connection,
+        trigger_id=message.reply_to_id,
+        relay_depth=message.relay_depth,
+        status=Turn.STREAMING,
+        reply=reply,
+        started_at=timezone.now(),
+    )
+    turn.connection = connection
+    record_audit(
+        actor,
+        "chat.message.regenerate",
+        target=room,
+        before={"message_id": message.pk},
+        after={"message_id": reply.pk, "turn_id": turn.pk, "version_group": group},
+    )
+    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    return actions.Sent(message=reply, turn_ids=[turn.pk], turns=[(turn, reply)])
+
+
+# ----- edit the operator's last message -------------------------------------------------
+
+
+def _freeze_branches(room: Room, group: int, place: int, shown_id: int) -> None:
+    """Messages after the group written while `shown_id` was shown belong to it."""
+    _with_place(Message.objects.filter(room=room, branch__isnull=True)).filter(
+        place__gt=place
+    ).exclude(version_group=group).update(branch=shown_id)
+
+
+def _show_branch(room: Room, group: int, place: int, shown_id: int) -> None:
+    after = _with_place(Message.objects.filter(room=room, branch__isnull=False)).filter(
+        place__gt=place
+    )
+    after = after.exclude(version_group=group)
+    after.filter(branch=shown_id).update(off_branch=False)
+    after.exclude(branch=shown_id).update(off_branch=True)
+
+
+@action("chat.message.edit")
+def check_edit_message(
+    *, actor: Actor, room_id: Any, message_id: Any, text: Any, context: Any = None
+) -> actions.Sent:
+    """Edit the operator's last message: a new version, answered again by its models."""
+    require_perm(actor, "view")
+    text = actions._clean_text(text)
+    with transaction.atomic():
+        room = actions.get_room(actor, room_id, lock=True)
+        message = _message(room, message_id)
+        if message.author_kind != Message.OPERATOR:
+            raise Conflict(_("Only your own messages can be edited."), code="not_editable")
+        last = last_operator_message(room)
+        if last is None or last.pk != message.pk:
+            raise Conflict(_("Only your last message can be edited."), code="not_last_message")
+        busy = _running(room)
+        if busy is not None:
+            raise busy
+        targets, everyone = actions.resolve_targets(room, text)
+        new_context = actions.clean_context(context) if context else (message.context or {})
+        sent = do_edit_message(actor, room, message, text, new_context, targets)
+    sent.connections = everyone
+    return sent
+
+
+def do_edit_message(
+    actor: Actor,
+    room: Room,
+    message: Message,
+    text: str,
+    context: dict[str, Any],
+    targets: list[Any],
+) -> actions.Sent:
+    group = _group_of(message)
+    place = _place(message)
+    _freeze_branches(room, group, place, message.pk)
+    Message.objects.filter(version_group=group).update(superseded=True)
+    sent = actions.do_send_message(
+        actor,
+        room,
+        text,
+        context,
+        targets,
+        fields={"version_group": group, "position": place, "branch": message.branch},
+        audit="chat.message.edit",
+        audit_before={"message_id": message.pk},
+    )
+    _show_branch(room, group, place, sent.message.pk)
+    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    return sent
+
+
+# ----- choose the shown version ---------------------------------------------------------
+
+
+@action("chat.message.show_version")
+def check_show_version(*, actor: Actor, room_id: Any, message_id: Any) -> Message:
+    """Show this version of its message (models see it from now on)."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        room = actions.get_room(actor, room_id, lock=True)
+        message = _message(room, message_id)
+        if message.version_group is None:
+            raise Conflict(_("This message has no other versions."), code="no_versions")
+        if message.off_branch:
+            raise _not_shown()
+        group = message.version_group
+        members = Message.objects.filter(version_group=group)
+        if message.author_kind == Message.OPERATOR:
+            last = last_operator_message(room)
+            if last is None or last.version_group != group:
+                raise Conflict(
+                    _("Only the versions of your last message can be switched."),
+                    code="not_last_message",
+                )
+            busy = _running(room)
+            if busy is not None:
+                raise busy
+        elif members.filter(status=Message.STREAMING).exists():
+            raise Conflict(_("This reply is still being written."), code="reply_running")
+        return do_show_version(actor, room, message)
+
+
+def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
+    group = message.version_group
+    members = Message.objects.filter(version_group=group)
+    shown = members.filter(superseded=False).first()
+    if message.author_kind == Message.OPERATOR and shown is not None:
+        _freeze_branches(room, group, _place(message), shown.pk)
+    members.exclude(pk=message.pk).update(superseded=True)
+    members.filter(pk=message.pk).update(superseded=False)
+    message.superseded = False
+    if message.author_kind == Message.OPERATOR:
+        _show_branch(room, group, _place(message), message.pk)
+    record_audit(
+        actor,
+        "chat.message.show_version",
+        target=room,
+        before={"message_id": shown.pk if shown else None},
+        after={"message_id": message.pk, "version_group": group},
+    )
+    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    return message
+
+
+# ----- reading ---------------------------------------------------------------------------
+
+
+def shown_messages(room: Room) -> Any:
+    """The room's shown messages, each version group in its place (`place`, then id)."""
+    return _with_place(
+        Message.objects.filter(room=room, superseded=False, off_branch=False, archive__isnull=True)
+    )
+
+
+def annotate_versions(messages: list[dict[str, Any]]) -> None:
+    """Add `versions` {group, index (1-based), count, ids} to versioned messages."""
+    groups = {m["version_group"] for m in messages if m.get("version_group")}
+    if not groups:
+        return
+    ids: dict[int, list[int]] = {}
+    for group, pk in (
+        Message.objects.filter(version_group__in=groups, off_branch=False)
+        .order_by("id")
+        .values_list("version_group", "id")
+    ):
+        ids.setdefault(group, []).append(pk)
+    for m in messages:
+        members = ids.get(m.get("version_group") or 0)
+        if members and m["id"] in members:
+            m["versions"] = {
+                "group": m["version_group"],
+                "index": members.index(m["id"]) + 1,
+                "count": len(members),
+                "ids": members,
+            }

@@ -1,0 +1,101 @@
+// Regenerate a model reply, edit the operator's last message, and move between the
+// versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
+// models see); after each change the panel reloads the room.
+import { api } from "./app.js";
+
+function button(cls, text, label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = cls;
+  b.textContent = text;
+  if (label) b.setAttribute("aria-label", label);
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+// ctx: { T, roomId(), reload(), showError(err), textOf(li) }
+export function renderVersionTools(li, m, ctx) {
+  const { T } = ctx;
+  const tools = li.querySelector(".ai-msg-tools");
+  tools.querySelector(".ai-versions")?.remove();
+  tools.querySelector(".ai-regenerate")?.remove();
+  tools.querySelector(".ai-edit")?.remove();
+  li.dataset.versionGroup = m.version_group ?? "";
+  // Streaming events carry no version counts: keep those of the last listing.
+  if (m.versions) li.hxVersions = m.versions;
+  else if (!m.version_group) li.hxVersions = null;
+  const v = li.hxVersions;
+  if (v && v.count > 1) {
+    const nav = document.createElement("span");
+    nav.className = "ai-versions";
+    const show = (id) => () =>
+      api("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${id}/show`).then(ctx.reload, ctx.showError);
+    const prev = button("ai-version-prev", "‹", T.previous_version, show(v.ids[v.index - 2]));
+    const next = button("ai-version-next", "›", T.next_version, show(v.ids[v.index]));
+    prev.disabled = v.index <= 1;
+    next.disabled = v.index >= v.count;
+    const where = document.createElement("span");
+    where.className = "ai-version-index";
+    where.textContent = `${v.index}/${v.count}`;
+    nav.append(prev, where, next);
+    tools.append(nav);
+  }
+  if (m.author_kind === "model" && m.status !== "streaming" && m.reply_to) {
+    tools.append(
+      button("ai-regenerate", T.regenerate, T.regenerate_reply, () =>
+        api("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}/regenerate`).then(ctx.reload, ctx.showError),
+      ),
+    );
+  }
+  if (m.author_kind === "operator") {
+    tools.append(button("ai-edit", T.edit, T.edit_message, () => startEdit(li, m, ctx)));
+  }
+}
+
+// Only the operator's last message offers Edit.
+export function refreshEditable(logEl) {
+  const mine = logEl.querySelectorAll(":scope > li.ai-msg.from-operator");
+  mine.forEach((li, i) => {
+    const edit = li.querySelector(".ai-edit");
+    if (edit) edit.hidden = i !== mine.length - 1;
+  });
+}
+
+function startEdit(li, m, ctx) {
+  const body = li.querySelector(".ai-text");
+  if (li.querySelector(".ai-editor")) return;
+  const editor = document.createElement("textarea");
+  editor.className = "ai-editor";
+  editor.setAttribute("aria-label", ctx.T.edit_message);
+  editor.value = ctx.textOf(li);
+  editor.rows = Math.min(8, editor.value.split("\n").length + 1);
+  body.hidden = true;
+  body.after(editor);
+  editor.focus();
+  const close = () => {
+    editor.remove();
+    body.hidden = false;
+  };
+  editor.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") {
+      ev.preventDefault();
+      ev.stopPropagation(); // Esc cancels the edit, not the drawer
+      close();
+    } else if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      const text = editor.value.trim();
+      if (!text) return;
+      editor.disabled = true;
+      api("PATCH", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}`, { text }).then(
+        () => {
+          close();
+          ctx.reload();
+        },
+        (err) => {
+          editor.disabled = false;
+          ctx.showError(err);
+        },
+      );
+    }
+  });
+}
