@@ -79,11 +79,12 @@ async def test_stop_noticed_when_asked_through_another_process(models, aclient, 
     """Another web process only writes the flag; this process's watcher notices it."""
     alpha = models[0]
     room_id = await room_for(aclient, alpha.id)
-    alpha.fake.replies.push(Reply(text=LONG, token_delay=0.02))
+    # Slow enough that a loaded machine cannot finish it before the watcher looks.
+    alpha.fake.replies.push(Reply(text=LONG, token_delay=0.08))
     await send(aclient, room_id, "long one")
     reply = await _streaming_reply(aclient, room_id)
     await Turn.objects.filter(pk=reply["turn_id"]).aupdate(stop_requested=True)
-    await asyncio.wait_for(orchestrator.wait_idle(), 10)
+    await asyncio.wait_for(orchestrator.wait_idle(), 20)
     stopped = await Message.objects.aget(pk=reply["id"])
     assert stopped.meta.get("stopped") is True and len(stopped.text) < len(LONG)
 
