@@ -18,19 +18,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection
 
 from chatrooms import actions, integration
 from chatrooms.addressing import Participant, relay_mentions
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor
+from hal.dbthreads import close_db_connections, db, db_executor  # noqa: F401 (re-exported)
 from providers.base import (
     ChatMessage,
     ProviderError,
@@ -43,62 +41,6 @@ from providers.base import (
 log = logging.getLogger("hal.chatrooms")
 
 ERROR_REASONS = actions.PROVIDER_FAILURE_REASONS  # translatable, defined with the rest
-
-
-def _db_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()  # the next call in this thread reconnects
-        raise
-
-
-_db_executor: ThreadPoolExecutor | None = None
-_db_executor_lock = threading.Lock()
-
-
-def db_executor() -> ThreadPoolExecutor:
-    """The orchestrator's own DB threads: HAL_CHAT_DB_THREADS, default 1 on SQLite (one
-    writer at a time anyway, and its busy-wait backs off in milliseconds), 4 otherwise."""
-    global _db_executor
-    with _db_executor_lock:
-        if _db_executor is None:
-            default = 1 if connection.vendor == "sqlite" else 4
-            _db_executor = ThreadPoolExecutor(
-                max_workers=int(_setting("HAL_CHAT_DB_THREADS", default)),
-                thread_name_prefix="hal-chat-db",
-            )
-        return _db_executor
-
-
-def db(fn: Any) -> Any:
-    """Run ORM work of the orchestrator in its own DB threads.
-
-    Not `database_sync_to_async`: that shares one thread with every other sync call of
-    the process and closes the connection after each call (reconnecting cost ~2.5 ms a
-    call on SQLite, half of the overhead budget). These threads keep their connection and
-    close it only when it breaks; several threads let concurrent turns use the DB at once."""
-    return sync_to_async(
-        functools.partial(_db_call, fn), thread_sensitive=False, executor=db_executor()
-    )
-
-
-def close_db_connections() -> None:
-    """Close the orchestrator threads' connections (tests, before dropping a database)."""
-    executor = db_executor()
-    count = executor._max_workers
-    barrier = threading.Barrier(count)
-
-    def close() -> None:
-        connection.close()
-        try:
-            barrier.wait(timeout=2)  # makes every worker thread run one close
-        except threading.BrokenBarrierError:
-            pass
-
-    for future in [executor.submit(close) for _ in range(count)]:
-        future.result()
 
 
 def _setting(name: str, default: float) -> float:

@@ -126,7 +126,9 @@ class AnthropicProvider(SDKProvider):
         if system:
             params["system"] = system
         if tools:
-            params["tools"] = [tool.to_anthropic() for tool in tools]
+            # Pre-built wire dicts as a body part: the SDK's param transform would walk
+            # every schema on every call.
+            params["extra_body"] = {"tools": [tool.anthropic_wire for tool in tools]}
         async with asyncio.timeout(self.timeout):
             sdk_stream = await client.messages.create(**params)
         input_tokens = output_tokens = 0
