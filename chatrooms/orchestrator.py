@@ -24,7 +24,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chatrooms import actions, integration
+from chatrooms import actions, integration, leases
 from chatrooms.addressing import Participant, relay_mentions
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor
@@ -332,6 +332,7 @@ class Framer:
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        orchestrator.framers[self.message_id] = self  # a resuming client asks for its text
         orchestrator.spawn(self._deliver())
 
     async def _deliver(self) -> None:
@@ -387,6 +388,7 @@ class Framer:
         if not self.closed:
             self.closed = True
             self.queue.put_nowait(None)
+            self.orchestrator.framers.pop(self.message_id, None)
 
 
 # ----- the orchestrator ------------------------------------------------------------------
@@ -406,6 +408,8 @@ class Orchestrator:
         self.timings: deque[tuple[float, float]] = deque(maxlen=10_000)
         self.phases: deque[dict[str, float]] = deque(maxlen=10_000)
         self._lock = threading.Lock()
+        self.keeper = leases.LeaseKeeper(self)
+        self.framers: dict[int, Framer] = {}  # streaming replies by message id (resume)
 
     # -- scheduling --
 
@@ -502,14 +506,16 @@ class Orchestrator:
             log.exception("could not send %s to %s", event, group)
 
     async def ensure_recovered(self) -> None:
-        """At first use in this process: turns abandoned long ago become interrupted."""
+        """At first use in this process: take a lease (chatrooms.leases) and start its
+        heartbeat; turns of dead processes, and unowned turns abandoned long ago, become
+        interrupted (notices are published by the action)."""
+        self.keeper.ensure_running(asyncio.get_running_loop())
         if self.recovered:
             return
         self.recovered = True
-        stale = turn_timeout() + 60
-        notices = await db(actions.do_recover_interrupted)(stale_seconds=stale)
-        for notice in notices:
-            await self.send(actions.room_group(notice.room_id), "notice", notice.as_dict())
+        await db(leases.do_heartbeat)()
+        await db(leases.do_sweep)()
+        await db(actions.do_recover_interrupted)(stale_seconds=turn_timeout() + 60)
 
     # -- one model call --
 
