@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -285,14 +286,25 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=40)
     parser.add_argument("--token-delay", type=float, default=0.005)
     parser.add_argument("--no-litellm", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     parser.add_argument(
         "--py-spy",
         metavar="FILE",
         help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks)",
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="hal-e2e-") as tmp_name:
-        tmp = Path(tmp_name)
+    tmp_name = tempfile.mkdtemp(prefix="hal-e2e-")
+    try:
+        return _run(args, Path(tmp_name))
+    finally:
+        if args.keep:
+            print(f"logs kept in {tmp_name}")
+        else:
+            shutil.rmtree(tmp_name, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, tmp: Path) -> int:
+    if True:
         env = setup_django(tmp)
         from django.db import connection
 
