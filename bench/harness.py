@@ -240,7 +240,9 @@ def setup_django(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "HAL_", "DJANGO"))}
     env.update({k: os.environ[k] for k in keep if k in os.environ})
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
     return env
 
 

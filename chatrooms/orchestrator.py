@@ -29,6 +29,10 @@ from chatrooms.addressing import Participant, relay_mentions
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor
 from hal.dbthreads import close_db_connections, db, db_executor  # noqa: F401 (re-exported)
+
+# The provider SDKs are imported with the web process, not at its first model call (a
+# second or more of imports that would hold the GIL in the middle of a reply).
+from providers import anthropic_provider, openai_compat  # noqa: F401
 from providers.base import (
     ChatMessage,
     ProviderError,
@@ -394,6 +398,12 @@ class Framer:
 # ----- the orchestrator ------------------------------------------------------------------
 
 
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    """A background task that died of an exception says so (nobody awaits it)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("chat task failed", exc_info=task.exception())
+
+
 class Orchestrator:
     """One per process: tracks running turns, their tasks and timing statistics."""
 
@@ -449,6 +459,7 @@ class Orchestrator:
     def _track(self, task: asyncio.Task[Any], room_id: int | None) -> None:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(_log_failure)
         if room_id is not None:
             tasks = self.room_tasks.setdefault(room_id, set())
             tasks.add(task)
