@@ -357,6 +357,7 @@ class Session:
         host, port = base.split("//", 1)[1].split(":")
         self.host, self.port = host, int(port)
         self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._lock: asyncio.Lock | None = None  # one request at a time on the connection
 
     def cookie_header(self) -> str:
         return "; ".join(f"{k}={v}" for k, v in self.cookies.items())
@@ -365,6 +366,14 @@ class Session:
         self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
         """One request on a kept-alive connection (reconnects once when it was closed)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._request(method, path, body, headers=headers)
+
+    async def _request(
+        self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = await asyncio.open_connection(self.host, self.port)

@@ -222,12 +222,17 @@ class Operator:
             try:
                 while True:
                     event = await ws.receive_json()
-                    await self._on_event(event, stats, latency)
+                    try:
+                        await self._on_event(event, stats, latency)
+                    except Exception as exc:  # a bench bug must show, not stall the run
+                        print(f"operator {self.index}: {event.get('type')}: {exc!r}", flush=True)
             except (ConnectionError, asyncio.IncompleteReadError, OSError):
                 await asyncio.sleep(0.3)
 
     async def _on_event(self, event: dict[str, Any], stats: Stats, latency: float) -> None:
         kind, data = event.get("type"), event.get("data") or {}
+        if os.environ.get("HAL_SOAK_TRACE"):
+            print(self.index, kind, {k: data.get(k) for k in ("id", "reply_to", "status")})
         items = data.get("messages", []) if kind == "resume" else [data]
         for m in items:
             if not isinstance(m.get("id"), int):
