@@ -127,7 +127,9 @@ class LeaseKeeper:
         layer = get_channel_layer()
         if layer is None:
             return
-        channel = await layer.new_channel("hal-control.")
+        # The default prefix: channels_redis serves every process-local channel from one
+        # receive loop per real channel; a second prefix would starve the consumers.
+        channel = await layer.new_channel()
         await layer.group_add(CONTROL_GROUP, channel)
         while True:
             try:
