@@ -103,7 +103,7 @@ def start_litellm(exe: Path, base_url: str, tmp: Path) -> tuple[subprocess.Popen
         cwd=tmp,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError("litellm exited: " + (tmp / "litellm.log").read_text()[-2000:])
