@@ -22,7 +22,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from chatrooms import integration
+from chatrooms import integration, leases
 from chatrooms.addressing import parse_addressees
 from chatrooms.archive import do_archive_messages
 from chatrooms.facts import with_facts
@@ -382,6 +382,7 @@ def do_send_message(
                 status=Turn.STREAMING,
                 reply=reply,
                 started_at=now,
+                owner=leases.OWNER,  # run by this process (start_sent)
             )
             for c, reply in zip(targets, replies, strict=True)
         ]
@@ -496,7 +497,11 @@ def do_start_turns(
         for turn, reply in zip(turns, replies, strict=True):
             turn.started_at = turn.started_at or now
             if Turn.objects.filter(pk=turn.pk, status=Turn.QUEUED).update(
-                status=Turn.STREAMING, reply=reply, started_at=turn.started_at, updated_at=now
+                status=Turn.STREAMING,
+                reply=reply,
+                started_at=turn.started_at,
+                updated_at=now,
+                owner=leases.OWNER,
             ):
                 turn.status = Turn.STREAMING
                 turn.reply = reply
@@ -813,18 +818,23 @@ def do_queue_relays(reply: Message, connections: list[Any]) -> list[int]:
         ]
 
 
-def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Message]:
+def do_recover_interrupted(
+    *, stale_seconds: float | None = None, owners: list[str] | None = None
+) -> list[Message]:
     """Turns left queued/streaming by a stopped process → interrupted, with a notice each.
 
-    `stale_seconds`: only turns untouched for that long (used at first use in a running
-    process, where another live process may own fresh turns)."""
+    `owners`: the turns of these (dead) processes (chatrooms.leases). `stale_seconds`: only
+    turns without an owner untouched for that long (queued turns nobody claimed, rows from
+    before leases); turns owned by a live process are never touched this way."""
     actor = Actor.for_system("system", "chat.recover")
     notices: list[Message] = []
     with transaction.atomic():
         queryset = Turn.objects.select_for_update(of=("self",)).filter(status__in=Turn.RUNNING)
+        if owners is not None:
+            queryset = queryset.filter(owner__in=owners)
         if stale_seconds is not None:
             queryset = queryset.filter(
-                updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
+                owner="", updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
             )
         turns = list(queryset.select_related("connection"))
         for turn in turns:
@@ -833,12 +843,14 @@ def do_recover_interrupted(*, stale_seconds: float | None = None) -> list[Messag
             turn.error_code = "interrupted"
             turn.finished_at = timezone.now()
             turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
-            Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(
+            if Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(
                 status=Message.FAILED,
                 error_code="interrupted",
                 error_message="HAL stopped while this reply was being written.",
                 updated_at=timezone.now(),
-            )
+            ):
+                failed = Message.objects.get(pk=turn.reply_id)
+                publish(room_group(failed.room_id), "message.failed", failed.as_dict())
             notices.append(
                 do_post_notice(
                     turn.room_id,

@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import translation
 
-from chatrooms import actions
+from chatrooms import actions, resume
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor
 from hal.errors import HalError
@@ -32,8 +32,10 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(actions.operator_group(user.pk), self.channel_name)
         self.groups_joined.add(actions.operator_group(user.pk))
         await self._join_rooms()
-        # Remember this loop: decisions taken in sync threads resume turns here.
+        # Remember this loop: decisions taken in sync threads resume turns here; the
+        # lease keeper answers other processes' resume and reset requests.
         get_orchestrator().remember_loop(asyncio.get_running_loop())
+        get_orchestrator().keeper.ensure_running(asyncio.get_running_loop())
         await self.accept()
 
     async def _join_rooms(self) -> None:
@@ -59,6 +61,8 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
             await self._send_message(content)
         elif kind == "turn.stop":
             await self._stop_turn(content)
+        elif kind == "resume":
+            await resume.handle_resume(self, content)
 
     async def _stop_turn(self, content: dict[str, Any]) -> None:
         """{"type": "turn.stop", "room_id", "turn_id", "ref"} → turn.stopped (or error)."""

@@ -275,6 +275,9 @@ class Turn(models.Model):
     retry_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The web process running it (chatrooms.leases.OWNER) while queued/streaming: only a
+    # process whose lease expired loses its turns to a sweep.
+    owner = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -302,3 +305,16 @@ class Turn(models.Model):
             "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at),
         }
+
+
+class ProcessLease(models.Model):
+    """A web process that runs turns: its owner id and heartbeat (chatrooms.leases)."""
+
+    owner = models.CharField(max_length=64, primary_key=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.IntegerField(default=0)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"lease {self.owner}"

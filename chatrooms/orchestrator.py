@@ -18,21 +18,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection
 
-from chatrooms import actions, integration, stopping
+from chatrooms import actions, integration, leases, stopping
 from chatrooms.addressing import Participant, arelay_mentions
 from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.actions.base import Actor
+from hal.dbthreads import close_db_connections, db, db_executor  # noqa: F401 (re-exported)
+
+# The provider SDKs are imported with the web process, not at its first model call (a
+# second or more of imports that would hold the GIL in the middle of a reply).
+from providers import anthropic_provider, openai_compat  # noqa: F401
 from providers.base import (
     ChatMessage,
     ProviderError,
@@ -46,62 +48,6 @@ log = logging.getLogger("hal.chatrooms")
 
 ERROR_REASONS = actions.PROVIDER_FAILURE_REASONS  # translatable, defined with the rest
 INTERNAL_REASON = "HAL could not finish this reply."  # a msgid of actions.FAILURE_REASONS
-
-
-def _db_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()  # the next call in this thread reconnects
-        raise
-
-
-_db_executor: ThreadPoolExecutor | None = None
-_db_executor_lock = threading.Lock()
-
-
-def db_executor() -> ThreadPoolExecutor:
-    """The orchestrator's own DB threads: HAL_CHAT_DB_THREADS, default 1 on SQLite (one
-    writer at a time anyway, and its busy-wait backs off in milliseconds), 4 otherwise."""
-    global _db_executor
-    with _db_executor_lock:
-        if _db_executor is None:
-            default = 1 if connection.vendor == "sqlite" else 4
-            _db_executor = ThreadPoolExecutor(
-                max_workers=int(_setting("HAL_CHAT_DB_THREADS", default)),
-                thread_name_prefix="hal-chat-db",
-            )
-        return _db_executor
-
-
-def db(fn: Any) -> Any:
-    """Run ORM work of the orchestrator in its own DB threads.
-
-    Not `database_sync_to_async`: that shares one thread with every other sync call of
-    the process and closes the connection after each call (reconnecting cost ~2.5 ms a
-    call on SQLite, half of the overhead budget). These threads keep their connection and
-    close it only when it breaks; several threads let concurrent turns use the DB at once."""
-    return sync_to_async(
-        functools.partial(_db_call, fn), thread_sensitive=False, executor=db_executor()
-    )
-
-
-def close_db_connections() -> None:
-    """Close the orchestrator threads' connections (tests, before dropping a database)."""
-    executor = db_executor()
-    count = executor._max_workers
-    barrier = threading.Barrier(count)
-
-    def close() -> None:
-        connection.close()
-        try:
-            barrier.wait(timeout=2)  # makes every worker thread run one close
-        except threading.BrokenBarrierError:
-            pass
-
-    for future in [executor.submit(close) for _ in range(count)]:
-        future.result()
 
 
 def _setting(name: str, default: float) -> float:
@@ -406,6 +352,7 @@ class Framer:
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        orchestrator.framers[self.message_id] = self  # a resuming client asks for its text
         orchestrator.spawn(self._deliver())
 
     async def _deliver(self) -> None:
@@ -463,9 +410,16 @@ class Framer:
         if not self.closed:
             self.closed = True
             self.queue.put_nowait(None)
+            self.orchestrator.framers.pop(self.message_id, None)
 
 
 # ----- the orchestrator ------------------------------------------------------------------
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    """A background task that died of an exception says so (nobody awaits it)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("chat task failed", exc_info=task.exception())
 
 
 class Orchestrator:
@@ -488,6 +442,8 @@ class Orchestrator:
         self.phases: deque[dict[str, float]] = deque(maxlen=10_000)
         self._lock = threading.Lock()
         self.watchdog = Watchdog(self._fail_stuck)
+        self.keeper = leases.LeaseKeeper(self)
+        self.framers: dict[int, Framer] = {}  # streaming replies by message id (resume)
 
     # -- scheduling --
 
@@ -527,6 +483,7 @@ class Orchestrator:
     def _track(self, task: asyncio.Task[Any], room_id: int | None) -> None:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(_log_failure)
         if room_id is not None:
             tasks = self.room_tasks.setdefault(room_id, set())
             tasks.add(task)
@@ -615,14 +572,16 @@ class Orchestrator:
             log.exception("could not send %s to %s", event, group)
 
     async def ensure_recovered(self) -> None:
-        """At first use in this process: turns abandoned long ago become interrupted."""
+        """At first use in this process: take a lease (chatrooms.leases) and start its
+        heartbeat; turns of dead processes, and unowned turns abandoned long ago, become
+        interrupted (notices are published by the action)."""
+        self.keeper.ensure_running(asyncio.get_running_loop())
         if self.recovered:
             return
         self.recovered = True
-        stale = turn_timeout() + 60
-        notices = await db(actions.do_recover_interrupted)(stale_seconds=stale)
-        for notice in notices:
-            await self.send(actions.room_group(notice.room_id), "notice", notice.as_dict())
+        await db(leases.do_heartbeat)()
+        await db(leases.do_sweep)()
+        await db(actions.do_recover_interrupted)(stale_seconds=turn_timeout() + 60)
 
     # -- one model call --
 

@@ -6,12 +6,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from chatrooms import actions, stopping, versions
+from chatrooms import actions, leases, stopping, versions
 from chatrooms.models import Message
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, require_perm
@@ -43,9 +43,10 @@ def patch_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
 
 def reset_room(request: HttpRequest, room_id: int) -> dict[str, Any]:
     result = actions.check_reset_room(actor=_actor(request), room_id=room_id)
-    # Stop this process's running replies of the room (other processes' replies find
-    # their rows gone and stop saving).
+    # Stop the room's running replies: this process's at once, every other web process's
+    # through the channel layer's control group (chatrooms.leases).
     get_orchestrator().cancel_room(int(room_id))
+    async_to_sync(leases.broadcast_cancel_room)(int(room_id))
     return result
 
 

@@ -142,7 +142,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env("HAL_REDIS_PREFIX", "hal")},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
+                # channels_redis blocks in BZPOPMIN: idle sockets then fail with "Timeout
+                # reading" and every idle WebSocket is closed. Read longer than that.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": env("HAL_REDIS_PREFIX", "hal"),
+            },
         }
     }
 else:

@@ -31,7 +31,7 @@ NO_CREDENTIAL = "hal-fetches-the-credential-per-call"
 
 # Provider error `type`s in JSON bodies (Anthropic and OpenAI-style), for errors that arrive
 # with a 200 status inside an SSE stream.
-_BODY_TYPES = {
+BODY_TYPES = {
     "authentication_error": "auth",
     "permission_error": "auth",
     "invalid_api_key": "auth",
@@ -59,7 +59,7 @@ def kind_for_status(status: int) -> str:
     return "bad_request"
 
 
-def _body_error(body: object) -> tuple[str | None, str]:
+def body_error(body: object) -> tuple[str | None, str]:
     """(type, message) of an error body shaped `{"error": {"type"|"code", "message"}}`."""
     if isinstance(body, dict):
         inner = body.get("error", body)
@@ -72,6 +72,8 @@ def _body_error(body: object) -> tuple[str | None, str]:
 def map_sdk_error(exc: BaseException, *secrets: str | None) -> ProviderError:
     """Translate any SDK/transport failure into a ProviderError without leaking secrets."""
     if isinstance(exc, ProviderError):
+        if any(secret and secret in exc.message for secret in secrets):
+            return ProviderError(exc.kind, redact(exc.message, *secrets), status=exc.status)
         return exc
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
@@ -80,9 +82,9 @@ def map_sdk_error(exc: BaseException, *secrets: str | None) -> ProviderError:
     if name == "APIConnectionError" or isinstance(exc, httpx2.TransportError):
         return ProviderError("unavailable", redact(f"cannot reach the provider ({exc})", *secrets))
     if isinstance(status, int):
-        body_type, body_message = _body_error(getattr(exc, "body", None))
+        body_type, body_message = body_error(getattr(exc, "body", None))
         if status < 400:  # an `event: error` inside a 200 stream
-            kind = _BODY_TYPES.get(body_type or "", "bad_response")
+            kind = BODY_TYPES.get(body_type or "", "bad_response")
             return ProviderError(kind, redact(body_message or "error in stream", *secrets))
         message = f"HTTP {status}" + (f": {body_message}" if body_message else "")
         return ProviderError(kind_for_status(status), redact(message, *secrets), status=status)

@@ -117,16 +117,21 @@ class AnthropicProvider(SDKProvider):
         model: str,
         deadline: float,
     ) -> AsyncIterator[StreamEvent]:
+        # The conversation and the tools go as a pre-built body part (`extra_body`, whose
+        # keys replace the typed params'): the SDK's param transform walks every message
+        # and every tool schema on each call. Our dicts already have the wire shape.
+        body: dict[str, Any] = {"messages": to_anthropic_messages(messages)}
+        if tools:
+            body["tools"] = [tool.anthropic_wire for tool in tools]
         params: dict[str, Any] = {
             "model": model,
             "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": to_anthropic_messages(messages),
+            "messages": [],
             "stream": True,
+            "extra_body": body,
         }
         if system:
             params["system"] = system
-        if tools:
-            params["tools"] = [tool.to_anthropic() for tool in tools]
         async with asyncio.timeout(self.timeout):
             sdk_stream = await client.messages.create(**params)
         input_tokens = output_tokens = 0

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -358,4 +357,7 @@ def _mark_reauth(conn: AIConnection, actor: Actor, reason: str) -> HalError:
 
 async def get_credential(connection_id: int) -> vault.Revealed:
     """Async `get_credential_sync` for the orchestrator and providers."""
-    return await database_sync_to_async(get_credential_sync)(connection_id)
+    # In HAL's DB threads (kept-open connections, not queued behind the sync views).
+    from hal.dbthreads import db
+
+    return await db(get_credential_sync)(connection_id)

@@ -34,6 +34,8 @@ const state = {
   renaming: false,
   loadingOlder: false,
   exhausted: false,
+  ws: null, // the live /ws/ai/ socket
+  snapshotAsked: new Set(), // reply ids whose text so far was asked for after a gap
 };
 
 const list = (data, key) => (Array.isArray(data) ? data : data?.[key] || []);
@@ -536,6 +538,14 @@ function appendDelta(d, touched) {
   if (typeof d.offset === "number" && d.offset < have) {
     if (d.offset + piece.length <= have) return; // already shown
     text = text.slice(0, d.offset) + piece;
+  } else if (typeof d.offset === "number" && d.offset > have) {
+    // Text is missing before this piece (a reconnect): wait for the snapshot of the text
+    // so far, asked for once per reply, rather than show words out of place.
+    if (!state.snapshotAsked.has(d.id)) {
+      state.snapshotAsked.add(d.id);
+      requestResume();
+    }
+    return;
   } else {
     text += piece;
   }
@@ -811,6 +821,13 @@ function onEvent(type, data) {
     case "message.delta":
       if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
       break;
+    case "resume":
+      onResume(data);
+      break;
+    case "message.snapshot":
+      flushDeltas();
+      onSnapshot(data);
+      break;
     case "proposal.created":
     case "proposal.updated":
       renderProposal(data);
@@ -845,12 +862,47 @@ function onEvent(type, data) {
   }
 }
 
+function lastSeenId() {
+  let last = 0;
+  for (const id of state.messages.keys()) if (typeof id === "number" && id > last) last = id;
+  return last;
+}
+
+function requestResume(ws = state.ws) {
+  if (!ws || ws.readyState !== WebSocket.OPEN || !state.roomId) return;
+  ws.send(JSON.stringify({ type: "resume", rooms: { [state.roomId]: lastSeenId() } }));
+}
+
+function onResume(data) {
+  if (data.room_id !== state.roomId) return;
+  flushDeltas();
+  for (const m of data.messages || []) {
+    const li = state.messages.get(m.id);
+    const shown = li ? (state.texts.get(li.dataset.messageId) ?? "") : "";
+    // A streaming reply may already show more than the database has: keep the longer text.
+    if (li && m.status === "streaming" && shown.length > (m.text || "").length) continue;
+    renderMessage(m);
+  }
+  stickToEnd();
+}
+
+function onSnapshot(d) {
+  state.snapshotAsked.delete(d.id);
+  const li = state.messages.get(d.id);
+  if (!li || li.dataset.status !== "streaming") return;
+  const have = state.texts.get(li.dataset.messageId) ?? "";
+  if ((d.text || "").length >= have.length) setText(li, d.text);
+  stickToEnd();
+}
+
 function connectSocket(attempt = 0) {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`);
+  state.ws = ws;
   ws.addEventListener("open", () => {
-    // After a reconnect, events may have been missed: reload the open room.
-    if (attempt > 0 && state.roomId) selectRoom(state.roomId, { save: false, force: true });
+    // After a reconnect, ask for what was missed: messages after the last one shown and
+    // the text so far of replies still streaming (from whichever process runs them).
+    if (attempt > 0 && state.roomId) requestResume(ws);
     attempt = 0;
     panel.dataset.live = "true";
   });

@@ -225,7 +225,7 @@ async def test_restart_marks_interrupted_turns_and_retry_works(models, aclient, 
     assert started is not None
     queued = await Turn.objects.acreate(room_id=room, connection_id=alpha.id, trigger=trigger)
 
-    call_command("chat_recover")
+    call_command("chat_recover", "--all")
     await stuck.arefresh_from_db()
     await queued.arefresh_from_db()
     assert stuck.status == queued.status == "interrupted"

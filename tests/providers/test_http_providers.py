@@ -303,3 +303,35 @@ async def test_the_overall_cap_ends_a_stream_that_never_stops(wire):
         )
     )
     assert err.kind == "timeout"
+
+
+async def test_conversation_and_tools_skip_the_sdk_param_transform(
+    fake_openai, provider_api_key, monkeypatch
+):
+    """The openai SDK's per-call param transform walks every message and tool schema (a
+    fifth of a web process's CPU in a fan-out): HAL hands them over pre-built instead, and
+    the request body on the wire is unchanged."""
+    import openai.resources.chat.completions.completions as completions
+
+    seen: list = []
+    original = completions.async_maybe_transform
+
+    async def spy(data, *args, **kwargs):
+        seen.append(data)
+        return await original(data, *args, **kwargs)
+
+    monkeypatch.setattr(completions, "async_maybe_transform", spy)
+    fake_openai.replies.push(Reply(text="ok"))
+    provider = OpenAICompatProvider(
+        base_url=fake_openai.base_url,
+        credential=CountingCredential(provider_api_key),
+        max_retries=0,
+    )
+    history = [ChatMessage.user(f"line {i}", speaker="alice") for i in range(3)]
+    await collect(provider.stream(system="s", messages=history, tools=[SPEC], model="m-1"))
+    assert seen, "the SDK's transform was not reached (the spy is not wired)"
+    for data in seen:
+        assert not isinstance(data.get("tools"), list) and not data.get("messages")
+    body = fake_openai.completion_requests[-1].json
+    assert body["messages"][-1] == {"role": "user", "content": "[alice]: line 2"}
+    assert body["tools"] == [SPEC.to_openai()]

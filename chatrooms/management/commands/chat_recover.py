@@ -1,4 +1,4 @@
-"""Mark model turns left running by a stopped HAL as interrupted (run before daphne starts)."""
+"""Mark model turns left running by stopped HAL processes as interrupted."""
 
 from __future__ import annotations
 
@@ -6,20 +6,34 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from chatrooms import leases
 from chatrooms.actions import do_recover_interrupted
 
 
 class Command(BaseCommand):
-    help = "Turns left queued/streaming become interrupted, with a retryable notice each."
+    help = (
+        "Turns of web processes whose lease expired (and unowned turns untouched for "
+        "--stale-seconds) become interrupted, with a retryable notice each. Safe while "
+        "other web processes run; --all is for a single process that is not running."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
             "--stale-seconds",
             type=float,
-            default=None,
-            help="Only turns untouched this long (when other HAL processes may be running).",
+            default=360.0,
+            help="Unowned queued/streaming turns untouched this long (default 360).",
+        )
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="Every queued/streaming turn (only when no web process is running).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        notices = do_recover_interrupted(stale_seconds=options["stale_seconds"])
+        if options["all"]:
+            notices = do_recover_interrupted()
+        else:
+            notices = leases.do_sweep()
+            notices += do_recover_interrupted(stale_seconds=options["stale_seconds"])
         self.stdout.write(f"HAL chat: {len(notices)} interrupted turn(s) marked.")

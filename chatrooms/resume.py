@@ -1,0 +1,94 @@
+"""Reconnect without loss on /ws/ai/: a client that reconnects sends what it last saw and
+gets what it missed, including the partial text of replies still streaming — from the
+web process that runs them, wherever the client reconnected.
+
+Client → {"type": "resume", "rooms": {"<room_id>": <last message id seen>, ...}}
+Server → {"type": "resume", "data": {"room_id", "messages": [...]}} per room: the
+         messages after that id, and the replies at or before it that are still streaming;
+         then a `message.snapshot` {"id", "room_id", "text", "offset": 0, "seq"} for each
+         streaming reply, sent by its owner after it joined the room's group again, so
+         deltas that follow carry offsets the client merges without gaps or repeats.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from chatrooms.models import Message, Room
+
+log = logging.getLogger("hal.chatrooms")
+
+RESUME_LIMIT = 200
+
+
+def missed(user: Any, rooms: Any) -> list[dict[str, Any]]:
+    """Per room of this operator named in `rooms`: the messages the client has not seen."""
+    if not isinstance(rooms, dict):
+        return []
+    wanted: dict[int, int] = {}
+    for key, value in list(rooms.items())[:64]:
+        try:
+            wanted[int(key)] = max(0, int(value or 0))
+        except (TypeError, ValueError):
+            continue
+    own = set(Room.objects.filter(operator=user, pk__in=wanted).values_list("pk", flat=True))
+    out = []
+    for room_id in sorted(own):
+        after = wanted[room_id]
+        newer = list(
+            Message.objects.filter(room_id=room_id, id__gt=after).order_by("id")[:RESUME_LIMIT]
+        )
+        streaming = list(
+            Message.objects.filter(room_id=room_id, id__lte=after, status=Message.STREAMING)
+        )
+        rows = sorted(streaming + newer, key=lambda m: m.pk)
+        out.append({"room_id": room_id, "messages": [m.as_dict() for m in rows]})
+    return out
+
+
+def snapshot_request(message_ids: list[int], reply_to: str) -> dict[str, Any]:
+    return {"type": "chat.snapshot", "message_ids": message_ids, "reply_to": reply_to}
+
+
+async def answer_snapshot(orchestrator: Any, layer: Any, message: dict[str, Any]) -> None:
+    """In the process that streams them: send each reply's text so far to the asker."""
+    for message_id in message.get("message_ids") or ():
+        framer = orchestrator.framers.get(message_id)
+        if framer is None or framer.closed:
+            continue
+        framer.flush()  # what is pending goes out as a delta; the snapshot covers it too
+        data = {
+            "id": framer.message_id,
+            "room_id": framer.room_id,
+            "connection_id": framer.connection_id,
+            "text": framer.full_text(),
+            "offset": 0,
+            "seq": framer.seq,
+        }
+        try:
+            await layer.send(
+                message["reply_to"],
+                {"type": "hal.event", "event": "message.snapshot", "data": data},
+            )
+        except Exception:
+            log.exception("could not answer a snapshot request")
+
+
+async def handle_resume(consumer: Any, content: dict[str, Any]) -> None:
+    """The consumer's `resume`: missed messages now, snapshots from the streams' owners."""
+    from channels.db import database_sync_to_async
+
+    from chatrooms import leases
+    from hal.i18n import localize
+
+    rooms = await database_sync_to_async(missed)(consumer.user, content.get("rooms"))
+    streaming: list[int] = []
+    for room in rooms:
+        data = localize(room, getattr(consumer, "language", "en"))
+        await consumer.send_json({"type": "resume", "data": data})
+        streaming += [m["id"] for m in room["messages"] if m["status"] == Message.STREAMING]
+    if streaming:
+        await consumer.channel_layer.group_send(
+            leases.CONTROL_GROUP, snapshot_request(streaming, consumer.channel_name)
+        )

@@ -1,0 +1,37 @@
+"""A one-minute soak (bench/soak.py) in CI: two daphne processes behind nginx on
+PostgreSQL + Redis, one killed with SIGKILL midway; nothing lost, nothing duplicated.
+No timing assertions: the numbers it prints are for reading, not for passing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not (os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")),
+    reason="several web processes share PostgreSQL + Redis (the embedded default has one)",
+)
+
+
+def test_one_minute_soak_with_a_killed_process_loses_and_duplicates_nothing(
+    transactional_db, tmp_path, settings
+):
+    from bench import soak
+    from bench.harness import ROOT
+    from tests.browser.conftest import _server_env
+
+    env = _server_env(tmp_path)
+    env["HAL_VAULT_KEY_FILE"] = settings.HAL_VAULT_KEY_FILE  # the connections' keys
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+    args = soak.parser().parse_args(
+        ["--minutes", "1", "--processes", "2", "--operators", "12", "--interval", "5"]
+    )
+    result = asyncio.run(soak.soak(args, env, tmp_path))
+    soak.print_report(result)
+    assert result["sent"] > 0
+    assert result["lost"] == 0, result
+    assert result["duplicated"] == 0, result
