@@ -275,7 +275,9 @@ HAL_LOCAL_CLI_MODELS = env_list("HAL_LOCAL_CLI_MODELS") or None
 # Chat rooms.
 HAL_CHAT_MAX_MESSAGE_CHARS = int(env("HAL_CHAT_MAX_MESSAGE_CHARS", "20000"))
 HAL_CHAT_LEASE_TIMEOUT = float(env("HAL_CHAT_LEASE_TIMEOUT", "15"))  # a web process is dead after
-HAL_CHAT_LEASE_HEARTBEAT = float(env("HAL_CHAT_LEASE_HEARTBEAT", "5"))  # this many s without a beat
+HAL_CHAT_LEASE_HEARTBEAT = float(  # default: a third of the timeout
+    env("HAL_CHAT_LEASE_HEARTBEAT", "") or HAL_CHAT_LEASE_TIMEOUT / 3
+)
 HAL_CHAT_ARCHIVE_DAYS = int(env("HAL_CHAT_ARCHIVE_DAYS", "90"))  # 0: "New conversation" deletes
 HAL_CHAT_MAX_TOOL_ROUNDS = int(env("HAL_CHAT_MAX_TOOL_ROUNDS", "4"))
 HAL_CHAT_HISTORY_MESSAGES = int(env("HAL_CHAT_HISTORY_MESSAGES", "50"))
