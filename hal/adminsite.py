@@ -18,13 +18,14 @@ from django.contrib.admin.utils import unquote
 from django.core import checks
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 
 from hal.actions.base import Actor, record_refusal, require_perm, require_recent
 from hal.errors import HalError
 
 # The request of the admin view being served, for forms that Django builds without it.
 _REQUEST: ContextVar[HttpRequest | None] = ContextVar("hal_admin_request", default=None)
-REAUTH_HINT = "Re-authenticate at /reauth/ and try again."
+REAUTH_HINT = gettext_lazy("Re-authenticate at /reauth/ and try again.")
 
 
 def current_request() -> HttpRequest | None:

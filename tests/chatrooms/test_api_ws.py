@@ -99,7 +99,7 @@ async def test_panel_state_round_trip(models, aclient):
     )
     assert response.status_code == 200, response.content
     state = (await aclient.get("/api/ai/panel")).json()["panel"]
-    assert state == {"open": False, "width": 520, "active_room_id": room}
+    assert state == {"open": False, "width": 520, "active_room_id": room, "theme": "auto"}
     bad = await aclient.put("/api/ai/panel", {"width": "wide"}, content_type="application/json")
     assert bad.status_code == 400
     foreign = await aclient.put(

@@ -16,7 +16,10 @@ def add_cli_connection(user, name: str = "cody"):
         actor=admin_actor(user),
         data={"name": name, "provider": "local_cli", "auth_method": "login"},
     )
-    AIConnection.objects.filter(pk=conn.pk).update(model="sonnet", models=["sonnet"])
+    # As a successful verify leaves it: active, with its model.
+    AIConnection.objects.filter(pk=conn.pk).update(
+        model="sonnet", models=["sonnet"], status=AIConnection.ACTIVE
+    )
     conn.refresh_from_db()
     return conn
 

@@ -10,9 +10,9 @@ pytestmark = pytest.mark.django_db
 
 def test_login_page_follows_accept_language(client):
     html = client.get("/login/", HTTP_ACCEPT_LANGUAGE="ko-KR,ko;q=0.9,en;q=0.5").content.decode()
-    assert '<html lang="ko">' in html and "로그인" in html
+    assert '<html lang="ko" ' in html and "로그인" in html
     english = client.get("/login/", HTTP_ACCEPT_LANGUAGE="en-US").content.decode()
-    assert '<html lang="en">' in english and "Log in" in english
+    assert '<html lang="en" ' in english and "Log in" in english
 
 
 def test_login_page_offers_a_language_switch_that_is_kept(client):
@@ -21,7 +21,7 @@ def test_login_page_offers_a_language_switch_that_is_kept(client):
     response = client.post("/language/", {"language": "ko", "next": "/login/"})
     assert response.status_code == 302 and response.cookies["hal_language"].value == "ko"
     html = client.get("/login/", HTTP_ACCEPT_LANGUAGE="en-US").content.decode()
-    assert '<html lang="ko">' in html  # the choice beats the browser's header
+    assert '<html lang="ko" ' in html  # the choice beats the browser's header
 
 
 def test_an_unknown_language_is_ignored(client):
@@ -34,7 +34,7 @@ def test_the_chosen_language_survives_logout(client, operator):
     client.post("/language/", {"language": "ko", "next": "/"})
     client.post("/logout/")
     html = client.get("/login/").content.decode()
-    assert '<html lang="ko">' in html and "로그인" in html
+    assert '<html lang="ko" ' in html and "로그인" in html
 
 
 def test_a_logged_in_session_without_a_choice_stays_english(client_op):

@@ -341,7 +341,9 @@ async def test_a_local_claude_code_model_in_the_unified_room(
             actor=admin_actor(operator),
             data={"name": "cody", "provider": "local_cli", "auth_method": "login"},
         )
-        AIConnection.objects.filter(pk=conn.pk).update(model="sonnet", models=["sonnet"])
+        AIConnection.objects.filter(pk=conn.pk).update(
+            model="sonnet", models=["sonnet"], status=AIConnection.ACTIVE
+        )
         return conn.pk
 
     conn_id = await sync_to_async(setup)()
