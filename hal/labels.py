@@ -35,6 +35,7 @@ STATUS_LABELS: dict[str, Any] = {
     "rejected": _("rejected"),
     "running": _("running"),
     "stale": _("stale"),
+    "unreachable": _("unreachable"),
     "stopped": _("stopped"),
     "streaming": _("streaming"),
     "succeeded": _("succeeded"),

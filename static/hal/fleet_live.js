@@ -2,6 +2,9 @@
 const scheme = location.protocol === "https:" ? "wss" : "ws";
 // "just now" in the operator's language, from the servers table (templates/hal/fleet/servers.html).
 const JUST_NOW = document.getElementById("servers-table")?.dataset.justNow || "just now";
+// Status words in the operator's language (hal/labels.py, rendered by the base page).
+const LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
+const label = (status) => LABELS[status] ?? status;
 const pct = (v) => (v === undefined || v === null ? "—" : `${Math.round(v)}%`);
 
 function update(data) {
@@ -13,7 +16,7 @@ function update(data) {
     if (cls) cell.className = cls;
   };
   if (row) {
-    set(row, "status", data.status, `badge ${data.status}`);
+    set(row, "status", label(data.status), `badge ${data.status}`);
     set(row, "heartbeat", JUST_NOW);
     if (data.metrics) {
       set(row, "cpu", pct(data.metrics.cpu_percent));
@@ -23,7 +26,7 @@ function update(data) {
     }
   }
   const badge = document.querySelector(`[data-server-status="${data.id}"]`);
-  if (badge) { badge.textContent = data.status; badge.className = `badge ${data.status}`; }
+  if (badge) { badge.textContent = label(data.status); badge.className = `badge ${data.status}`; }
 }
 
 function connect() {

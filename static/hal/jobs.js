@@ -1,4 +1,6 @@
 // Live job updates over /ws/ops/: status badges and the log of the job being viewed.
+// Status words in the operator's language (hal/labels.py, rendered by the base page).
+const LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const scheme = location.protocol === "https:" ? "wss" : "ws";
 const log = document.getElementById("job-log");
 const jobId = log ? Number(log.dataset.jobId) : null;
@@ -20,7 +22,7 @@ function connect() {
     } else if (msg.type === "job.updated") {
       for (const badge of document.querySelectorAll(
         `#job-status[data-job-id="${msg.data.id}"], tr[data-job-id="${msg.data.id}"] [data-field="status"]`)) {
-        badge.textContent = msg.data.status;
+        badge.textContent = LABELS[msg.data.status] ?? msg.data.status;
         badge.className = `badge ${msg.data.status}`;
       }
     }

@@ -181,3 +181,19 @@ def _ko(text: str) -> str:
     from django.utils.translation import gettext
 
     return gettext(text)
+
+
+@pytest.mark.django_db
+def test_status_badges_of_servers_and_jobs_are_korean(client_ko):
+    """Issue 13 item 11: the badges on the servers and jobs pages are words, not codes."""
+    from hal.models import Job, Server
+
+    server = Server.objects.create(hostname="web-ko", status="active")
+    Job.objects.create(kind="health_check", status="queued", server=server)
+    import re
+
+    badge = re.compile(r'class="badge [a-z_]+"[^>]*>([^<]+)</span>')
+    for path in ("/servers/", f"/servers/{server.pk}/", "/jobs/"):
+        words = badge.findall(client_ko.get(path).content.decode())
+        assert words, path
+        assert not [w for w in words if w.isascii()], (path, words)
