@@ -32,7 +32,7 @@ def test_stop_button_and_escape(
     page.goto(base + "/")
     page.wait_for_selector(READY, state="attached")
 
-    fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.02))
+    fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.05))
     page.fill("#ai-input", "talk")
     page.press("#ai-input", "Enter")
     reply = reply_of(page, "alpha")
@@ -48,7 +48,7 @@ def test_stop_button_and_escape(
     screenshot(page, "panel-stopped")
 
     # Esc in the composer stops the room's streaming replies.
-    fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.02))
+    fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.05))
     page.fill("#ai-input", "again")
     page.press("#ai-input", "Enter")
     second = page.locator("#ai-log .ai-msg.from-model").nth(1)
@@ -70,7 +70,7 @@ def test_stop_received_by_another_web_process(
         connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
         page.goto(base + "/")
         page.wait_for_selector(READY, state="attached")
-        fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.02))
+        fake_anthropic.replies.push(Reply(text=LONG, token_delay=0.05))
         page.fill("#ai-input", "talk on the first process")
         page.press("#ai-input", "Enter")
         reply = reply_of(page, "alpha")
@@ -86,7 +86,7 @@ def test_stop_received_by_another_web_process(
             page, other.url, "POST", f"/api/ai/rooms/{room}/turns/{running[0]['turn_id']}/stop"
         )
         assert result["stopped"] == [running[0]["turn_id"]]
-        expect(reply).to_have_attribute("data-status", "complete", timeout=10_000)
+        expect(reply).to_have_attribute("data-status", "complete", timeout=20_000)
         expect(reply.locator(".ai-status.stopped")).to_be_visible()
     finally:
         other.stop()
