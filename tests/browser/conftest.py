@@ -95,9 +95,14 @@ class LiveServer:
         self._log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def live_asgi(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A daphne process over the test database (tests using it need transactional_db)."""
+    """A daphne process over the test database (tests using it need transactional_db).
+
+    Package-scoped: once it has run a turn, the process keeps its lease heartbeat and
+    sweep going (chatrooms/leases.py); outliving the browser tests, it would sweep the
+    turns of the tests that follow (their owner, the pytest process, beats only while a
+    test runs) and write lease rows into their database."""
     with django_db_blocker.unblock():
         server = LiveServer(tmp_path_factory.mktemp("live"))
     yield server
