@@ -144,6 +144,9 @@ async def test_anonymous_socket_is_closed_4401(transactional_db):
     comm = communicator(AnonymousUser())
     connected, code = await comm.connect()
     assert not connected and code == 4401
+    # As daphne does when the browser goes: the consumer's channel-layer receive ends (on
+    # Redis a receive left pending held the test loop's shutdown past the timeout).
+    await comm.disconnect()
 
 
 async def test_socket_receives_created_deltas_and_completion(
