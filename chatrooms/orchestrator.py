@@ -646,7 +646,11 @@ class Orchestrator:
                 self.turn_tasks[item.turn_id] = task
                 task.add_done_callback(functools.partial(self._forget_turn, item.turn_id))
                 tasks.append(task)
-            if tasks and self._stop_watch is None:
+            watch = self._stop_watch
+            # A watcher of another loop (tests run one loop each) is as good as none.
+            if tasks and (
+                watch is None or watch.done() or watch.get_loop() is not asyncio.get_running_loop()
+            ):
                 self._stop_watch = asyncio.ensure_future(self._watch_stops())
             await asyncio.gather(*tasks)
         finally:
