@@ -63,7 +63,7 @@ def test_connect_with_oauth_round_trip(live_asgi, page_factory, operator, fake_o
     row = page.locator(f"#connection-{conn['id']}")
     expect(row.locator("[data-field=secret_hint]")).to_contain_text("none")
     # Without a credential the connection cannot answer: shown as needing authentication.
-    expect(row.locator("[data-field=status]")).to_have_text("reauth_required")
+    expect(row.locator("[data-field=status]")).to_have_attribute("data-status", "reauth_required")
     button = row.locator("form[data-op=oauth] button")
     expect(button).to_have_text("Connect with OAuth")
 

@@ -45,9 +45,7 @@ def test_worker_runs_queued_hal_job_once_and_sweeps_orphans(op, http_server, act
 def test_a_stopped_worker_removes_its_heartbeat_so_dr_restore_may_run_at_once(op, http_server):
     from hal.management.commands.dr_restore import Command as Restore
 
-    releases.check_configure_module(
-        actor=op, module="portal", health_check_url=http_server + "/health"
-    )
+    configure_module(op, "portal", health_check_url=http_server + "/health")
     releases.check_module_health(actor=op, module="portal")
     # A long-running worker (not --batch) that stops after one task, as on SIGTERM.
     call_command("hal_worker", "--max-tasks", "1", "--interval", "0.1", "--worker-id", "w-stop")
