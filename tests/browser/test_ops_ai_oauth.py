@@ -95,7 +95,8 @@ def test_connect_with_oauth_round_trip(live_asgi, page_factory, operator, fake_o
     # The page says so; the tokens are in the vault, the verifier and the state are spent.
     expect(page.locator(".flash li.success")).to_contain_text("@gateway is connected through OAuth")
     row = page.locator(f"#connection-{conn['id']}")
-    expect(row.locator("[data-field=status]")).to_have_text("active")
+    # Connected but not verified yet (no model list): Verify is what makes it active.
+    expect(row.locator("[data-field=status]")).to_have_attribute("data-status", "error")
     access = fake_oauth.access_tokens[-1]
     expect(row.locator("[data-field=secret_hint]")).to_have_text(secret_hint(access))
     expect(row.locator("form[data-op=oauth] button")).to_have_text("Reconnect OAuth")

@@ -29,6 +29,8 @@ def model_message(page, author: str):
 def test_drawer_at_1024(live_asgi, page_factory, operator, fake_anthropic, provider_api_key):
     base = live_asgi.url
     page = page_factory(viewport=(1024, 768))
+    # No slide animation: boxes are measured where the drawer rests, not half-way in.
+    page.emulate_media(reduced_motion="reduce")
     login(page, base, operator)
     connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
     open_console(page, base, "/audit/")
