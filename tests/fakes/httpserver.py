@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +22,8 @@ class RecordedRequest:
     raw_body: bytes
     json: Any = None
     form: dict[str, str] = field(default_factory=dict)
+    # When the request arrived (time.monotonic): tests prove overlap of calls with it.
+    received_at: float = field(default_factory=time.monotonic)
 
     def bearer(self) -> str | None:
         """The token of an `Authorization: Bearer` header, if any."""
