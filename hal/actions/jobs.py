@@ -234,16 +234,7 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status != Job.STOPPED:
-            raise Conflict(
-                format_lazy(
-                    _("Job #{pk} is {status}; only stopped jobs resume."),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_resumable",
-            )
-        _refuse_dead_target(target)
+        _require_resumable(target)
         if target.kind == Job.RESTART:
             _restart_gate(actor, target)
         before = _snapshot(target)
@@ -263,9 +254,7 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     return target
 
 
-# Prechecks of resume and retry mirror the checks inside check_resume_job/check_retry_job
-# (kept inline there: the restart gate is added between them on another branch; fold them
-# into these helpers when both are merged).
+# State checks shared by check_resume_job/check_retry_job and their prechecks.
 def _require_resumable(target: Job) -> None:
     if target.status != Job.STOPPED:
         raise Conflict(
@@ -328,25 +317,9 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
     target = resolve_job(job)
     with transaction.atomic():
         target = _locked(target)
-        if target.status not in (Job.FAILED, Job.CANCELLED, Job.STOPPED):
-            raise Conflict(
-                format_lazy(
-                    _(
-                        "Job #{pk} is {status}; only failed, cancelled or stopped jobs "
-                        "can be retried."
-                    ),
-                    pk=target.pk,
-                    status=target.status,
-                ),
-                code="job_not_retryable",
-            )
-        _refuse_dead_target(target)
+        _require_retryable(target)  # the same checks the precheck runs
         if target.kind == Job.RESTART:
             _restart_gate(actor, target)
-        if target.kind in (Job.DEPLOY, Job.ROLLBACK) and open_job_for(
-            target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)
-        ):
-            raise Conflict(_("Another deploy or rollback is in progress."), code="job_in_progress")
         new = create_job(
             actor,
             kind=target.kind,
