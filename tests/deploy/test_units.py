@@ -144,7 +144,7 @@ def test_nginx_terminates_tls_serves_static_and_proxies_websockets():
     assert "proxy_set_header Upgrade $http_upgrade;" in ws
     assert 'proxy_set_header Connection "upgrade";' in ws
     assert conf.count("proxy_set_header X-Forwarded-Proto https;") == 2
-    assert conf.count("proxy_set_header Host $host;") == 2
+    assert conf.count("proxy_set_header Host $http_host;") == 2  # port kept: Origin checks
     # One HSTS header, from the proxy, on every response (static files too).
     assert (
         'add_header Strict-Transport-Security "max-age=31536000; includeSubDomains" always;' in conf
