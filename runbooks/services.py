@@ -32,7 +32,7 @@ def search_runbooks(
     """Runbooks whose title, tags or body contain `query` (case-insensitive), with `tag`,
     and/or with `scope` among their page/server/module scopes."""
     require_perm(actor, "view")
-    for value, name in ((query, "query"), (tag, "tag"), (scope, "scope")):
+    for value in (query, tag, scope):
         if not isinstance(value, str) or len(value) > MAX_QUERY:
             raise InvalidInput(_("The search is too long."), code="invalid_query")
     rows = Runbook.objects.all()
