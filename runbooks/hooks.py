@@ -30,9 +30,11 @@ class ListRunbooksArgs(ToolArgs):
 
 
 class ReadRunbookArgs(ToolArgs):
-    id: Annotated[int, Field(ge=1)] | None = Field(default=None, description="The runbook id.")
+    id: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
+        default=None, description="The runbook id."
+    )
     title: Short | None = Field(default=None, description="Or its exact title.")
-    version: Annotated[int, Field(ge=1)] | None = Field(
+    version: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
         default=None, description="A version number; default the current version."
     )
 

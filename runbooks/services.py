@@ -17,6 +17,7 @@ from runbooks.models import Runbook, RunbookVersion
 MAX_QUERY = 200
 MAX_LIST = 200
 PROMPT_MAX = 20  # runbooks named in one system prompt
+MAX_ID = 2**31 - 1
 _WORD = re.compile(r"[\w.@-]+")
 
 
@@ -159,8 +160,8 @@ REFERENCE_SCHEMA: dict[str, Any] = {
         "Recorded on the proposal."
     ),
     "properties": {
-        "id": {"type": "integer", "minimum": 1},
-        "version": {"type": "integer", "minimum": 1},
+        "id": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+        "version": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
     },
     "required": ["id", "version"],
     "additionalProperties": False,
@@ -169,16 +170,16 @@ REFERENCE_SCHEMA: dict[str, Any] = {
 
 def resolve_reference(actor: Actor, value: Any) -> dict[str, Any]:
     """Validate a model's `runbook` reference: an existing runbook version → what the
-    proposal stores ({id, version, title}); otherwise invalid_runbook_reference or
+    proposal stores ({id, version, title}); otherwise invalid_arguments (its shape) or
     runbook_not_found / runbook_version_not_found."""
     if (
         not isinstance(value, dict)
         or set(value) != {"id", "version"}
-        or not all(type(value[k]) is int and value[k] >= 1 for k in ("id", "version"))
+        or not all(type(value[k]) is int and 1 <= value[k] <= MAX_ID for k in ("id", "version"))
     ):
         raise InvalidInput(
             _("runbook must be {id, version} of a runbook you read."),
-            code="invalid_runbook_reference",
+            code="invalid_arguments",
         )
     row = read_version(actor, runbook=value["id"], version=value["version"])
     return {"id": row["id"], "version": row["version"], "title": row["title"]}

@@ -76,9 +76,9 @@ def test_a_proposal_without_runbook_stores_none(ai_actor):
     ("ref", "code"),
     [
         ({"id": 999, "version": 1}, "runbook_not_found"),
-        ({"id": "RB", "version": 1}, "invalid_runbook_reference"),
-        ({"id": 1}, "invalid_runbook_reference"),
-        ("Disk full", "invalid_runbook_reference"),
+        ({"id": "RB", "version": 1}, "invalid_arguments"),
+        ({"id": 1}, "invalid_arguments"),
+        ("Disk full", "invalid_arguments"),
         ("VERSION", "runbook_version_not_found"),
     ],
 )
