@@ -39,7 +39,20 @@ def test_model_reads_the_page_runbook_and_cites_it(
 
     fake_anthropic.replies.push(
         Reply(text="", tool_calls=[ScriptedToolCall("read_runbook", {"id": runbook_id})]),
-        Reply(text=f"Following **{TITLE} (v1)**: first read `get_metrics` for the server."),
+        Reply(
+            text=f"Following **{TITLE} (v1)**: first read `get_metrics` for the server.",
+            tool_calls=[
+                ScriptedToolCall(
+                    "open_incident",
+                    {
+                        "severity": "sev3",
+                        "title": "Disk full",
+                        "runbook": {"id": runbook_id, "version": 1},
+                    },
+                )
+            ],
+        ),
+        Reply(text="The incident awaits your approval."),
     )
     page = page_factory()
     login(page, base, operator)
@@ -51,9 +64,15 @@ def test_model_reads_the_page_runbook_and_cites_it(
     reply = page.locator("#ai-log .ai-text", has_text=f"{TITLE} (v1)")
     expect(reply).to_be_visible()
     expect(reply.locator("strong")).to_have_text(f"{TITLE} (v1)")  # rendered Markdown
+    # The step it leads to is a proposal that records the runbook it came from.
+    card = page.locator(
+        "#ai-log .ai-proposal", has=page.locator("strong", has_text="open_incident")
+    )
+    expect(card).to_have_attribute("data-status", "pending")
+    expect(card.locator(".proposal-runbook a")).to_have_text(f"{TITLE} (v1)")
     screenshot(page, "runbook-cited")
 
-    first, second = fake_anthropic.message_requests[-2:]
+    first, second = fake_anthropic.message_requests[-2:]  # the turn now waits for approval
     assert f'"{TITLE}" (v1), id {runbook_id}' in str(first.json["system"])
     results = [
         block
