@@ -1,3 +1,5 @@
+"""The runbooks app: registers its tools, prompt section and proposal reference on start."""
+
 from django.apps import AppConfig
 
 

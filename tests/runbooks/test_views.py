@@ -94,3 +94,12 @@ def test_body_html_is_escaped_on_the_page(client_op, admin_actor):
     rb = check_create_runbook(actor=admin_actor, title="x", body="<script>alert(1)</script>")
     html = client_op.get(f"/runbooks/{rb.pk}/").content.decode()
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
+
+
+def test_unknown_runbook_and_version_on_the_page(client_op, disk_runbook):
+    assert client_op.get("/runbooks/999/").status_code == 404
+    missing = client_op.get(f"/runbooks/{disk_runbook.pk}/?version=7")
+    assert missing.status_code == 404
+    html = missing.content.decode()
+    assert 'data-code="runbook_version_not_found"' in html
+    assert "data-markdown>1. Read `get_metrics`." in html  # the current version instead
