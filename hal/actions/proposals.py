@@ -125,7 +125,12 @@ def verify_integrity(proposal: Proposal, tool: Any) -> dict[str, Any]:
 
 @action("proposals.create")
 def check_create_proposal(
-    *, actor: Actor, tool: str, arguments: dict[str, Any], origin: Any = None
+    *,
+    actor: Actor,
+    tool: str,
+    arguments: dict[str, Any],
+    origin: Any = None,
+    runbook: dict[str, Any] | None = None,
 ) -> Proposal:
     """Record a model's write/high-risk call as a pending proposal (nothing runs)."""
     from hal.tools.dispatch import Origin
@@ -176,6 +181,7 @@ def check_create_proposal(
             requested_label=actor.label[:150],
             requested_via=actor.via,
             expires_at=timezone.now() + timedelta(minutes=expiry_minutes()),
+            runbook=runbook or None,
         )
         record_audit(
             actor,
@@ -188,6 +194,7 @@ def check_create_proposal(
                 "tool": definition.name,
                 "tier": definition.tier,
                 "arguments_sha256": params_hash(clean),
+                **({"runbook": runbook} if runbook else {}),
             },
         )
         _publish(proposal, "proposal.created")
