@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +33,7 @@ from providers.models import (
     PURPOSE_REFRESH_TOKEN,
     VAULT_OWNER,
     AIConnection,
+    secret_hints,  # re-exported: it lives with the model so as_dict needs no import back
 )
 from vault import api as vault
 
@@ -55,21 +55,6 @@ class CredentialUnavailable(HalError):
 
     code = "credential_unavailable"
     http_status = 409
-
-
-def secret_hints(connections: Iterable[AIConnection]) -> dict[int, dict[str, str]]:
-    """{connection id: {purpose: hint}} for many connections in one query."""
-    from vault.models import Secret
-
-    ids = [str(c.pk) for c in connections if c.pk is not None]
-    hints: dict[int, dict[str, str]] = {}
-    rows = Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).values_list(
-        "owner_id", "purpose", "hint"
-    )
-    for owner_id, purpose, hint in rows:
-        # A stored secret always shows something, even when too short for a partial hint.
-        hints.setdefault(int(owner_id), {})[purpose] = hint or "…"
-    return hints
 
 
 # --- providers --------------------------------------------------------------------------------
