@@ -101,7 +101,7 @@ class ActionModelAdmin(admin.ModelAdmin):
     # Which form field a HalError code belongs to.
     error_fields: dict[str, str] = {}
     list_editable = ()
-    actions = ("delete_through_actions",)
+    actions: tuple[str, ...] = ("delete_through_actions",)
 
     def run_save(self, actor: Actor, form: Any, pk: Any) -> Any:
         """Create (pk None) or change the object from the form's cleaned data via check_*."""

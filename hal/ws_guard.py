@@ -80,7 +80,8 @@ class SessionGuardMixin:
     and `guard_disconnect()` on disconnect; inbound frames are re-checked and decoded
     strictly here (bad JSON or text → an `error` frame, nothing else happens)."""
 
-    scope: dict[str, Any]
+    # The consumer's ASGI scope (a TypedDict union in types-channels), read here as a dict.
+    scope: Any
     channel_layer: Any
     channel_name: str
 

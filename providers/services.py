@@ -238,9 +238,10 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
         return _reveal(conn, PURPOSE_ACCESS_TOKEN)
     failure: HalError | None = None
     with _refresh_lock(conn.pk), transaction.atomic():
-        conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if conn is None:
+        locked = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if locked is None:
             raise NotFound(_("No such AI connection."), code="connection_not_found")
+        conn = locked
         # Another caller may have refreshed while we waited for the lock.
         if not _needs_refresh(conn):
             return _reveal(conn, PURPOSE_ACCESS_TOKEN)
@@ -294,12 +295,13 @@ def _refresh_locked(conn: AIConnection) -> HalError | None:
         plaintext=tokens.access_token,
         actor=actor,
     )
-    if getattr(tokens, "refresh_token", None):
+    new_refresh = getattr(tokens, "refresh_token", None)
+    if new_refresh:
         vault.put_secret(
             purpose=PURPOSE_REFRESH_TOKEN,
             owner_type=VAULT_OWNER,
             owner_id=conn.pk,
-            plaintext=tokens.refresh_token,
+            plaintext=new_refresh,
             actor=actor,
         )
     expires_at = getattr(tokens, "expires_at", None)
@@ -345,4 +347,5 @@ async def get_credential(connection_id: int) -> vault.Revealed:
     # In HAL's DB threads (kept-open connections, not queued behind the sync views).
     from hal.dbthreads import db
 
-    return await db(get_credential_sync)(connection_id)
+    revealed: vault.Revealed = await db(get_credential_sync)(connection_id)
+    return revealed

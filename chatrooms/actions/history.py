@@ -26,7 +26,8 @@ class HistoryItem(NamedTuple):
     @property
     def web_context(self) -> str:
         """The pre-fetched web pages of an operator message (empty when none)."""
-        return ((self.meta or {}).get("web") or {}).get("text", "")
+        text: str = ((self.meta or {}).get("web") or {}).get("text", "")
+        return text
 
 
 _HISTORY_SQL: tuple[str, tuple[str, ...]] | None = None
@@ -74,7 +75,7 @@ def _json_value(value: Any) -> Any:
 def history_queryset(room_id: int, upto_id: int, limit: int) -> list[HistoryItem]:
     """The last `limit` complete messages of a room up to a message id, oldest first."""
     sql, order = _history_sql()
-    values = {"room": room_id, "upto": upto_id, "status": Message.COMPLETE}
+    values: dict[str, int | str] = {"room": room_id, "upto": upto_id, "status": Message.COMPLETE}
     with db_connection.cursor() as cursor:
         cursor.execute(sql, [*(values[name] for name in order), limit])
         rows = cursor.fetchall()

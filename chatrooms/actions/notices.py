@@ -48,7 +48,8 @@ def provider_failure_reason(error: Any, provider: str) -> str:
     """The English reason stored on a reply failed with ProviderError `error`."""
     if provider == "local_cli" and error.kind in CLI_FAILURE_REASONS:
         return CLI_FAILURE_REASONS[error.kind]
-    return PROVIDER_FAILURE_REASONS.get(error.kind, error.message)
+    reason: str = PROVIDER_FAILURE_REASONS.get(error.kind, error.message)
+    return reason
 
 
 def notice_interrupted(name: str) -> dict[str, Any]:

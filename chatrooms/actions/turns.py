@@ -54,7 +54,11 @@ def do_start_turns(
                 Message(
                     room_id=turn.room_id,
                     author_kind=Message.MODEL,
-                    author=turn.connection.name if turn.connection_id else "model",
+                    author=(
+                        turn.connection.name
+                        if turn.connection_id and turn.connection is not None
+                        else "model"
+                    ),
                     connection_id=turn.connection_id,
                     status=Message.STREAMING,
                     relay_depth=turn.relay_depth,
@@ -134,7 +138,8 @@ def _update_row(model: Any, pk: int, values: dict[str, Any], *, status: str | No
         params.append(status)
     with db_connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        count: int = cursor.rowcount
+        return count
 
 
 def do_complete_turn(
@@ -165,7 +170,8 @@ def do_complete_turn(
         if not done:
             return None
         if reply is None:
-            reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)
+            # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+            reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)  # type: ignore[misc]
         values: dict[str, Any] = {"text": text, "status": Message.COMPLETE, "updated_at": now}
         if facts:
             # In the same UPDATE: the facts cost no statement of their own.
@@ -192,7 +198,8 @@ def do_fail_turn(
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in Turn.RUNNING:
             return None
-        reply = Message.objects.filter(pk=turn.reply_id).first()
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
         if reply is not None:
             if text is not None:
                 reply.text = text
@@ -223,7 +230,8 @@ def do_wait_for_approval(
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status != Turn.STREAMING:
             return None
-        reply = Message.objects.get(pk=turn.reply_id)
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
         reply.text = text
         reply.status = Message.COMPLETE
         reply.meta = with_facts({**(reply.meta or {}), "proposals": proposal_ids}, facts)
@@ -307,13 +315,15 @@ def do_recover_interrupted(
             turn.error_code = "interrupted"
             turn.finished_at = timezone.now()
             turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
-            if Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(
+            # A queued turn has no reply yet (reply_id None matches no row); django-stubs
+            # types the lookup non-null.
+            if Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(  # type: ignore[misc]
                 status=Message.FAILED,
                 error_code="interrupted",
                 error_message="HAL stopped while this reply was being written.",
                 updated_at=timezone.now(),
             ):
-                failed = Message.objects.get(pk=turn.reply_id)
+                failed = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
                 publish(room_group(failed.room_id), "message.failed", failed.as_dict())
             notices.append(
                 do_post_notice(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.utils.text import format_lazy
@@ -144,13 +144,13 @@ def _text(value: Any, name: str, limit: int) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code="invalid_input")
-    value = value.strip()
-    if len(value) > limit:
+    text = value.strip()
+    if len(text) > limit:
         raise InvalidInput(
             format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
             code="invalid_input",
         )
-    return value
+    return text
 
 
 def _position(value: Any) -> int:
@@ -164,7 +164,7 @@ def _provider(value: Any) -> str:
         raise InvalidInput(
             _("provider must be anthropic, openai_compat or local_cli."), code="unknown_provider"
         )
-    return value
+    return cast(str, value)  # one of the provider keys above
 
 
 def _auth_method(value: Any, provider: str) -> str:
@@ -185,7 +185,7 @@ def _auth_method(value: Any, provider: str) -> str:
             ),
             code="invalid_auth_method",
         )
-    return value
+    return cast(str, value)  # one of the auth methods above
 
 
 def _secret_value(value: Any, what: str) -> str | None:
@@ -253,19 +253,19 @@ def _oauth_changes(value: Any) -> tuple[dict[str, str], str | None]:
 
 
 def _check_model_choice(conn: AIConnection, model: Any) -> str:
-    model = _text(model, "model", 200)
-    if model and model not in (conn.models or []):
+    chosen = _text(model, "model", 200)
+    if chosen and chosen not in (conn.models or []):
         raise InvalidInput(
             format_lazy(
                 _(
                     "{model!r} is not in this connection's verified model list; verify it "
                     "and choose one of the listed models."
                 ),
-                model=model,
+                model=chosen,
             ),
             code="model_unavailable",
         )
-    return model
+    return chosen
 
 
 def _check_unique_name(name: str, exclude: int | None = None) -> None:

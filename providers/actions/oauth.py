@@ -236,4 +236,4 @@ def oauth_redirect_uri(request: Any) -> str:
     public = getattr(settings, "HAL_PUBLIC_URL", "") or ""
     if public:
         return public.rstrip("/") + path
-    return request.build_absolute_uri(path)
+    return str(request.build_absolute_uri(path))
