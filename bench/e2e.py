@@ -197,7 +197,9 @@ def _row(label: str, n: int, samples: list[tuple[float, float]], base=None) -> s
     return line
 
 
-async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names, litellm):
+async def measure(
+    args, *, fake_url: str, daphne: Daphne, user, password, names, litellm, after_warmup=None
+):
     from openai import AsyncOpenAI
 
     direct = AsyncOpenAI(base_url=fake_url, api_key="bench-unused", max_retries=0)
@@ -215,6 +217,8 @@ async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names,
     for _ in range(args.warmup):  # SDK pools, DB connections, caches
         for run in paths.values():
             await run(max(args.ns))
+    if after_warmup is not None:
+        after_warmup()  # the profiler sees the steady state, not one-time imports and logins
     results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     order = list(paths)
     for n in args.ns:
@@ -235,7 +239,9 @@ async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names,
 def report(args, results, db_label: str) -> bool:
     print(
         f"\n{db_label}: fake model {args.latency * 1000:.0f} ms to first byte, "
-        f"{args.tokens} tokens × {args.token_delay * 1000:.0f} ms; {args.rounds} rounds per N"
+        f"{args.tokens} tokens × {args.token_delay * 1000:.0f} ms; {args.rounds} rounds per N; "
+        "load average %.2f %.2f %.2f (idle-machine targets: read the ratios on a busy one)"
+        % os.getloadavg()
     )
     print(
         f"{'path':<8}{'N':>3} {'first50':>8} {'first99':>8} {'whole50':>8} {'whole99':>8}"
@@ -290,7 +296,8 @@ def main() -> int:
     parser.add_argument(
         "--py-spy",
         metavar="FILE",
-        help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks)",
+        help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks),"
+        " from the end of the warm-up rounds",
     )
     args = parser.parse_args()
     tmp_name = tempfile.mkdtemp(prefix="hal-e2e-")
@@ -321,12 +328,16 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         daphne = Daphne(env, tmp).start()
         litellm = None
         spy = None
-        if args.py_spy:
-            spy = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(daphne.proc.pid), *SPY_ARGS, args.py_spy],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+
+        def start_spy() -> None:
+            nonlocal spy
+            if args.py_spy:
+                spy = subprocess.Popen(
+                    ["py-spy", "record", "--pid", str(daphne.proc.pid), *SPY_ARGS, args.py_spy],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+
         try:
             if not args.no_litellm:
                 exe = ensure_litellm()
@@ -344,6 +355,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                     password=password,
                     names=names,
                     litellm=litellm,
+                    after_warmup=start_spy,
                 )
             )
             ok = report(args, results, db_label)
