@@ -236,6 +236,12 @@ async def measure(
     return results
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def report(args, results, db_label: str) -> bool:
     print(
         f"\n{db_label}: fake model {args.latency * 1000:.0f} ms to first byte, "
@@ -329,8 +335,11 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         litellm = None
         spy = None
 
+        cpu_start = [0.0]
+
         def start_spy() -> None:
             nonlocal spy
+            cpu_start[0] = process_cpu_seconds(daphne.proc.pid)
             if args.py_spy:
                 spy = subprocess.Popen(
                     ["py-spy", "record", "--pid", str(daphne.proc.pid), *SPY_ARGS, args.py_spy],
@@ -358,7 +367,18 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                     after_warmup=start_spy,
                 )
             )
+            cpu = process_cpu_seconds(daphne.proc.pid) - cpu_start[0]
             ok = report(args, results, db_label)
+            replies = sum(len(v) for (path, _n), v in results.items() if path == "hal")
+            # Load-independent capacity figure: the web process's CPU per streamed reply
+            # (this reply shape), so concurrent streams per core ≈ reply time ÷ CPU per reply.
+            per_reply = cpu / max(replies, 1)
+            whole = pct([s[1] for (p, _n), v in results.items() if p == "hal" for s in v], 0.5)
+            print(
+                f"daphne CPU {cpu:.2f} s for {replies} HAL replies: {per_reply * 1000:.1f} ms "
+                f"per reply → ≈ {whole / per_reply:.0f} concurrent streams per core "
+                f"(replies of {whole * 1000:.0f} ms)"
+            )
         finally:
             if spy is not None:
                 spy.send_signal(2)
