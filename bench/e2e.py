@@ -282,9 +282,16 @@ def report(args, results, db_label: str) -> bool:
 
 
 def _cleanup(user, names: list[str]) -> None:
-    from providers.models import AIConnection
+    from providers.models import VAULT_OWNER, AIConnection
+    from vault.models import Secret
 
     user.chat_rooms.all().delete()
+    ids = [
+        str(pk) for pk in AIConnection.objects.filter(name__in=names).values_list("pk", flat=True)
+    ]
+    # The keys too: they are sealed under this run's throwaway vault key, and a secret whose
+    # key is gone fails the next run's vault check (/api/health 503, daphne "not started").
+    Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).delete()
     AIConnection.objects.filter(name__in=names).delete()
     user.delete()
 
