@@ -144,7 +144,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # larger than HAL_CHAT_DB_THREADS plus the requests served at once.
 DATABASES["default"]["CONN_MAX_AGE"] = int(env("HAL_DB_CONN_MAX_AGE", "0"))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_bool("HAL_DB_CONN_HEALTH_CHECKS", True)
-_pool_max = int(env("HAL_DB_POOL_MAX_SIZE", "20"))
+_pool_max = int(env("HAL_DB_POOL_MAX_SIZE", "0"))  # opt-in: no gain measured yet
 if (
     DATABASES["default"]["ENGINE"].endswith("postgresql")
     and _pool_max > 0
