@@ -315,7 +315,8 @@ class Daphne:
                 return self
             except Exception:
                 time.sleep(0.2)
-        raise RuntimeError("daphne did not start")
+        self.kill()  # not left running behind the failed bench
+        raise RuntimeError(f"daphne did not start: {self.log_path.read_text()[-2000:]}")
 
     def kill(self) -> None:
         """kill -9: no shutdown code runs (a crash)."""
