@@ -128,7 +128,7 @@ def check_create_proposal(
     *, actor: Actor, tool: str, arguments: dict[str, Any], origin: Any = None
 ) -> Proposal:
     """Record a model's write/high-risk call as a pending proposal (nothing runs)."""
-    from hal.tools.dispatch import Origin
+    from hal.tools.origin import Origin
     from hal.tools.registry import READ
 
     require_perm(actor, "view")
@@ -343,7 +343,7 @@ def _execute(actor: Actor, tool: Any, proposal: Proposal, token: str | None) -> 
     runner = actor.with_via("ai")
     result: Any = None
     error: HalError | None = None
-    from hal.tools.dispatch import Origin, running_with_origin
+    from hal.tools.origin import Origin, running_with_origin
 
     origin = Origin(
         connection_id=proposal.connection_id,
