@@ -15,13 +15,13 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs.queue import create_job, run_hal_job
 from hal.actions.jobs.records import (
-    _locked,
-    _publish,
-    _restart_gate,
-    _snapshot,
     append_log,
+    job_snapshot,
+    locked_job,
     open_job_for,
+    publish_job,
     resolve_job,
+    restart_gate,
 )
 from hal.actions.precheck import register_precheck
 from hal.errors import Conflict
@@ -34,16 +34,16 @@ def check_cancel_job(*, actor: Actor, job: Any) -> Job:
     require_perm(actor, "operate")
     target = resolve_job(job)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_job(target)
         _require_cancellable(target)
-        before = _snapshot(target)
+        before = job_snapshot(target)
         target.status = Job.CANCELLED
         target.finished_at = timezone.now()
         target.reason = f"cancelled by {actor.label}"
         target.save(update_fields=["status", "finished_at", "reason"])
         append_log(target, "warning", target.reason)
-        record_audit(actor, "jobs.cancel", target=target, before=before, after=_snapshot(target))
-        _publish(target)
+        record_audit(actor, "jobs.cancel", target=target, before=before, after=job_snapshot(target))
+        publish_job(target)
     return target
 
 
@@ -65,14 +65,14 @@ def check_stop_job(*, actor: Actor, job: Any) -> Job:
     require_perm(actor, "operate")
     target = resolve_job(job)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_job(target)
         _require_stoppable(target)
-        before = _snapshot(target)
+        before = job_snapshot(target)
         target.stop_requested = True
         target.save(update_fields=["stop_requested"])
         append_log(target, "warning", f"stop requested by {actor.label}")
-        record_audit(actor, "jobs.stop", target=target, before=before, after=_snapshot(target))
-        _publish(target)
+        record_audit(actor, "jobs.stop", target=target, before=before, after=job_snapshot(target))
+        publish_job(target)
     return target
 
 
@@ -94,11 +94,11 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
     require_perm(actor, "operate")
     target = resolve_job(job)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_job(target)
         _require_resumable(target)
         if target.kind == Job.RESTART:
-            _restart_gate(actor, target)
-        before = _snapshot(target)
+            restart_gate(actor, target)
+        before = job_snapshot(target)
         target.status = Job.QUEUED
         target.stop_requested = False
         target.claimed_by = ""
@@ -110,8 +110,8 @@ def check_resume_job(*, actor: Actor, job: Any) -> Job:
         append_log(target, "info", f"resumed by {actor.label}")
         if target.runner == Job.RUNNER_HAL:
             run_hal_job.enqueue(target.pk)
-        record_audit(actor, "jobs.resume", target=target, before=before, after=_snapshot(target))
-        _publish(target)
+        record_audit(actor, "jobs.resume", target=target, before=before, after=job_snapshot(target))
+        publish_job(target)
     return target
 
 
@@ -177,10 +177,10 @@ def check_retry_job(*, actor: Actor, job: Any) -> Job:
     require_perm(actor, "operate")
     target = resolve_job(job)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_job(target)
         _require_retryable(target)  # the same checks the precheck runs
         if target.kind == Job.RESTART:
-            _restart_gate(actor, target)
+            restart_gate(actor, target)
         new = create_job(
             actor,
             kind=target.kind,
@@ -261,7 +261,7 @@ def check_revert_job(*, actor: Actor, job: Any, confirmation: str | None = None)
             subject_id=target.pk,
             params={"job": job},
         )
-        target = _locked(target)
+        target = locked_job(target)
         previous, deployment = _revert_plan(target)
         _refuse_dead_target(target)
         if open_job_for(target.server, target.module, (Job.DEPLOY, Job.ROLLBACK)):

@@ -16,13 +16,13 @@ from django_tasks import task
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.jobs.records import (
     HEALTH_AUTO_RETRIES,
-    _locked,
-    _publish,
-    _snapshot,
     append_log,
     bound_argv_problem,
+    job_snapshot,
+    locked_job,
     log,
     open_job_for,
+    publish_job,
     resolve_job,
 )
 from hal.actions.jobs.runner import do_finish_job, try_claim
@@ -65,7 +65,7 @@ def create_job(
     if runner == Job.RUNNER_HAL:
         # The task row commits (or not) with the job: no orphan task, no lost job.
         run_hal_job.enqueue(job.pk)
-    _publish(job)
+    publish_job(job)
     return job
 
 
@@ -92,7 +92,7 @@ def check_claim_job(*, actor: Actor, server: Server) -> Job | None:
                 # Never hand out a command that is not exactly the one queued.
                 do_finish_job(actor, job, Job.FAILED, {}, "argv_mismatch", problem)
                 continue
-            _publish(job)
+            publish_job(job)
         return job
     return None
 
@@ -113,7 +113,7 @@ def sweep_orphans(
             job = Job.objects.select_for_update().get(pk=job_id)
             if job.status != Job.RUNNING or not job.lease_expires_at or job.lease_expires_at >= now:
                 continue
-            before = _snapshot(job)
+            before = job_snapshot(job)
             job.status = Job.FAILED
             job.error_code = "orphaned"
             job.reason = f"orphaned: lease of {job.claimed_by or 'its runner'} expired"
@@ -131,7 +131,7 @@ def sweep_orphans(
                 error_code="orphaned",
                 message=job.reason,
             )
-            _publish(job)
+            publish_job(job)
             # A health check only reads; re-running it is harmless. Changes are never re-run.
             if job.kind not in Job.UNSAFE_TO_AUTO_RETRY and job.attempts <= HEALTH_AUTO_RETRIES:
                 create_job(
@@ -191,12 +191,12 @@ def run_hal_job(job_id: int) -> str:
     except Exception as exc:  # the job fails, visibly; the worker keeps going
         log.exception("job %s failed", job_id)
         with transaction.atomic():
-            locked = _locked(job)
+            locked = locked_job(job)
             if locked.status == Job.RUNNING:
                 do_finish_job(actor, locked, Job.FAILED, {}, "job_error", str(exc)[:500])
         return "failed"
     with transaction.atomic():
-        locked = _locked(job)
+        locked = locked_job(job)
         if locked.status != Job.RUNNING:
             return locked.status
         if locked.stop_requested:

@@ -37,15 +37,15 @@ def resolve_job(ref: Any) -> Job:
     return job
 
 
-def _publish(job: Job) -> None:
+def publish_job(job: Job) -> None:
     publish(OPS_GROUP, "job.updated", job.as_dict())
 
 
-def _snapshot(job: Job) -> dict:
+def job_snapshot(job: Job) -> dict:
     return {"status": job.status, "stop_requested": job.stop_requested}
 
 
-def _locked(job: Job) -> Job:
+def locked_job(job: Job) -> Job:
     return (
         # of=("self",): PostgreSQL refuses FOR UPDATE on the nullable side of an outer join.
         Job.objects.select_for_update(of=("self",))
@@ -73,7 +73,7 @@ def bound_argv_problem(job: Job) -> str | None:
     return None
 
 
-def _restart_gate(actor: Actor, job: Job) -> None:
+def restart_gate(actor: Actor, job: Job) -> None:
     """Running a restart again is a restart: recent re-auth, and only the argv configured now."""
     require_recent(actor)
     current = list(job.module.restart_command or []) if job.module_id else []

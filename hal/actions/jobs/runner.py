@@ -13,10 +13,10 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.jobs.records import (
     MAX_LOG_LINES_PER_CALL,
-    _locked,
-    _publish,
-    _snapshot,
     append_log,
+    job_snapshot,
+    locked_job,
+    publish_job,
     resolve_job,
 )
 from hal.errors import Conflict, InvalidInput, NotFound
@@ -40,7 +40,7 @@ def try_claim(job_id: int, claimer: str) -> bool:
 
 
 def _own_running(actor: Actor, server: Server | None, job: Any) -> Job:
-    target = _locked(resolve_job(job))
+    target = locked_job(resolve_job(job))
     if server is not None and target.server_id != server.pk:
         # Another server's job is none of this agent's business.
         raise NotFound(format_lazy(_("No job {job!r}."), job=job), code="job_not_found")
@@ -125,7 +125,7 @@ def do_finish_job(
     actor: Actor, job: Job, status: str, result: dict, error_code: str = "", message: str = ""
 ) -> Job:
     """Record a locked running job's outcome and apply its effects (inside a transaction)."""
-    before = _snapshot(job)
+    before = job_snapshot(job)
     if status == Job.SUCCEEDED:
         result = {**result, **_apply_success(job, result)}
     job.status = status
@@ -153,7 +153,7 @@ def do_finish_job(
         error_code=error_code,
         message=message,
     )
-    _publish(job)
+    publish_job(job)
     return job
 
 

@@ -14,24 +14,12 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, record_audit
-
-# Module configuration, health check and restart live in hal.actions.modules; re-exported
-# here because views, tools and commands reach every fleet action through this module.
-from hal.actions.modules import (  # noqa: F401
-    SERVING_STATUSES,
-    check_configure_module,
-    check_module_health,
-    check_restart_module,
-    clean_health_url,
-    clean_restart_command,
-    resolve_module,
-)
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.i18n import english
 from hal.models import Job, Release
 
 # A version becomes a directory name on every server: letters, digits, . _ + - only.
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 CHUNK = 1024 * 1024
 
@@ -77,7 +65,7 @@ def resolve_release(ref: Any) -> Release:
     return release
 
 
-def _check_tarball(path: Path) -> int:
+def check_tarball(path: Path) -> int:
     """A release artifact is a gzip tarball of plain files and directories with safe names."""
     try:
         with tarfile.open(path, mode="r:gz") as tar:
@@ -100,7 +88,7 @@ def _check_tarball(path: Path) -> int:
     return len(members)
 
 
-def _chunks(artifact: Any):
+def artifact_chunks(artifact: Any):
     """Yield bytes from bytes, an UploadedFile (chunks()) or a binary file object."""
     if isinstance(artifact, bytes | bytearray):
         yield bytes(artifact)

@@ -13,18 +13,7 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs import create_job, open_job_for
-
-# Module configuration, health check and restart live in hal.actions.modules; re-exported
-# here because views, tools and commands reach every fleet action through this module.
-from hal.actions.modules import (  # noqa: F401
-    SERVING_STATUSES,
-    check_configure_module,
-    check_module_health,
-    check_restart_module,
-    clean_health_url,
-    clean_restart_command,
-    resolve_module,
-)
+from hal.actions.modules import resolve_module
 from hal.errors import Conflict
 from hal.models import Job, Module, ModuleDeployment
 

@@ -18,24 +18,13 @@ from django.utils.translation import gettext_noop
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
-
-# Module configuration, health check and restart live in hal.actions.modules; re-exported
-# here because views, tools and commands reach every fleet action through this module.
-from hal.actions.modules import (  # noqa: F401
-    SERVING_STATUSES,
-    check_configure_module,
-    check_module_health,
-    check_restart_module,
-    clean_health_url,
-    clean_restart_command,
-    resolve_module,
-)
+from hal.actions.modules import resolve_module
 from hal.actions.releases.artifacts import (
-    _VERSION,
     DEFAULT_MAX_ARTIFACT_BYTES,
-    _check_tarball,
-    _chunks,
+    VERSION_PATTERN,
+    artifact_chunks,
     artifacts_dir,
+    check_tarball,
     resolve_release,
     verify_artifact,
 )
@@ -51,7 +40,7 @@ def check_register_release(
     """Upload a module release (a .tar.gz); its sha256 is computed here; status `draft`."""
     require_perm(actor, "operate")
     target = resolve_module(module)
-    if not isinstance(version, str) or not _VERSION.match(version):
+    if not isinstance(version, str) or not VERSION_PATTERN.match(version):
         raise InvalidInput(
             _("version may contain letters, digits, '.', '_', '+' and '-' (max 64)."),
             code="invalid_version",
@@ -71,7 +60,7 @@ def check_register_release(
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:
-            for chunk in _chunks(artifact):
+            for chunk in artifact_chunks(artifact):
                 size += len(chunk)
                 if size > limit:
                     raise InvalidInput(
@@ -82,7 +71,7 @@ def check_register_release(
                 out.write(chunk)
         if size == 0:
             raise InvalidInput(_("The artifact is empty."), code="artifact_invalid")
-        _check_tarball(tmp)
+        check_tarball(tmp)
         final = folder / f"{target.name}-{version}.tar.gz"
         with transaction.atomic():
             release = Release.objects.create(

@@ -15,10 +15,10 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.servers.lifecycle import do_register_server
 from hal.actions.servers.records import (
-    _AGENT_VERSION,
+    AGENT_VERSION,
     ENROLMENT_TTL_DEFAULT,
-    _text,
     clean_hostname,
+    clean_text,
     resolve_server,
 )
 from hal.errors import Conflict, InvalidInput, NotAuthenticated
@@ -36,7 +36,7 @@ def check_create_enrolment_token(
 ) -> tuple[EnrolmentToken, str]:
     """Create a one-time enrolment token; returns (row, raw token) — the raw token is shown once."""
     require_perm(actor, "operate")
-    note = _text(note, "note", 200)
+    note = clean_text(note, "note", 200)
     default_ttl = int(getattr(settings, "HAL_ENROLMENT_TOKEN_TTL_SECONDS", ENROLMENT_TTL_DEFAULT))
     ttl = default_ttl if ttl_seconds is None else ttl_seconds
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= 7 * 86400:
@@ -80,7 +80,7 @@ def check_enrol_agent(
     if not isinstance(enrolment_token, str) or not enrolment_token:
         raise NotAuthenticated(_("A valid enrolment token is required."), code="enrolment_invalid")
     name = clean_hostname(hostname)
-    version = _agent_version(agent_version)
+    version = clean_agent_version(agent_version)
     if facts is not None and not isinstance(facts, dict):
         raise InvalidInput(_("facts must be an object."), code="invalid_payload")
     with transaction.atomic():
@@ -166,10 +166,10 @@ def authenticate_agent(raw: str | None) -> tuple[Server, AgentToken] | None:
     return token.server, token
 
 
-def _agent_version(value: Any) -> str:
+def clean_agent_version(value: Any) -> str:
     if value in (None, ""):
         return ""
-    if not isinstance(value, str) or not _AGENT_VERSION.match(value):
+    if not isinstance(value, str) or not AGENT_VERSION.match(value):
         raise InvalidInput(_("agent_version is malformed."), code="invalid_payload")
     return value
 

@@ -14,8 +14,8 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
-from hal.actions.servers.agents import _agent_version
-from hal.actions.servers.records import _locked
+from hal.actions.servers.agents import clean_agent_version
+from hal.actions.servers.records import locked_server
 from hal.errors import InvalidInput
 from hal.events import OPS_GROUP, publish
 from hal.models import (
@@ -77,12 +77,12 @@ def check_record_heartbeat(
 ) -> ServerMetric | None:
     """An agent reports it is alive, with its metrics (validated before anything is stored)."""
     require_perm(actor, "operate")
-    version = _agent_version(agent_version)
+    version = clean_agent_version(agent_version)
     clean = clean_metrics(metrics) if metrics is not None else None
     retention = int(getattr(settings, "HAL_METRICS_RETENTION_SECONDS", 86400))
     now = timezone.now()
     with transaction.atomic():
-        server = _locked(server)
+        server = locked_server(server)
         was = server.effective_status(now)
         server.last_heartbeat_at = now
         fields = ["last_heartbeat_at", "updated_at"]

@@ -15,13 +15,13 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.precheck import register_precheck
 from hal.actions.servers.records import (
-    _locked,
-    _publish,
-    _required_reason,
-    _snapshot,
-    _text,
     clean_hostname,
+    clean_text,
+    locked_server,
+    publish_server,
+    required_reason,
     resolve_server,
+    server_snapshot,
 )
 from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
@@ -43,8 +43,8 @@ def check_register_server(
     return do_register_server(
         actor,
         hostname=name,
-        address=_text(address, "address", 255),
-        description=_text(description, "description", 500),
+        address=clean_text(address, "address", 255),
+        description=clean_text(description, "description", 500),
     )
 
 
@@ -62,8 +62,8 @@ def do_register_server(
                 facts=facts or {},
                 registered_by=actor.label,
             )
-            record_audit(actor, "servers.register", target=server, after=_snapshot(server))
-            _publish(server)
+            record_audit(actor, "servers.register", target=server, after=server_snapshot(server))
+            publish_server(server)
     except IntegrityError:
         raise Conflict(
             format_lazy(_("{hostname} is already registered."), hostname=hostname),
@@ -86,7 +86,7 @@ def check_approve_server(*, actor: Actor, server: Any) -> Server:
     require_perm(actor, "operate")
     target = resolve_server(server)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_server(target)
         _require_pending(target)
         return do_approve_server(actor, target)
 
@@ -105,7 +105,7 @@ def _require_pending(target: Server) -> None:
 
 def do_approve_server(actor: Actor, server: Server) -> Server:
     """Mark a locked pending server active (inside the caller's transaction)."""
-    before = _snapshot(server)
+    before = server_snapshot(server)
     server.status = Server.ACTIVE
     server.status_reason = ""
     server.approved_at = timezone.now()
@@ -113,8 +113,10 @@ def do_approve_server(actor: Actor, server: Server) -> Server:
     server.save(
         update_fields=["status", "status_reason", "approved_at", "approved_by", "updated_at"]
     )
-    record_audit(actor, "servers.approve", target=server, before=before, after=_snapshot(server))
-    _publish(server)
+    record_audit(
+        actor, "servers.approve", target=server, before=before, after=server_snapshot(server)
+    )
+    publish_server(server)
     return server
 
 
@@ -124,12 +126,12 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
     require_perm(actor, "operate")
     if not isinstance(enabled, bool):
         raise InvalidInput(_("enabled must be true or false."))
-    reason = _text(reason, "reason", 500)
+    reason = clean_text(reason, "reason", 500)
     target = resolve_server(server)
     with transaction.atomic():
-        target = _locked(target)
+        target = locked_server(target)
         _require_maintenance_change(target, enabled)
-        before = _snapshot(target)
+        before = server_snapshot(target)
         target.status = Server.MAINTENANCE if enabled else Server.ACTIVE
         target.status_reason = reason if enabled else ""
         target.save(update_fields=["status", "status_reason", "updated_at"])
@@ -138,10 +140,10 @@ def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: s
             "servers.maintenance_on" if enabled else "servers.maintenance_off",
             target=target,
             before=before,
-            after=_snapshot(target),
+            after=server_snapshot(target),
             message=reason,
         )
-        _publish(target)
+        publish_server(target)
     return target
 
 
@@ -220,7 +222,7 @@ def check_isolate_server(
     """HIGH-RISK: isolate a server — no more jobs, open jobs cancelled/stopped."""
     require_perm(actor, "high_risk")
     raw_reason = reason
-    reason = _required_reason(reason)
+    reason = required_reason(reason)
     target = resolve_server(server)
     with transaction.atomic():
         consume_confirmation(
@@ -231,9 +233,9 @@ def check_isolate_server(
             subject_id=target.pk,
             params={"server": server, "reason": raw_reason},
         )
-        target = _locked(target)
+        target = locked_server(target)
         _require_isolatable(target)
-        before = _snapshot(target)
+        before = server_snapshot(target)
         target.status = Server.ISOLATED
         target.status_reason = reason
         target.save(update_fields=["status", "status_reason", "updated_at"])
@@ -243,10 +245,10 @@ def check_isolate_server(
             "servers.isolate",
             target=target,
             before=before,
-            after={**_snapshot(target), "jobs_halted": jobs},
+            after={**server_snapshot(target), "jobs_halted": jobs},
             message=reason,
         )
-        _publish(target)
+        publish_server(target)
     return target
 
 
@@ -267,7 +269,7 @@ def check_delete_server(
     """HIGH-RISK: soft-delete a server; its tokens are revoked and open jobs halted."""
     require_perm(actor, "high_risk")
     raw_reason = reason
-    reason = _required_reason(reason)
+    reason = required_reason(reason)
     target = resolve_server(server)
     with transaction.atomic():
         consume_confirmation(
@@ -278,13 +280,13 @@ def check_delete_server(
             subject_id=target.pk,
             params={"server": server, "reason": raw_reason},
         )
-        target = _locked(target)
+        target = locked_server(target)
         if target.status == Server.DELETED:
             raise Conflict(
                 format_lazy(_("{hostname} is already deleted."), hostname=target.hostname),
                 code="server_deleted",
             )
-        before = _snapshot(target)
+        before = server_snapshot(target)
         target.status = Server.DELETED
         target.status_reason = reason
         target.deleted_at = timezone.now()
@@ -298,10 +300,10 @@ def check_delete_server(
             "servers.delete",
             target=target,
             before=before,
-            after={**_snapshot(target), "tokens_revoked": revoked, "jobs_halted": jobs},
+            after={**server_snapshot(target), "tokens_revoked": revoked, "jobs_halted": jobs},
             message=reason,
         )
-        _publish(target)
+        publish_server(target)
     return target
 
 

@@ -10,15 +10,13 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
-from hal.models import (
-    Server,
-)
+from hal.models import Server
 
 # RFC 1123 host names (labels of letters, digits and hyphens), lower-cased on input.
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
-_AGENT_VERSION = re.compile(r"^[A-Za-z0-9._+-]{1,40}$")
+AGENT_VERSION = re.compile(r"^[A-Za-z0-9._+-]{1,40}$")
 ENROLMENT_TTL_DEFAULT = 3600
 
 
@@ -37,15 +35,15 @@ def resolve_server(ref: Any, *, include_deleted: bool = False) -> Server:
     return server
 
 
-def _locked(server: Server) -> Server:
+def locked_server(server: Server) -> Server:
     return Server.objects.select_for_update().get(pk=server.pk)
 
 
-def _snapshot(server: Server) -> dict:
+def server_snapshot(server: Server) -> dict:
     return {"status": server.status, "reason": server.status_reason}
 
 
-def _publish(server: Server) -> None:
+def publish_server(server: Server) -> None:
     publish(OPS_GROUP, "server.updated", server.as_dict())
 
 
@@ -56,14 +54,14 @@ def clean_hostname(hostname: Any) -> str:
     return hostname.strip().lower()
 
 
-def _required_reason(value: Any) -> str:
-    reason = _text(value, "reason", 500)
+def required_reason(value: Any) -> str:
+    reason = clean_text(value, "reason", 500)
     if not reason:
         raise InvalidInput(_("Give a reason."), code="reason_required")
     return reason
 
 
-def _text(value: Any, name: str, limit: int) -> str:
+def clean_text(value: Any, name: str, limit: int) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):

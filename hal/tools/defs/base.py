@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-# Importing the action modules registers their high-risk actions with the confirmation.
 from hal.actions.base import Actor
 from hal.tools.registry import HIGH_RISK, READ, WRITE, Tool, ToolArgs, jsonable, register_tool
 

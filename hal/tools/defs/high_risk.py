@@ -20,8 +20,6 @@ from hal.tools.defs.base import (
 from hal.tools.defs.reads import JobArgs
 from hal.tools.registry import ToolArgs
 
-# --- high-risk -----------------------------------------------------------------------------
-
 
 class ServerReasonArgs(ToolArgs):
     server: ServerRef

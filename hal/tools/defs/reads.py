@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-# Importing the action modules registers their high-risk actions with the confirmation.
 from hal.actions.base import Actor
 from hal.tools import reads
 from hal.tools.defs.base import (
@@ -23,8 +22,6 @@ from hal.tools.defs.base import (
     define_read,
 )
 from hal.tools.registry import ToolArgs
-
-# --- read ----------------------------------------------------------------------------------
 
 
 def _health(actor: Actor, a: dict[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,6 @@ from hal.tools.defs.base import (
 from hal.tools.defs.reads import JobArgs, ServerArgs
 from hal.tools.registry import ToolArgs
 
-# --- write ---------------------------------------------------------------------------------
-
 
 class RegisterServerArgs(ToolArgs):
     hostname: Hostname

@@ -20,7 +20,7 @@ from hal.errors import HalError, InvalidInput
 from hal.models import Job, Server
 
 
-def _actor(request: HttpRequest, via: str = "api") -> Actor:
+def request_actor(request: HttpRequest, via: str = "api") -> Actor:
     return Actor.from_request(request, via=via)
 
 
@@ -31,7 +31,7 @@ def _server_row(server: Server, sample: Any = None) -> dict:
 
 
 def _servers_get(request: HttpRequest) -> dict:
-    servers = q.list_servers(_actor(request), dict(request.GET.items()))
+    servers = q.list_servers(request_actor(request), dict(request.GET.items()))
     latest = q.latest_metrics(servers)
     return {"servers": [_server_row(s, latest.get(s.pk)) for s in servers]}
 
@@ -39,7 +39,7 @@ def _servers_get(request: HttpRequest) -> dict:
 def _servers_post(request: HttpRequest) -> tuple[dict, int]:
     body = json_body(request)
     server = server_actions.check_register_server(
-        actor=_actor(request),
+        actor=request_actor(request),
         hostname=body.get("hostname"),
         address=body.get("address", ""),
         description=body.get("description", ""),
@@ -53,7 +53,7 @@ api_servers = dispatch(GET=_servers_get, POST=_servers_post)
 @require_GET
 @api()
 def api_server_detail(request: HttpRequest, ref: str) -> dict:
-    actor = _actor(request)
+    actor = request_actor(request)
     server = q.get_server(actor, ref)
     latest = q.latest_metrics([server])
     return {
@@ -66,14 +66,14 @@ def api_server_detail(request: HttpRequest, ref: str) -> dict:
 @require_GET
 @api()
 def api_server_metrics(request: HttpRequest, ref: str) -> dict:
-    samples = q.server_metrics(_actor(request), ref, limit=request.GET.get("limit"))
+    samples = q.server_metrics(request_actor(request), ref, limit=request.GET.get("limit"))
     return {"metrics": [m.as_dict() for m in samples]}
 
 
 @require_POST
 @api()
 def api_server_approve(request: HttpRequest, ref: str) -> dict:
-    server = server_actions.check_approve_server(actor=_actor(request), server=ref)
+    server = server_actions.check_approve_server(actor=request_actor(request), server=ref)
     return {"server": server.as_dict()}
 
 
@@ -82,7 +82,7 @@ def api_server_approve(request: HttpRequest, ref: str) -> dict:
 def api_server_maintenance(request: HttpRequest, ref: str) -> dict:
     body = json_body(request)
     server = server_actions.check_set_maintenance(
-        actor=_actor(request),
+        actor=request_actor(request),
         server=ref,
         enabled=body.get("enabled"),
         reason=body.get("reason", ""),
@@ -93,26 +93,28 @@ def api_server_maintenance(request: HttpRequest, ref: str) -> dict:
 @require_POST
 @api()
 def api_server_revoke_token(request: HttpRequest, ref: str) -> dict:
-    count = server_actions.check_revoke_agent_tokens(actor=_actor(request), server=ref)
+    count = server_actions.check_revoke_agent_tokens(actor=request_actor(request), server=ref)
     return {"revoked": count}
 
 
 @require_POST
 @api()
 def api_server_issue_token(request: HttpRequest, ref: str) -> tuple[dict, int]:
-    token = server_actions.check_issue_agent_token(actor=_actor(request), server=ref)
+    token = server_actions.check_issue_agent_token(actor=request_actor(request), server=ref)
     # Shown once; HAL keeps only its hash.
     return {"agent_token": token}, 201
 
 
 def _enrolment_get(request: HttpRequest) -> dict:
-    return {"enrolment_tokens": [t.as_dict() for t in q.list_enrolment_tokens(_actor(request))]}
+    return {
+        "enrolment_tokens": [t.as_dict() for t in q.list_enrolment_tokens(request_actor(request))]
+    }
 
 
 def _enrolment_post(request: HttpRequest) -> tuple[dict, int]:
     body = json_body(request)
     row, raw = server_actions.check_create_enrolment_token(
-        actor=_actor(request), note=body.get("note", ""), ttl_seconds=body.get("ttl_seconds")
+        actor=request_actor(request), note=body.get("note", ""), ttl_seconds=body.get("ttl_seconds")
     )
     return {"enrolment_token": row.as_dict(), "token": raw}, 201
 
@@ -123,11 +125,11 @@ api_enrolment_tokens = dispatch(GET=_enrolment_get, POST=_enrolment_post)
 @require_GET
 @api()
 def api_modules(request: HttpRequest) -> dict:
-    return {"modules": [m.as_dict() for m in q.list_modules(_actor(request))]}
+    return {"modules": [m.as_dict() for m in q.list_modules(request_actor(request))]}
 
 
 def _module_get(request: HttpRequest, name: str) -> dict:
-    actor = _actor(request)
+    actor = request_actor(request)
     module = q.get_module(actor, name)
     return {
         "module": module.as_dict(),
@@ -149,7 +151,7 @@ def _module_patch(request: HttpRequest, name: str) -> dict:
     # Command fields are high-risk: the token of a three-step confirmation made for
     # exactly these fields (POST /api/confirmations {action: "modules.configure"}).
     module = release_actions.check_configure_module(
-        actor=_actor(request),
+        actor=request_actor(request),
         module=name,
         confirmation=body.get("confirmation"),
         **{k: body[k] for k in _CONFIGURABLE if k in body},
@@ -165,7 +167,7 @@ api_module_detail = dispatch(GET=_module_get, PATCH=_module_patch)
 def api_module_health(request: HttpRequest, name: str) -> tuple[dict, int]:
     body = json_body(request)
     job = release_actions.check_module_health(
-        actor=_actor(request), module=name, server=body.get("server")
+        actor=request_actor(request), module=name, server=body.get("server")
     )
     return {"job": job.as_dict()}, 202
 
@@ -175,7 +177,7 @@ def api_module_health(request: HttpRequest, name: str) -> tuple[dict, int]:
 def api_module_restart(request: HttpRequest, name: str) -> tuple[dict, int]:
     body = json_body(request)
     job = release_actions.check_restart_module(
-        actor=_actor(request),
+        actor=request_actor(request),
         module=name,
         server=body.get("server"),
         reason=body.get("reason", ""),
@@ -187,7 +189,7 @@ def api_module_restart(request: HttpRequest, name: str) -> tuple[dict, int]:
 def _releases_get(request: HttpRequest) -> dict:
     return {
         "releases": [
-            r.as_dict() for r in q.list_releases(_actor(request), dict(request.GET.items()))
+            r.as_dict() for r in q.list_releases(request_actor(request), dict(request.GET.items()))
         ]
     }
 
@@ -195,7 +197,7 @@ def _releases_get(request: HttpRequest) -> dict:
 def _releases_post(request: HttpRequest) -> tuple[dict, int]:
     """multipart/form-data: module, version, notes, artifact (a .tar.gz file)."""
     release = release_actions.check_register_release(
-        actor=_actor(request),
+        actor=request_actor(request),
         module=request.POST.get("module", ""),
         version=request.POST.get("version", ""),
         notes=request.POST.get("notes", ""),
@@ -210,19 +212,23 @@ api_releases = dispatch(GET=_releases_get, POST=_releases_post)
 @require_GET
 @api()
 def api_release_detail(request: HttpRequest, ref: str) -> dict:
-    return {"release": q.get_release(_actor(request), ref).as_dict()}
+    return {"release": q.get_release(request_actor(request), ref).as_dict()}
 
 
 @require_GET
 @api()
 def api_jobs(request: HttpRequest) -> dict:
-    return {"jobs": [j.as_dict() for j in q.list_jobs(_actor(request), dict(request.GET.items()))]}
+    return {
+        "jobs": [
+            j.as_dict() for j in q.list_jobs(request_actor(request), dict(request.GET.items()))
+        ]
+    }
 
 
 @require_GET
 @api()
 def api_job_detail(request: HttpRequest, pk: int) -> dict:
-    actor = _actor(request)
+    actor = request_actor(request)
     job = q.get_job(actor, pk)
     lines = q.job_log(actor, job, after=request.GET.get("after"))
     return {"job": job.as_dict(), "log": [line.as_dict() for line in lines]}
@@ -242,5 +248,5 @@ def api_job_op(request: HttpRequest, pk: int, op: str) -> dict:
     fn = JOB_OPS.get(op)
     if fn is None:
         raise HalError(gettext_lazy("Unknown job operation."), code="not_found", http_status=404)
-    job = fn(actor=_actor(request), job=pk)
+    job = fn(actor=request_actor(request), job=pk)
     return {"job": job.as_dict()}

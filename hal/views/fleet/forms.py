@@ -16,12 +16,12 @@ from hal.actions import releases as release_actions
 from hal.actions import servers as server_actions
 from hal.actions.base import Actor
 from hal.errors import HalError
-from hal.views.fleet.api import JOB_OPS, _actor
+from hal.views.fleet.api import JOB_OPS, request_actor
 
 
 def _form_action(request: HttpRequest, fn: Callable[[Actor], str], back: str) -> HttpResponse:
     try:
-        text = fn(_actor(request, "web"))
+        text = fn(request_actor(request, "web"))
         messages.success(request, text)
     except HalError as exc:
         messages.error(request, f"{exc.localized_message} ({exc.code})")

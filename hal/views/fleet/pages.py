@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from hal import queries_fleet as q
 from hal.errors import HalError
 from hal.models import Job, Server
-from hal.views.fleet.api import _actor
+from hal.views.fleet.api import request_actor
 
 
 def _page(request: HttpRequest, template: str, context: dict, page: str) -> HttpResponse:
@@ -34,7 +34,7 @@ def _hr_button(action: str, params: dict, label: str, *, reason: bool = False) -
 @login_required
 @require_GET
 def servers_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         servers = q.list_servers(actor, dict(request.GET.items()))
         tokens = q.list_enrolment_tokens(actor)[:5]
@@ -59,7 +59,7 @@ def servers_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def server_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         server = q.get_server(actor, pk)
         metrics = q.server_metrics(actor, pk, limit=60)
@@ -109,7 +109,7 @@ def server_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def modules_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         modules = q.list_modules(actor)
     except HalError as exc:
@@ -120,7 +120,7 @@ def modules_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def module_detail_page(request: HttpRequest, name: str) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         module = q.get_module(actor, name)
         deployments = q.module_deployments(actor, name)
@@ -161,7 +161,7 @@ def module_detail_page(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def releases_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         releases = q.list_releases(actor, dict(request.GET.items()))
         modules = q.list_modules(actor)
@@ -176,7 +176,7 @@ def releases_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def jobs_page(request: HttpRequest) -> HttpResponse:
     try:
-        jobs = q.list_jobs(_actor(request, "web"), dict(request.GET.items()))
+        jobs = q.list_jobs(request_actor(request, "web"), dict(request.GET.items()))
     except HalError as exc:
         return _page_error(request, exc, "jobs")
     return _page(request, "hal/fleet/jobs.html", {"jobs": jobs, "filters": request.GET}, "jobs")
@@ -185,7 +185,7 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def job_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
-    actor = _actor(request, "web")
+    actor = request_actor(request, "web")
     try:
         job = q.get_job(actor, pk)
         lines = q.job_log(actor, pk)

@@ -16,14 +16,14 @@ from hal.actions import confirm, dr, emergency, mail
 from hal.actions import settings as settings_actions
 from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
-from hal.views.ops.request import _actor, _int, _page
+from hal.views.ops.request import int_param, render_page, request_actor
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
     """The settings list; a change walks impact → retype the name → execute on this page."""
-    actor = _actor(request)
+    actor = request_actor(request)
     error = None
     step: dict[str, Any] | None = None
     if request.method == "POST":
@@ -56,7 +56,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         rows = queries_ops.list_settings(actor)
     except HalError as exc:
         rows, error = [], error or exc
-    return _page(
+    return render_page(
         request,
         "hal/ops/settings.html",
         {
@@ -70,11 +70,11 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
 
 def _api_settings_get(request: HttpRequest) -> dict:
-    return {"settings": queries_ops.list_settings(_actor(request, "api"))}
+    return {"settings": queries_ops.list_settings(request_actor(request, "api"))}
 
 
 def _api_setting_get(request: HttpRequest, name: str) -> dict:
-    return {"setting": queries_ops.get_setting_detail(_actor(request, "api"), name)}
+    return {"setting": queries_ops.get_setting_detail(request_actor(request, "api"), name)}
 
 
 def _api_setting_post(request: HttpRequest, name: str) -> dict:
@@ -83,7 +83,7 @@ def _api_setting_post(request: HttpRequest, name: str) -> dict:
     if "reason" in body:
         kwargs["reason"] = body["reason"]
     settings_actions.check_change_setting(
-        actor=_actor(request, "api"), confirmation=body.get("confirmation"), **kwargs
+        actor=request_actor(request, "api"), confirmation=body.get("confirmation"), **kwargs
     )
     return {"setting": settings_actions.describe(name)}
 
@@ -95,7 +95,7 @@ api_setting = dispatch(GET=_api_setting_get, POST=_api_setting_post)
 @login_required
 @require_http_methods(["GET", "POST"])
 def dr_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     error = None
     if request.method == "POST":
         try:
@@ -108,22 +108,22 @@ def dr_page(request: HttpRequest) -> HttpResponse:
         status = queries_ops.dr_status(actor)
     except HalError as exc:
         status, error = {}, error or exc
-    return _page(request, "hal/ops/dr.html", {"status": status, "page": "dr"}, error)
+    return render_page(request, "hal/ops/dr.html", {"status": status, "page": "dr"}, error)
 
 
 def _api_snapshot(request: HttpRequest) -> tuple[dict, int]:
-    snapshot = dr.check_snapshot_now(actor=_actor(request, "api"))
+    snapshot = dr.check_snapshot_now(actor=request_actor(request, "api"))
     return {"snapshot": snapshot.as_dict()}, 201 if snapshot.status == "succeeded" else 500
 
 
-api_dr = dispatch(GET=lambda r: queries_ops.dr_status(_actor(r, "api")))
+api_dr = dispatch(GET=lambda r: queries_ops.dr_status(request_actor(r, "api")))
 api_dr_snapshots = dispatch(POST=_api_snapshot)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def mail_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     error = None
     if request.method == "POST":
         try:
@@ -136,21 +136,21 @@ def mail_page(request: HttpRequest) -> HttpResponse:
         status = queries_ops.mail_status(actor)
     except HalError as exc:
         status, error = {}, error or exc
-    return _page(request, "hal/ops/mail.html", {"status": status, "page": "mail"}, error)
+    return render_page(request, "hal/ops/mail.html", {"status": status, "page": "mail"}, error)
 
 
 def _api_mail_check(request: HttpRequest) -> tuple[dict, int]:
-    return {"check": mail.check_mail_now(actor=_actor(request, "api")).as_dict()}, 201
+    return {"check": mail.check_mail_now(actor=request_actor(request, "api")).as_dict()}, 201
 
 
-api_mail = dispatch(GET=lambda r: queries_ops.mail_status(_actor(r, "api")))
+api_mail = dispatch(GET=lambda r: queries_ops.mail_status(request_actor(r, "api")))
 api_mail_check = dispatch(POST=_api_mail_check)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def emergency_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     error = None
     if request.method == "POST":
         op = request.POST.get("op")
@@ -169,7 +169,7 @@ def emergency_page(request: HttpRequest) -> HttpResponse:
         state = queries_ops.get_emergency(actor)
     except HalError as exc:
         state, error = {}, error or exc
-    return _page(
+    return render_page(
         request,
         "hal/ops/emergency.html",
         {
@@ -183,29 +183,31 @@ def emergency_page(request: HttpRequest) -> HttpResponse:
 
 def _api_enter(request: HttpRequest) -> dict:
     state = emergency.check_enter_emergency(
-        actor=_actor(request, "api"), reason=json_body(request).get("reason")
+        actor=request_actor(request, "api"), reason=json_body(request).get("reason")
     )
     return {"emergency": state.as_dict()}
 
 
 def _api_leave(request: HttpRequest) -> dict:
     state = emergency.check_leave_emergency(
-        actor=_actor(request, "api"), reason=json_body(request).get("reason", "")
+        actor=request_actor(request, "api"), reason=json_body(request).get("reason", "")
     )
     return {"emergency": state.as_dict()}
 
 
-api_emergency = dispatch(GET=lambda r: {"emergency": queries_ops.get_emergency(_actor(r, "api"))})
+api_emergency = dispatch(
+    GET=lambda r: {"emergency": queries_ops.get_emergency(request_actor(r, "api"))}
+)
 api_emergency_enter = dispatch(POST=_api_enter)
 api_emergency_leave = dispatch(POST=_api_leave)
 
 
 def _history(request: HttpRequest, via: str) -> list[dict[str, Any]]:
     return queries_ops.change_history(
-        _actor(request, via),
+        request_actor(request, via),
         target_type=request.GET.get("target_type", "").strip(),
         target_id=request.GET.get("target_id", "").strip(),
-        limit=int(_int(request.GET.get("limit"), "limit", 200)),
+        limit=int(int_param(request.GET.get("limit"), "limit", 200)),
     )
 
 
@@ -220,8 +222,8 @@ def changes_page(request: HttpRequest) -> HttpResponse:
     try:
         items = _history(request, "web")
     except HalError as exc:
-        return _page(request, "hal/ops/changes.html", {**context, "items": []}, exc)
-    return _page(request, "hal/ops/changes.html", {**context, "items": items})
+        return render_page(request, "hal/ops/changes.html", {**context, "items": []}, exc)
+    return render_page(request, "hal/ops/changes.html", {**context, "items": items})
 
 
 api_changes = dispatch(GET=lambda r: {"changes": _history(r, "api")})

@@ -14,13 +14,13 @@ from hal import queries_ops
 from hal.actions import incidents
 from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
-from hal.views.ops.request import _actor, _page
+from hal.views.ops.request import render_page, request_actor
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def incidents_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     status = request.GET.get("status", "")
     error = None
     form: dict[str, Any] = {}
@@ -43,7 +43,7 @@ def incidents_page(request: HttpRequest) -> HttpResponse:
         rows = queries_ops.list_incidents(actor, status=status)
     except HalError as exc:
         rows, error = [], error or exc
-    return _page(
+    return render_page(
         request,
         "hal/ops/incidents.html",
         {
@@ -60,7 +60,7 @@ def incidents_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     error = None
     if request.method == "POST":
         op = request.POST.get("op")
@@ -86,8 +86,8 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
     try:
         incident = queries_ops.get_incident(actor, incident_id)
     except HalError as exc:
-        return _page(request, "hal/ops/incident_detail.html", {"page": "incidents"}, exc)
-    return _page(
+        return render_page(request, "hal/ops/incident_detail.html", {"page": "incidents"}, exc)
+    return render_page(
         request,
         "hal/ops/incident_detail.html",
         {
@@ -103,14 +103,16 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
 
 
 def _api_incidents_get(request: HttpRequest) -> dict:
-    rows = queries_ops.list_incidents(_actor(request, "api"), status=request.GET.get("status", ""))
+    rows = queries_ops.list_incidents(
+        request_actor(request, "api"), status=request.GET.get("status", "")
+    )
     return {"incidents": [i.as_dict() for i in rows]}
 
 
 def _api_incidents_post(request: HttpRequest) -> tuple[dict, int]:
     body = json_body(request)
     incident = incidents.check_open_incident(
-        actor=_actor(request, "api"),
+        actor=request_actor(request, "api"),
         severity=body.get("severity"),
         title=body.get("title"),
         description=body.get("description", ""),
@@ -123,21 +125,25 @@ def _api_incidents_post(request: HttpRequest) -> tuple[dict, int]:
 api_incidents = dispatch(GET=_api_incidents_get, POST=_api_incidents_post)
 api_incident = dispatch(
     GET=lambda r, incident_id: {
-        "incident": queries_ops.get_incident(_actor(r, "api"), incident_id).as_dict(timeline=True)
+        "incident": queries_ops.get_incident(request_actor(r, "api"), incident_id).as_dict(
+            timeline=True
+        )
     }
 )
 
 
 def _api_note(request: HttpRequest, incident_id: int) -> tuple[dict, int]:
     event = incidents.check_annotate_incident(
-        actor=_actor(request, "api"), incident_id=incident_id, text=json_body(request).get("text")
+        actor=request_actor(request, "api"),
+        incident_id=incident_id,
+        text=json_body(request).get("text"),
     )
     return {"event": event.as_dict()}, 201
 
 
 def _api_close(request: HttpRequest, incident_id: int) -> dict:
     incident = incidents.check_close_incident(
-        actor=_actor(request, "api"),
+        actor=request_actor(request, "api"),
         incident_id=incident_id,
         resolution=json_body(request).get("resolution"),
     )
@@ -146,7 +152,7 @@ def _api_close(request: HttpRequest, incident_id: int) -> dict:
 
 def _api_reopen(request: HttpRequest, incident_id: int) -> dict:
     incident = incidents.check_reopen_incident(
-        actor=_actor(request, "api"),
+        actor=request_actor(request, "api"),
         incident_id=incident_id,
         reason=json_body(request).get("reason"),
     )

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from hal import queries_ops
 from hal.api import dispatch
 from hal.errors import HalError
-from hal.views.ops.request import _actor, _int, _page
+from hal.views.ops.request import int_param, render_page, request_actor
 
 CHART_SERIES = [
     ("cpu_percent", gettext_noop("CPU %"), "series-cpu"),
@@ -83,7 +83,7 @@ def svg_chart(
 
 def overview_context(request: HttpRequest) -> dict[str, Any]:
     """The overview data plus a small chart for each monitored server."""
-    actor = _actor(request)
+    actor = request_actor(request)
     data = queries_ops.overview(actor)
     charts = []
     server_model = queries_ops._model("hal.Server")
@@ -104,13 +104,13 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
     return {"data": data, "charts": charts, "page": "overview"}
 
 
-api_overview = dispatch(GET=lambda r: queries_ops.overview(_actor(r, "api")))
+api_overview = dispatch(GET=lambda r: queries_ops.overview(request_actor(r, "api")))
 
 
 @login_required
 @require_http_methods(["GET"])
 def metrics_page(request: HttpRequest) -> HttpResponse:
-    actor = _actor(request)
+    actor = request_actor(request)
     server_model = queries_ops._model("hal.Server")
     servers = list(server_model.objects.exclude(status="deleted")) if server_model else []
     selected = request.GET.get("server") or (str(servers[0].pk) if servers else "")
@@ -122,7 +122,7 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
     }
     try:
         if selected:
-            hours = _int(request.GET.get("hours"), "hours", 6)
+            hours = int_param(request.GET.get("hours"), "hours", 6)
             series = queries_ops.metric_series(actor, selected, hours=hours)
             context["series"] = series
             context["svg"] = svg_chart(series["points"])
@@ -132,15 +132,15 @@ def metrics_page(request: HttpRequest) -> HttpResponse:
                 y_max=max([p["load1"] for p in series["points"]] + [1.0]),
             )
     except HalError as exc:
-        return _page(request, "hal/ops/metrics.html", context, exc)
-    return _page(request, "hal/ops/metrics.html", context)
+        return render_page(request, "hal/ops/metrics.html", context, exc)
+    return render_page(request, "hal/ops/metrics.html", context)
 
 
 def _api_metrics_get(request: HttpRequest) -> dict:
     return queries_ops.metric_series(
-        _actor(request, "api"),
+        request_actor(request, "api"),
         request.GET.get("server"),
-        hours=_int(request.GET.get("hours"), "hours", 6),
+        hours=int_param(request.GET.get("hours"), "hours", 6),
     )
 
 

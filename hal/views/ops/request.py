@@ -13,18 +13,18 @@ from hal.actions.base import Actor
 from hal.errors import HalError, InvalidInput
 
 
-def _actor(request: HttpRequest, via: str = "web") -> Actor:
+def request_actor(request: HttpRequest, via: str = "web") -> Actor:
     return Actor.from_request(request, via=via)
 
 
-def _page(
+def render_page(
     request: HttpRequest, template: str, context: dict[str, Any], error: HalError | None = None
 ) -> HttpResponse:
     context = {**context, "error": error}
     return render(request, template, context, status=error.http_status if error else 200)
 
 
-def _int(value: Any, name: str, default: float) -> float:
+def int_param(value: Any, name: str, default: float) -> float:
     if value in (None, ""):
         return default
     try:
