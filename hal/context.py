@@ -174,6 +174,7 @@ MENU = [
     ("hal:modules", gettext_noop("Modules")),
     ("hal:jobs", gettext_noop("Jobs")),
     ("hal:incidents", gettext_noop("Incidents")),
+    ("runbooks:list", gettext_noop("Runbooks")),
     ("hal:proposals", gettext_noop("Approvals")),
     ("hal:audit", gettext_noop("Audit log")),
     ("hal:settings", gettext_noop("Settings")),

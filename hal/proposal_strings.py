@@ -16,6 +16,7 @@ def proposal_strings() -> dict[str, str]:
         "write": _("Write"),
         "read": _("Read"),
         "target": _("Target"),
+        "runbook": _("Following runbook"),
         "expires": _("Expires"),
         "impact": _("Impact"),
         "arguments": _("Arguments"),

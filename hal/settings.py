@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "providers",
     "chatrooms",
     "webfetch",
+    "runbooks",
 ]
 
 MIDDLEWARE = [

@@ -34,5 +34,6 @@ urlpatterns = [
     path("", include("chatrooms.urls")),
     path("", include("providers.urls")),
     path("", include("webfetch.routes")),
+    path("", include("runbooks.urls")),
     path("admin/", admin.site.urls),
 ]

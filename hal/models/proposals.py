@@ -70,6 +70,10 @@ class Proposal(models.Model):
     decision_reason = models.CharField(max_length=500, blank=True)
     confirmation_token = models.CharField(max_length=64, blank=True)
 
+    # The runbook the model said it follows: {"id", "version", "title"} (no FK: hal does
+    # not know the runbooks app; the version pins the text the model read).
+    runbook = models.JSONField(null=True, blank=True)
+
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
@@ -149,6 +153,7 @@ class Proposal(models.Model):
                 else None
             ),
             "details_visible": details,
+            "runbook": self.runbook or None,
         }
         if not details:
             impact = self.impact if isinstance(self.impact, dict) else {}

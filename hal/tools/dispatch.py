@@ -23,7 +23,7 @@ from hal.models import AuditEntry
 # Origin lives in the leaf module hal.tools.origin so that hal.actions.proposals can use it
 # without importing dispatch (which imports proposals); re-exported here for callers.
 from hal.tools.origin import Origin, current_origin, running_with_origin  # noqa: F401
-from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable
+from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable, proposal_references
 
 MAX_RAW_ARGS = 100_000
 MAX_TRACKED_TURNS = 4096
@@ -154,6 +154,14 @@ def run_tool_call(
         )
     if not isinstance(parsed, dict):
         return _refuse(actor, tool.name, "invalid_arguments", "Arguments must be a JSON object.")
+    # Proposal references (e.g. `runbook`) are not the tool's arguments: taken out here,
+    # resolved only if the call becomes a proposal, stored beside its arguments.
+    references: dict[str, Any] = {}
+    if tool.tier != READ:
+        for ref_name in proposal_references():
+            if ref_name in parsed and ref_name not in tool.args.model_fields:
+                parsed = dict(parsed)
+                references[ref_name] = parsed.pop(ref_name)
     try:
         arguments = tool.validate(parsed)
     except ValidationError as exc:
@@ -183,9 +191,20 @@ def run_tool_call(
 
     from hal.actions.proposals import check_create_proposal
 
+    resolved: dict[str, Any] = {}
+    resolvers = proposal_references()
+    for ref_name, value in references.items():
+        try:
+            resolved[ref_name] = resolvers[ref_name][1](actor, value)
+        except HalError as exc:
+            return _refuse(actor, tool.name, exc.code, str(exc.message))
     try:
         proposal = check_create_proposal(
-            actor=actor, tool=tool.name, arguments=arguments, origin=where
+            actor=actor,
+            tool=tool.name,
+            arguments=arguments,
+            origin=where,
+            **({"runbook": resolved["runbook"]} if "runbook" in resolved else {}),
         )
     except HalError as exc:
         return ToolOutcome(tool=tool.name, ok=False, error=_error(exc))

@@ -69,8 +69,14 @@ class Tool:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (inlined, no $defs, no titles)."""
-        return json_schema(self.args)
+        """The JSON schema of the arguments (inlined, no $defs, no titles); tools that can
+        become proposals also offer the registered proposal references (e.g. `runbook`)."""
+        schema = json_schema(self.args)
+        if self.tier != READ:
+            for name, (ref_schema, _resolver) in _REFERENCES.items():
+                if name not in schema["properties"]:
+                    schema["properties"][name] = ref_schema
+        return schema
 
     def validate(self, raw: dict[str, Any]) -> dict[str, Any]:
         """Validate raw arguments; returns the canonical JSON form (None fields dropped)."""
@@ -93,6 +99,29 @@ class Tool:
 
 
 _REGISTRY: dict[str, Tool] = {}
+# Optional references a model may attach to a write/high-risk call, stored on the proposal
+# (e.g. the runbook it follows): name -> (JSON schema, resolver(actor, value) -> dict).
+# Apps above hal register them (runbooks.hooks), so hal never imports those apps.
+ReferenceResolver = Callable[[Actor, Any], dict[str, Any]]
+_REFERENCES: dict[str, tuple[dict[str, Any], ReferenceResolver]] = {}
+
+
+def register_proposal_reference(
+    name: str, schema: dict[str, Any], resolver: ReferenceResolver
+) -> None:
+    """Offer argument `name` on every write/high-risk tool; `resolver` validates a value
+    (raising a HalError with a stable code) and returns what the proposal stores."""
+    _REFERENCES[name] = (schema, resolver)
+
+
+def unregister_proposal_reference(name: str) -> None:
+    """Withdraw a proposal reference (tests)."""
+    _REFERENCES.pop(name, None)
+
+
+def proposal_references() -> dict[str, tuple[dict[str, Any], ReferenceResolver]]:
+    """The registered proposal references (name -> (schema, resolver))."""
+    return dict(_REFERENCES)
 
 
 def register_tool(tool: Tool, *, replace: bool = False) -> Tool:

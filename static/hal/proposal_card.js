@@ -143,6 +143,14 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
     target.append(el("code", "", p.target_identifier));
     info.append(target);
   }
+  if (p.runbook && Number.isInteger(p.runbook.id) && Number.isInteger(p.runbook.version)) {
+    // The runbook the model said it follows: "title (vN)", linked to that exact version.
+    const line = el("p", "proposal-runbook", `${S.runbook}: `);
+    const link = el("a", "", `${p.runbook.title} (v${p.runbook.version})`);
+    link.href = `/runbooks/${p.runbook.id}/?version=${p.runbook.version}`;
+    line.append(link);
+    info.append(line);
+  }
   if (p.status === "pending" && p.precheck && p.precheck.ok === false) {
     const flag = el("p", "proposal-precheck", `${S.cannot_succeed}: ${p.precheck.message} (${p.precheck.code})`);
     flag.dataset.code = p.precheck.code;

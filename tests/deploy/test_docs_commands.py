@@ -161,7 +161,13 @@ cd {q(str(work))}
 . {q(str(doc_script))}
 echo '===== after the documented commands'
 R={q(str(results))}
-curl -fsS --retry 30 --retry-delay 1 https://hal.example.org/api/health > $R/health.json
+# Until healthy, as an operator waits after a restore: the worker's first heartbeat can
+# take a while on a loaded machine (health says `starting` until then).
+for _ in $(seq 1 180); do
+  curl -fsS --retry 30 --retry-delay 1 https://hal.example.org/api/health > $R/health.json
+  grep -q '"status": *"ok"' $R/health.json && break
+  sleep 1
+done
 readlink /srv/hal/current > $R/current.txt
 systemctl stop hal-web hal-worker
 nginx -s stop

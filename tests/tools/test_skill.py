@@ -12,8 +12,8 @@ from django.apps import apps
 from hal.tools import run_tool_call, skill_text
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ["hal", "chatrooms", "providers", "vault", "webfetch"]
-PROJECT_APPS = {"hal", "chatrooms", "providers", "vault", "webfetch"}
+SCANNED = ["hal", "chatrooms", "providers", "vault", "webfetch", "runbooks"]
+PROJECT_APPS = {"hal", "chatrooms", "providers", "vault", "webfetch", "runbooks"}
 STATUS_FIELDS = {"status", "state", "result", "severity", "kind", "level", "via", "tier"}
 
 

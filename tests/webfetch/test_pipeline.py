@@ -327,16 +327,27 @@ async def test_cache_hit_and_failures_not_cached(allow_loopback, server):
 
 
 async def test_concurrent_and_in_order_with_duplicates(allow_loopback, server):
+    # Concurrency proven by overlap, not by a clock: each handler waits until all three
+    # distinct requests are in flight at once — fetched one by one, none would see that.
+    arrived, all_in = [], asyncio.Event()
+    overlapped = []
+
     async def slow(req, writer):
-        await asyncio.sleep(0.4)
+        arrived.append(req)
+        if len(arrived) == 3:
+            all_in.set()
+        try:
+            await asyncio.wait_for(all_in.wait(), timeout=5)
+            overlapped.append(True)
+        except TimeoutError:
+            overlapped.append(False)
         await send(writer, 200, PAGE)
 
     for p in ("/a", "/b", "/c"):
         server.routes[p] = slow
-    started = time.monotonic()
     urls = [server.url("/a"), server.url("/b"), server.url("/c"), server.url("/a")]
     results = await fetch_many(urls, **NO_ROBOTS)
-    assert time.monotonic() - started < 1.0
+    assert overlapped == [True, True, True]
     assert [r.url for r in results] == urls
     assert all(r.ok for r in results)
     assert server.paths().count("/a") == 1

@@ -23,7 +23,12 @@ from hal.models import Proposal
 
 @action("proposals.create")
 def check_create_proposal(
-    *, actor: Actor, tool: str, arguments: dict[str, Any], origin: Any = None
+    *,
+    actor: Actor,
+    tool: str,
+    arguments: dict[str, Any],
+    origin: Any = None,
+    runbook: dict[str, Any] | None = None,
 ) -> Proposal:
     """Record a model's write/high-risk call as a pending proposal (nothing runs)."""
     from hal.tools.origin import Origin
@@ -74,6 +79,7 @@ def check_create_proposal(
             requested_label=actor.label[:150],
             requested_via=actor.via,
             expires_at=timezone.now() + timedelta(minutes=expiry_minutes()),
+            runbook=runbook or None,
         )
         record_audit(
             actor,
@@ -86,6 +92,7 @@ def check_create_proposal(
                 "tool": definition.name,
                 "tier": definition.tier,
                 "arguments_sha256": params_hash(clean),
+                **({"runbook": runbook} if runbook else {}),
             },
         )
         publish_proposal(proposal, "proposal.created")

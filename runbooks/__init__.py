@@ -1,0 +1,1 @@
+"""Runbooks: versioned Markdown procedures operators write and models follow."""
