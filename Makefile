@@ -69,8 +69,11 @@ run: migrate
 
 test: venv system-deps claude-code test-suite
 
+# The suite on every core (pytest-xdist; a test file stays on one worker, so its module
+# fixtures are built once). `make test-suite TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= auto
 test-suite:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff format --check .

@@ -9,6 +9,18 @@ import pytest
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+# Under pytest-xdist each worker has its own test database (pytest-django) and its own
+# Redis channel-layer prefix (here, also for the daphne processes tests start), so two
+# workers never see each other's groups.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ["HAL_REDIS_PREFIX"] = f"{os.environ.get('HAL_REDIS_PREFIX', 'hal')}-{_WORKER}"
+    from django.conf import settings as _settings
+
+    _layer = _settings.CHANNEL_LAYERS.get("default", {}).get("CONFIG", {})
+    if "prefix" in _layer:
+        _layer["prefix"] = os.environ["HAL_REDIS_PREFIX"]
+
 # Wire-true fake providers, OAuth server and claude CLI, for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
 
