@@ -64,12 +64,14 @@ class AIConnection(models.Model):
     REAUTH_REQUIRED = "reauth_required"
     ERROR = "error"
     UNAVAILABLE = "unavailable"
+    PAUSED = "paused"  # a budget is exhausted (providers/budgets.py)
     STATUS_CHOICES = [
         (ACTIVE, "active"),
         (DISABLED, "disabled"),
         (REAUTH_REQUIRED, "re-authorization required"),
         (ERROR, "error"),
         (UNAVAILABLE, "unavailable"),
+        (PAUSED, "paused (budget exhausted)"),
     ]
 
     name = models.CharField(max_length=40)
@@ -115,8 +117,11 @@ class AIConnection(models.Model):
     def scopes(self) -> list[str]:
         return [s for s in self.oauth_scopes.split() if s]
 
-    def as_dict(self, hints: dict[str, str] | None = None) -> dict[str, Any]:
+    def as_dict(
+        self, hints: dict[str, str] | None = None, usage: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The public JSON shape (SPEC §10): hints only, never a secret."""
+        from providers.usage import usage_summaries
         from providers.verification import recovery_action
 
         if hints is None:
@@ -160,6 +165,8 @@ class AIConnection(models.Model):
             },
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            # Tokens/cost today and this month (UTC), budget, pause reason (listings batch it).
+            "usage": usage if usage is not None else usage_summaries([self.pk])[self.pk],
         }
 
 
@@ -179,3 +186,7 @@ class OAuthState(models.Model):
 
     def __str__(self) -> str:
         return f"OAuth state for {self.connection_id} ({'used' if self.used_at else 'pending'})"
+
+
+# Usage, prices and budgets live in their own module; imported here so Django registers them.
+from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401

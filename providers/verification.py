@@ -41,6 +41,7 @@ ACTION_ENABLE = "enable"
 ACTION_VERIFY = "verify"
 ACTION_SET_KEY = "set_key"
 ACTION_CONNECT = "connect"
+ACTION_RAISE_BUDGET = "raise_budget"  # paused: or wait for the period to end
 
 
 def preferred_models(provider: str) -> list[str]:
@@ -89,6 +90,8 @@ def recovery_action(conn: Any) -> str:
         return ACTION_CONNECT if conn.auth_method == AIConnection.OAUTH else ACTION_SET_KEY
     if status in (AIConnection.ERROR, AIConnection.UNAVAILABLE):
         return ACTION_VERIFY
+    if status == AIConnection.PAUSED:
+        return ACTION_RAISE_BUDGET
     if not conn.model:
         return ACTION_VERIFY
     return ""
@@ -108,6 +111,8 @@ def recovery_hint(conn: Any) -> Any:
         return _("set a new API key on /ops/ai")
     if action == ACTION_CONNECT:
         return _("press Connect with OAuth on /ops/ai")
+    if action == ACTION_RAISE_BUDGET:
+        return _("raise its budget on /ops/ai, or wait until the budget period ends")
     if conn.status == AIConnection.UNAVAILABLE:
         return _("make the CLI available on this host, then press Verify on /ops/ai")
     if action == ACTION_VERIFY:
