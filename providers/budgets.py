@@ -100,7 +100,9 @@ def _changed(conn: AIConnection) -> None:
     )
 
 
-def after_usage(connection_id: int, day: datetime.date, *, room_id: int | None = None) -> dict[str, Any]:
+def after_usage(
+    connection_id: int, day: datetime.date, *, room_id: int | None = None
+) -> dict[str, Any]:
     """After a call was charged (inside its transaction): warn once at 80 %, pause at 100 %."""
     budget = ConnectionBudget.objects.filter(connection_id=connection_id).first()
     if budget is None or not any(getattr(budget, f) for f in LIMIT_FIELDS):
@@ -161,7 +163,10 @@ def _pause(
     reason = "; ".join(_describe(budget, totals, p) + " used up" for p in exhausted)
     conn = AIConnection.objects.select_for_update().get(pk=budget.connection_id)
     ConnectionBudget.objects.filter(pk=budget.pk).update(
-        paused_reason=reason[:300], paused_until=until, warned_day=day, warned_month=month_start(day)
+        paused_reason=reason[:300],
+        paused_until=until,
+        warned_day=day,
+        warned_month=month_start(day),
     )
     if conn.status != AIConnection.ACTIVE:
         return conn.status == AIConnection.PAUSED  # disabled/error stay as they are
@@ -194,7 +199,9 @@ def _pause(
 
 def _resume(conn: AIConnection, why: str, actor: Actor | None = None) -> None:
     """paused → active, clearing the reason (inside the caller's transaction)."""
-    ConnectionBudget.objects.filter(connection_id=conn.pk).update(paused_reason="", paused_until=None)
+    ConnectionBudget.objects.filter(connection_id=conn.pk).update(
+        paused_reason="", paused_until=None
+    )
     if conn.status != AIConnection.PAUSED:
         return
     conn.status = AIConnection.ACTIVE
@@ -214,14 +221,25 @@ def resume_expired(now: datetime.datetime | None = None) -> list[int]:
     """Resume every connection whose exhausted period has ended (lazy: at send/read time)."""
     now = now or timezone.now()
     due = list(
-        ConnectionBudget.objects.filter(paused_until__lte=now).values_list("connection_id", flat=True)
+        ConnectionBudget.objects.filter(paused_until__lte=now).values_list(
+            "connection_id", flat=True
+        )
     )
     resumed = []
     for connection_id in due:
         with transaction.atomic():
             conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
-            budget = ConnectionBudget.objects.select_for_update().filter(connection_id=connection_id).first()
-            if conn is None or budget is None or budget.paused_until is None or budget.paused_until > now:
+            budget = (
+                ConnectionBudget.objects.select_for_update()
+                .filter(connection_id=connection_id)
+                .first()
+            )
+            if (
+                conn is None
+                or budget is None
+                or budget.paused_until is None
+                or budget.paused_until > now
+            ):
                 continue  # someone else resumed it meanwhile
             _resume(conn, "the budget period ended")
             resumed.append(connection_id)
@@ -310,12 +328,16 @@ def do_set_budget(actor: Actor, conn: AIConnection, limits: dict[str, Any]) -> A
     """Save the budget (audited before/after); a raised budget resumes a paused connection."""
     with transaction.atomic():
         conn = AIConnection.objects.select_for_update().get(pk=conn.pk)
-        budget, _created = ConnectionBudget.objects.select_for_update().get_or_create(connection=conn)
+        budget, _created = ConnectionBudget.objects.select_for_update().get_or_create(
+            connection=conn
+        )
         before = budget_dict(budget)
         for field, value in limits.items():
             setattr(budget, field, value)
         budget.save()
-        record_audit(actor, "connections.set_budget", target=conn, before=before, after=budget_dict(budget))
+        record_audit(
+            actor, "connections.set_budget", target=conn, before=before, after=budget_dict(budget)
+        )
         day = utc_today()
         totals = period_totals(conn.pk, day)
         exhausted = [p for p, r in assess(budget, totals).items() if r >= 1]
@@ -334,7 +356,12 @@ def _price(value: Any, name: str) -> Decimal:
         number = Decimal(str(value))
     except InvalidOperation:
         number = Decimal(-1)
-    if isinstance(value, bool) or value is None or not number.is_finite() or not 0 <= number < PRICE_MAX:
+    if (
+        isinstance(value, bool)
+        or value is None
+        or not number.is_finite()
+        or not 0 <= number < PRICE_MAX
+    ):
         raise InvalidInput(
             format_lazy(_("{name} must be a non-negative amount."), name=name), code="invalid_price"
         )
@@ -379,7 +406,10 @@ def check_set_price(*, actor: Actor, connection: Any, data: Any) -> AIConnection
             "connections.set_price",
             target=conn,
             before={"model": model, "per_million": before},
-            after={"model": model, "per_million": None if prices is None else [str(p) for p in prices]},
+            after={
+                "model": model,
+                "per_million": None if prices is None else [str(p) for p in prices],
+            },
         )
         _changed(conn)
     return conn

@@ -39,7 +39,9 @@ def month_start(day: datetime.date) -> datetime.date:
 
 def day_end(day: datetime.date) -> datetime.datetime:
     """When a UTC day's period ends (the next 00:00 UTC)."""
-    return datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time(), datetime.UTC)
+    return datetime.datetime.combine(
+        day + datetime.timedelta(days=1), datetime.time(), datetime.UTC
+    )
 
 
 def month_end(day: datetime.date) -> datetime.datetime:
@@ -64,14 +66,18 @@ def price_of(connection_id: int, model: str) -> tuple[Decimal, Decimal] | None:
     return (row[0], row[1]) if row else None
 
 
-def cost_of(price: tuple[Decimal, Decimal] | None, input_tokens: int, output_tokens: int) -> Decimal:
+def cost_of(
+    price: tuple[Decimal, Decimal] | None, input_tokens: int, output_tokens: int
+) -> Decimal:
     if price is None:
         return Decimal(0)
     raw = (price[0] * input_tokens + price[1] * output_tokens) / MILLION
     return raw.quantize(COST_PLACES)
 
 
-def _add(connection_id: int, day: datetime.date, model: str, inp: int, out: int, cost: Decimal) -> None:
+def _add(
+    connection_id: int, day: datetime.date, model: str, inp: int, out: int, cost: Decimal
+) -> None:
     """One UPDATE in the common case; the day's first call for a model inserts the row."""
     rows = UsageDay.objects.filter(connection_id=connection_id, day=day, model=model)
     values = {
@@ -153,6 +159,18 @@ def _money(value: Decimal | None) -> float | None:
     return None if value is None else float(value)
 
 
+def _total(ds: list[tuple[int, int, Decimal]], has_price: bool) -> dict[str, Any]:
+    inp = sum(d[0] for d in ds)
+    outp = sum(d[1] for d in ds)
+    cost = sum((d[2] for d in ds), Decimal(0))
+    return {
+        "input_tokens": inp,
+        "output_tokens": outp,
+        "tokens": inp + outp,
+        "cost": _money(cost) if has_price else None,
+    }
+
+
 def usage_summaries(connection_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The `usage` field of each connection's JSON: three queries for any number of them."""
     from providers.budgets import budget_dict
@@ -164,7 +182,10 @@ def usage_summaries(connection_ids: list[int]) -> dict[int, dict[str, Any]]:
         .values("connection_id", "day")
         .annotate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cost"))
     )
-    budgets = {b.connection_id: b for b in ConnectionBudget.objects.filter(connection_id__in=connection_ids)}
+    budgets = {
+        b.connection_id: b
+        for b in ConnectionBudget.objects.filter(connection_id__in=connection_ids)
+    }
     priced: dict[int, list[dict[str, Any]]] = {}
     for p in ModelPrice.objects.filter(connection_id__in=connection_ids):
         priced.setdefault(p.connection_id, []).append(
@@ -176,40 +197,41 @@ def usage_summaries(connection_ids: list[int]) -> dict[int, dict[str, Any]]:
         )
     per: dict[int, dict[datetime.date, tuple[int, int, Decimal]]] = {}
     for r in rows:
-        per.setdefault(r["connection_id"], {})[r["day"]] = (r["i"] or 0, r["o"] or 0, r["c"] or Decimal(0))
+        per.setdefault(r["connection_id"], {})[r["day"]] = (
+            r["i"] or 0,
+            r["o"] or 0,
+            r["c"] or Decimal(0),
+        )
     out: dict[int, dict[str, Any]] = {}
     for cid in connection_ids:
         days = per.get(cid, {})
         has_price = cid in priced
-
-        def total(ds: list[tuple[int, int, Decimal]]) -> dict[str, Any]:
-            inp = sum(d[0] for d in ds)
-            outp = sum(d[1] for d in ds)
-            cost = sum((d[2] for d in ds), Decimal(0))
-            return {
-                "input_tokens": inp,
-                "output_tokens": outp,
-                "tokens": inp + outp,
-                "cost": _money(cost) if has_price else None,
-            }
 
         month = [v for d, v in days.items() if d >= month_start(day)]
         series = []
         for n in range(CHART_DAYS - 1, -1, -1):
             d = day - datetime.timedelta(days=n)
             v = days.get(d, (0, 0, Decimal(0)))
-            series.append({"day": d.isoformat(), "tokens": v[0] + v[1], "cost": _money(v[2]) if has_price else None})
+            series.append(
+                {
+                    "day": d.isoformat(),
+                    "tokens": v[0] + v[1],
+                    "cost": _money(v[2]) if has_price else None,
+                }
+            )
         budget = budgets.get(cid)
         out[cid] = {
             "period": "UTC",
             "day": day.isoformat(),
-            "today": total([days[day]] if day in days else []),
-            "month": total(month),
+            "today": _total([days[day]] if day in days else [], has_price),
+            "month": _total(month, has_price),
             "last_30_days": series,
             "prices": priced.get(cid, []),
             "budget": budget_dict(budget),
             "paused_reason": budget.paused_reason if budget else "",
-            "paused_until": budget.paused_until.isoformat() if budget and budget.paused_until else None,
+            "paused_until": budget.paused_until.isoformat()
+            if budget and budget.paused_until
+            else None,
         }
     return out
 
@@ -223,5 +245,7 @@ def chart_bars(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
     bars = []
     for n, d in enumerate(series):
         h = round(CHART_H * d["tokens"] / top) if d["tokens"] else 0
-        bars.append({"x": n * BAR_W, "y": CHART_H - h, "h": h, "day": d["day"], "tokens": d["tokens"]})
+        bars.append(
+            {"x": n * BAR_W, "y": CHART_H - h, "h": h, "day": d["day"], "tokens": d["tokens"]}
+        )
     return bars

@@ -136,6 +136,9 @@ const handlers = {
   enable: (form) => api("POST", `${BASE}/${form.elements.id.value}/enable`),
   disable: (form) => api("POST", `${BASE}/${form.elements.id.value}/disable`),
   delete: (form) => api("DELETE", `${BASE}/${form.elements.id.value}`),
+  // Token/cost budgets (providers/budgets.py): empty → no limit.
+  budget: (form) => api("PUT", `${BASE}/${form.elements.id.value}/budget`, Object.fromEntries(
+    ["tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month"].map((n) => [n, value(form, n) || null]))),
   oauth: async (form) => {
     const data = await api("POST", `${BASE}/${form.elements.id.value}/oauth/start`);
     window.location.assign(data.authorize_url);

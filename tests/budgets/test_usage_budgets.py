@@ -108,7 +108,9 @@ def test_budget_change_is_audited_and_needs_administer_and_reauth(conn, admin, o
     assert not ConnectionBudget.objects.exists()
     set_budget(admin, conn, tokens_per_day=1000, cost_per_month="2.5")
     set_budget(admin, conn, tokens_per_day=2000, cost_per_month="2.5")
-    rows = list(AuditEntry.objects.filter(action="connections.set_budget", result="ok").order_by("id"))
+    rows = list(
+        AuditEntry.objects.filter(action="connections.set_budget", result="ok").order_by("id")
+    )
     assert len(rows) == 2
     assert rows[1].before["tokens_per_day"] == 1000 and rows[1].after["tokens_per_day"] == 2000
     assert rows[1].after["cost_per_month"] == 2.5
