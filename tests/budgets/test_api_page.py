@@ -81,3 +81,23 @@ def test_ops_ai_shows_the_paused_connection_and_its_one_action(reauthed, conn):
     assert "Raise the budget" in page
     assert 'data-action="raise_budget"' in page
     assert '<svg class="usage-chart"' in page and "<rect" in page
+
+
+def test_korean_page_and_notice(client_op, conn):
+    from django.utils.translation import gettext_noop
+
+    from hal import i18n
+    from providers.budgets import period_word
+
+    assert client_op.post("/language/", {"language": "ko", "next": "/"}).status_code == 302
+    page = client_op.get("/ops/ai").content.decode()
+    assert "사용량과 예산" in page and "오늘 (UTC)" in page
+    text = i18n.text(
+        gettext_noop("@{name} has used 80% of its {period} budget ({used})."),
+        name="alpha",
+        period=period_word("day"),
+        used="44 of 50 tokens",
+    )
+    assert (
+        i18n.render(text, "ko") == "@alpha이(가) 일일 예산의 80%를 사용했습니다(44 of 50 tokens)."
+    )
