@@ -75,6 +75,7 @@ test-suite:
 lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 format: venv
 	$(BIN)/ruff format .

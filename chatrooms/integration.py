@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatrooms.addressing import Participant
+from hal.errors import Conflict
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -259,7 +260,7 @@ def resume_budgets() -> None:
     resume_expired()
 
 
-def budget_exhausted(connection: Any) -> Any:
+def budget_exhausted(connection: Any) -> Conflict:
     """The 409 `budget_exhausted` for a paused connection."""
     from providers.budgets import budget_exhausted as refusal
 

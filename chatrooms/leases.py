@@ -12,7 +12,6 @@ import asyncio
 import contextvars
 import logging
 import os
-import secrets
 import socket
 from datetime import timedelta
 from typing import Any
@@ -21,13 +20,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from chatrooms.models import ProcessLease, Turn
+from chatrooms.owner import CONTROL_GROUP, OWNER  # re-exported: leases.OWNER is the public name
 
 log = logging.getLogger("hal.chatrooms")
-
-# One id per process life: a restarted process is a new owner (its predecessor's turns are
-# interrupted once the old lease expires).
-OWNER = f"{socket.gethostname()[:30]}:{os.getpid()}:{secrets.token_hex(4)}"
-CONTROL_GROUP = "hal-chat-control"
 
 
 def lease_timeout() -> float:

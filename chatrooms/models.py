@@ -68,7 +68,9 @@ class Room(models.Model):
             return self.title
         if self.kind == self.UNIFIED:
             return self.UNIFIED_TITLE
-        return self.connection.name if self.connection_id else f"room {self.pk}"
+        if self.connection_id and self.connection is not None:
+            return self.connection.name
+        return f"room {self.pk}"
 
     def as_dict(self) -> dict[str, Any]:
         """The API shape (SPEC §10)."""

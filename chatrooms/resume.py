@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from chatrooms.models import Message, Room
+from chatrooms.owner import CONTROL_GROUP
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -79,7 +80,6 @@ async def handle_resume(consumer: Any, content: dict[str, Any]) -> None:
     """The consumer's `resume`: missed messages now, snapshots from the streams' owners."""
     from channels.db import database_sync_to_async
 
-    from chatrooms import leases
     from hal.i18n import localize
 
     rooms = await database_sync_to_async(missed)(consumer.user, content.get("rooms"))
@@ -90,5 +90,5 @@ async def handle_resume(consumer: Any, content: dict[str, Any]) -> None:
         streaming += [m["id"] for m in room["messages"] if m["status"] == Message.STREAMING]
     if streaming:
         await consumer.channel_layer.group_send(
-            leases.CONTROL_GROUP, snapshot_request(streaming, consumer.channel_name)
+            CONTROL_GROUP, snapshot_request(streaming, consumer.channel_name)
         )

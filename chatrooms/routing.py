@@ -1,9 +1,10 @@
 """WebSocket routes of the chat rooms (/ws/ai/)."""
 
-from django.urls import path
+from django.urls import URLPattern, path
 
 from chatrooms.consumers import ChatConsumer
 
-websocket_urlpatterns: list = [
-    path("ws/ai/", ChatConsumer.as_asgi()),
+# channels routes ASGI applications with Django's path(); its stubs expect a view there.
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/ai/", ChatConsumer.as_asgi()),  # type: ignore[arg-type]
 ]

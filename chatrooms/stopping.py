@@ -106,7 +106,8 @@ def do_finish_stopped(
         turn.rounds = rounds
         turn.finished_at = timezone.now()
         turn.save(update_fields=["status", "usage", "rounds", "finished_at", "updated_at"])
-        reply = Message.objects.filter(pk=turn.reply_id).first()
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
         if reply is None:
             return None
         reply.text = text

@@ -12,7 +12,7 @@ have one yet (they were written while the currently shown version was shown).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db import models, transaction
 from django.db.models import F, Q
@@ -64,7 +64,7 @@ def _with_place(queryset: Any) -> Any:
 
 def last_operator_message(room: Room) -> Message | None:
     """The operator's last shown message of the room (the only one that can be edited)."""
-    return (
+    found: Message | None = (
         _with_place(
             Message.objects.filter(
                 room=room,
@@ -77,6 +77,7 @@ def last_operator_message(room: Room) -> Message | None:
         .order_by("-place", "-id")
         .first()
     )
+    return found
 
 
 def _group_of(message: Message) -> int:
@@ -139,7 +140,7 @@ def do_regenerate(actor: Actor, room: Room, message: Message, connection: Any) -
     turn = Turn.objects.create(
         room=room,
         connection=connection,
-        trigger_id=message.reply_to_id,
+        trigger_id=message.reply_to_id,  # type: ignore[misc]  # not None: check_regenerate
         relay_depth=message.relay_depth,
         status=Turn.STREAMING,
         reply=reply,
@@ -260,7 +261,7 @@ def check_show_version(*, actor: Actor, room_id: Any, message_id: Any) -> Messag
 
 
 def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
-    group = message.version_group
+    group = cast(int, message.version_group)  # check_show_version: never None
     members = Message.objects.filter(version_group=group)
     shown = members.filter(superseded=False).first()
     if message.author_kind == Message.OPERATOR and shown is not None:
@@ -296,7 +297,7 @@ def annotate_versions(messages: list[dict[str, Any]]) -> None:
     groups = {m["version_group"] for m in messages if m.get("version_group")}
     if not groups:
         return
-    ids: dict[int, list[int]] = {}
+    ids: dict[int | None, list[int]] = {}  # filtered on version_group__in: never None
     for group, pk in (
         Message.objects.filter(version_group__in=groups, off_branch=False)
         .order_by("id")

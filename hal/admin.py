@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.forms import AdminPasswordChangeForm as OwnPasswordForm
@@ -38,7 +38,8 @@ class UserPasswordForm(AdminPasswordChangeForm):
     """The admin's "change password" form of an account: accounts.check_set_user_password."""
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        # Django's stubs allow None; these forms always return their cleaned_data.
+        cleaned = cast(dict[str, Any], super().clean())
         request = current_request()
         if self.errors or request is None:
             return cleaned
@@ -66,7 +67,8 @@ class OwnPasswordChangeForm(OwnPasswordForm):
     """The admin site's own-password form: accounts.check_change_own_password."""
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        # Django's stubs allow None; these forms always return their cleaned_data.
+        cleaned = cast(dict[str, Any], super().clean())
         request = current_request()
         if self.errors or request is None:
             return cleaned

@@ -17,6 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core import checks
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
@@ -101,7 +102,7 @@ class ActionModelAdmin(admin.ModelAdmin):
     # Which form field a HalError code belongs to.
     error_fields: dict[str, str] = {}
     list_editable = ()
-    actions = ("delete_through_actions",)
+    actions: tuple[str, ...] = ("delete_through_actions",)
 
     def run_save(self, actor: Actor, form: Any, pk: Any) -> Any:
         """Create (pk None) or change the object from the form's cleaned data via check_*."""
@@ -199,7 +200,10 @@ class HalAdminSite(admin.AdminSite):
         target = request.GET.get("next") or reverse("admin:index", current_app=self.name)
         return redirect_to_login(target, settings.LOGIN_URL)
 
-    def logout(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+    # Django's own views return a TemplateResponse; HAL's redirect (or run a form view).
+    def logout(  # type: ignore[override]
+        self, request: HttpRequest, extra_context: Any = None
+    ) -> HttpResponse:
         """HAL's logout (audited)."""
         from django.conf import settings
         from django.views.decorators.http import require_POST
@@ -213,7 +217,9 @@ class HalAdminSite(admin.AdminSite):
 
         return view(request)
 
-    def password_change(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+    def password_change(  # type: ignore[override]
+        self, request: HttpRequest, extra_context: Any = None
+    ) -> HttpResponseBase:
         """The admin's own-password form, through accounts.check_change_own_password."""
         from django.contrib.auth.views import PasswordChangeView
 
@@ -248,7 +254,7 @@ def check_admin_registry(app_configs: Any = None, **kwargs: Any) -> list[checks.
     from django.contrib.admin import site
 
     request = type("Request", (), {"user": _Everyone(), "method": "GET", "GET": {}, "POST": {}})()
-    errors = []
+    errors: list[checks.CheckMessage] = []
     for model, model_admin in site._registry.items():
         if isinstance(model_admin, ActionModelAdmin):
             continue

@@ -29,7 +29,7 @@ router = ProtocolTypeRouter(
         "http": django_asgi_app,
         # Scheme, host and port, as CSRF checks them (not only the host name).
         "websocket": SameOriginValidator(
-            CookieTextValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            CookieTextValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))  # type: ignore[arg-type]
         ),
     }
 )

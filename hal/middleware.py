@@ -24,9 +24,10 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         incoming = request.headers.get("X-Request-ID", "")
-        request.request_id = incoming if _REQUEST_ID.match(incoming) else secrets.token_hex(8)
+        # HAL's own attribute on the request (logs and error pages read it).
+        request.request_id = incoming if _REQUEST_ID.match(incoming) else secrets.token_hex(8)  # type: ignore[attr-defined]
         response = self.get_response(request)
-        response["X-Request-ID"] = request.request_id
+        response["X-Request-ID"] = request.request_id  # type: ignore[attr-defined]
         return response
 
 

@@ -69,7 +69,8 @@ def session_user(session_key: str | None, user_id: Any) -> Any | None:
     if not session_key:
         return None
     store = import_string(settings.SESSION_ENGINE + ".SessionStore")(session_key=session_key)
-    user = auth.get_user(SimpleNamespace(session=store))
+    # get_user reads only `.session`: a stand-in request is enough.
+    user = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
     if not user.is_authenticated or not user.is_active or user.pk != user_id:
         return None
     return user
@@ -80,9 +81,14 @@ class SessionGuardMixin:
     and `guard_disconnect()` on disconnect; inbound frames are re-checked and decoded
     strictly here (bad JSON or text → an `error` frame, nothing else happens)."""
 
-    scope: dict[str, Any]
+    # The consumer's ASGI scope (a TypedDict union in types-channels), read here as a dict.
+    scope: Any
     channel_layer: Any
     channel_name: str
+    # Provided by the consumer class this is mixed into (AsyncJsonWebsocketConsumer).
+    close: Any
+    send_json: Any
+    receive_json: Any
 
     async def guard_connect(self) -> bool:
         """Join the session and user groups; False (socket closed) without a live user."""
@@ -199,7 +205,7 @@ class CookieTextValidator:
     def __init__(self, application: Any) -> None:
         self.application = application
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         for name, value in scope.get("headers", []):
             if name.lower() == b"cookie":
                 cookies = parse_cookie(value.decode("latin1"))

@@ -121,7 +121,7 @@ class SameOriginValidator:
     def __init__(self, application: Any) -> None:
         self.application = application
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         if scope["type"] == "websocket" and not origin_allowed(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -155,7 +155,7 @@ class SDKProvider:
         tools: Sequence[ToolSpec],
         model: str,
         deadline: float,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
     async def _secret(self) -> str:

@@ -58,7 +58,8 @@ ERROR_FIELDS = {
 }
 
 
-class AIConnectionForm(forms.ModelForm):
+# ModelForm is generic only in django-stubs (at run time it takes no type argument).
+class AIConnectionForm(forms.ModelForm):  # type: ignore[type-arg]
     """Runs the create/update action once the fields are valid; secrets are write-only."""
 
     api_key = forms.CharField(
@@ -106,7 +107,7 @@ class AIConnectionForm(forms.ModelForm):
             oauth["client_secret"] = client_secret
         if oauth:
             body["oauth"] = oauth
-        conn = self.instance
+        conn: AIConnection = self.instance
         if api_key:
             # Checked before any change so that a refused key leaves the row untouched.
             require_recent(actor)
@@ -165,7 +166,8 @@ class AIConnectionAdmin(ActionModelAdmin):
         return super().changeform_view(request, *args, **kwargs)
 
     def run_save(self, actor: Actor, form: Any, pk: Any) -> AIConnection:
-        return form._run(actor)
+        conn: AIConnection = form._run(actor)
+        return conn
 
     def run_delete(self, actor: Actor, obj: Any) -> None:
         actions.check_delete_connection(actor=actor, connection=obj.pk)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from anthropic import AsyncAnthropic
@@ -86,6 +86,7 @@ class AnthropicProvider(SDKProvider):
     """Claude through `AsyncAnthropic`; `auth_scheme="bearer"` sends an OAuth access token."""
 
     kind = "anthropic"
+    sdk_client: AsyncAnthropic
 
     def __init__(self, *, base_url: str = "", **kwargs: Any) -> None:
         kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -116,7 +117,7 @@ class AnthropicProvider(SDKProvider):
         tools: Sequence[ToolSpec],
         model: str,
         deadline: float,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         # The conversation and the tools go as a pre-built body part (`extra_body`, whose
         # keys replace the typed params'): the SDK's param transform walks every message
         # and every tool schema on each call. Our dicts already have the wire shape.

@@ -26,23 +26,19 @@ from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
 from providers.budget_models import ConnectionBudget, ModelPrice
 from providers.models import AIConnection, connection_changed
-from providers.usage import day_end, month_end, month_start, period_totals, utc_today
+from providers.usage import (
+    budget_dict,
+    day_end,
+    month_end,
+    month_start,
+    period_totals,
+    utc_today,
+)
 
 WARN_RATIO = Decimal("0.8")
 AUDIT_ACTOR = "budgets"
 LIMIT_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month")
 PRICE_MAX = Decimal("100000000")
-
-
-def budget_dict(budget: ConnectionBudget | None) -> dict[str, Any] | None:
-    if budget is None:
-        return None
-    return {
-        "tokens_per_day": budget.tokens_per_day,
-        "tokens_per_month": budget.tokens_per_month,
-        "cost_per_day": None if budget.cost_per_day is None else float(budget.cost_per_day),
-        "cost_per_month": None if budget.cost_per_month is None else float(budget.cost_per_month),
-    }
 
 
 def _ratio(used: Any, limit: Any) -> Decimal:

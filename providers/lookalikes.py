@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
@@ -40,8 +41,8 @@ HIGHLY_RESTRICTIVE_SETS = (
 
 
 @cache
-def _data() -> dict:
-    data = json.loads(DATA.read_text(encoding="utf-8"))
+def _data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
     for key in ("scripts", "script_extensions"):
         rows = data[key]
         data[key + "_starts"] = [row[0] for row in rows]
@@ -52,7 +53,7 @@ def _lookup(key: str, cp: int) -> str | None:
     data = _data()
     i = bisect.bisect_right(data[key + "_starts"], cp) - 1
     if i >= 0 and data[key][i][0] <= cp <= data[key][i][1]:
-        return data[key][i][2]
+        return str(data[key][i][2])  # a script code from the vendored JSON
     return None
 
 

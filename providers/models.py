@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +30,14 @@ STATE_VAULT_OWNER = "oauthstate"
 ROLE_MAX = 200
 TRAITS_MAX = 2000
 INSTRUCTIONS_MAX = 8000
+
+# The one action that brings a non-active connection back, per status (recovery_action
+# below; providers/verification.py holds the rest of the status rules).
+ACTION_ENABLE = "enable"
+ACTION_VERIFY = "verify"
+ACTION_SET_KEY = "set_key"
+ACTION_CONNECT = "connect"
+ACTION_RAISE_BUDGET = "raise_budget"  # paused (budgets): or wait for the period to end
 
 
 class AIConnection(models.Model):
@@ -121,12 +130,7 @@ class AIConnection(models.Model):
         self, hints: dict[str, str] | None = None, usage: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """The public JSON shape (SPEC §10): hints only, never a secret."""
-        from providers.usage import usage_summaries
-        from providers.verification import recovery_action
-
         if hints is None:
-            from providers.services import secret_hints
-
             hints = secret_hints([self]).get(self.pk, {})
         if self.auth_method == self.API_KEY:
             secret_hint = hints.get(PURPOSE_API_KEY, "")
@@ -188,5 +192,38 @@ class OAuthState(models.Model):
         return f"OAuth state for {self.connection_id} ({'used' if self.used_at else 'pending'})"
 
 
-# Usage, prices and budgets live in their own module; imported here so Django registers them.
+def secret_hints(connections: Iterable[AIConnection]) -> dict[int, dict[str, str]]:
+    """{connection id: {purpose: hint}} for many connections in one query."""
+    from vault.models import Secret
+
+    ids = [str(c.pk) for c in connections if c.pk is not None]
+    hints: dict[int, dict[str, str]] = {}
+    rows = Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).values_list(
+        "owner_id", "purpose", "hint"
+    )
+    for owner_id, purpose, hint in rows:
+        # A stored secret always shows something, even when too short for a partial hint.
+        hints.setdefault(int(owner_id), {})[purpose] = hint or "…"
+    return hints
+
+
+def recovery_action(conn: Any) -> str:
+    """The one action that makes this connection addressable again ("" when it is)."""
+    status = conn.status
+    if status == AIConnection.DISABLED:
+        return ACTION_ENABLE
+    if status == AIConnection.REAUTH_REQUIRED:
+        return ACTION_CONNECT if conn.auth_method == AIConnection.OAUTH else ACTION_SET_KEY
+    if status in (AIConnection.ERROR, AIConnection.UNAVAILABLE):
+        return ACTION_VERIFY
+    if status == AIConnection.PAUSED:
+        return ACTION_RAISE_BUDGET
+    if not conn.model:
+        return ACTION_VERIFY
+    return ""
+
+
+# Usage, prices and budgets live in their own modules (neither imports this one at load
+# time); imported here so Django registers the models and as_dict can add `usage`.
 from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401
+from providers.usage import usage_summaries  # noqa: E402

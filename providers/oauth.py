@@ -149,7 +149,7 @@ def start_authorization(
         redirect_uri=config.redirect_uri or None,
         scope=list(config.scopes) or None,
         state=state,
-        code_challenge=create_s256_code_challenge(verifier),
+        code_challenge=create_s256_code_challenge(verifier),  # type: ignore[no-untyped-call]
         code_challenge_method="S256",
     )
     return PendingAuthorization(url=url, state=state, code_verifier=verifier)
@@ -222,7 +222,8 @@ async def _token_request(
         "Accept": "application/json",
     }
     auth = ClientAuth(config.client_id, config.client_secret, config.client_auth_method)
-    url, headers, body = auth.prepare("POST", config.token_url, headers, body)
+    # types-Authlib leaves ClientAuth.prepare (and the PKCE helper above) unannotated.
+    url, headers, body = auth.prepare("POST", config.token_url, headers, body)  # type: ignore[no-untyped-call]
     # trust_env=False: no proxy or .netrc credentials from the environment are mixed in.
     try:
         async with (

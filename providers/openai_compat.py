@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 from openai import AsyncOpenAI
@@ -93,6 +93,7 @@ class OpenAICompatProvider(SDKProvider):
     """Chat Completions through `AsyncOpenAI(base_url=...)`; the credential is a Bearer token."""
 
     kind = "openai_compat"
+    sdk_client: AsyncOpenAI
 
     def _make_client(self) -> AsyncOpenAI:
         return AsyncOpenAI(
@@ -114,7 +115,7 @@ class OpenAICompatProvider(SDKProvider):
         tools: Sequence[ToolSpec],
         model: str,
         deadline: float,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         # The conversation and the tools go as a pre-built body part (`extra_body`, whose
         # keys replace the typed params'): the SDK's param transform walks every message
         # and every tool schema on each call, a fifth of the web process's CPU in a fan-out.

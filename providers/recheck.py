@@ -87,7 +87,7 @@ def run_loop(stop: threading.Event, tick: float = 5.0) -> None:
 def do_record_chat_failure(connection_id: int, kind: str, message: str) -> AIConnection | None:
     """A chat call found the provider `kind` (unavailable): keep it as the connection's last
     error with its time, so /ops/ai shows it (the status is left to verify and re-check)."""
-    from providers.actions import _changed, _locked
+    from providers.actions.status import _changed, _locked
 
     with transaction.atomic():
         conn = AIConnection.objects.filter(pk=connection_id).first()

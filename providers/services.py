@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +33,7 @@ from providers.models import (
     PURPOSE_REFRESH_TOKEN,
     VAULT_OWNER,
     AIConnection,
+    secret_hints,  # re-exported: it lives with the model so as_dict needs no import back
 )
 from vault import api as vault
 
@@ -55,21 +55,6 @@ class CredentialUnavailable(HalError):
 
     code = "credential_unavailable"
     http_status = 409
-
-
-def secret_hints(connections: Iterable[AIConnection]) -> dict[int, dict[str, str]]:
-    """{connection id: {purpose: hint}} for many connections in one query."""
-    from vault.models import Secret
-
-    ids = [str(c.pk) for c in connections if c.pk is not None]
-    hints: dict[int, dict[str, str]] = {}
-    rows = Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).values_list(
-        "owner_id", "purpose", "hint"
-    )
-    for owner_id, purpose, hint in rows:
-        # A stored secret always shows something, even when too short for a partial hint.
-        hints.setdefault(int(owner_id), {})[purpose] = hint or "…"
-    return hints
 
 
 # --- providers --------------------------------------------------------------------------------
@@ -253,9 +238,10 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
         return _reveal(conn, PURPOSE_ACCESS_TOKEN)
     failure: HalError | None = None
     with _refresh_lock(conn.pk), transaction.atomic():
-        conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if conn is None:
+        locked = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if locked is None:
             raise NotFound(_("No such AI connection."), code="connection_not_found")
+        conn = locked
         # Another caller may have refreshed while we waited for the lock.
         if not _needs_refresh(conn):
             return _reveal(conn, PURPOSE_ACCESS_TOKEN)
@@ -309,12 +295,13 @@ def _refresh_locked(conn: AIConnection) -> HalError | None:
         plaintext=tokens.access_token,
         actor=actor,
     )
-    if getattr(tokens, "refresh_token", None):
+    new_refresh = getattr(tokens, "refresh_token", None)
+    if new_refresh:
         vault.put_secret(
             purpose=PURPOSE_REFRESH_TOKEN,
             owner_type=VAULT_OWNER,
             owner_id=conn.pk,
-            plaintext=tokens.refresh_token,
+            plaintext=new_refresh,
             actor=actor,
         )
     expires_at = getattr(tokens, "expires_at", None)
@@ -360,4 +347,5 @@ async def get_credential(connection_id: int) -> vault.Revealed:
     # In HAL's DB threads (kept-open connections, not queued behind the sync views).
     from hal.dbthreads import db
 
-    return await db(get_credential_sync)(connection_id)
+    revealed: vault.Revealed = await db(get_credential_sync)(connection_id)
+    return revealed

@@ -171,10 +171,20 @@ def _total(ds: list[tuple[int, int, Decimal]], has_price: bool) -> dict[str, Any
     }
 
 
+def budget_dict(budget: ConnectionBudget | None) -> dict[str, Any] | None:
+    """The `budget` JSON of a connection (None: no budget)."""
+    if budget is None:
+        return None
+    return {
+        "tokens_per_day": budget.tokens_per_day,
+        "tokens_per_month": budget.tokens_per_month,
+        "cost_per_day": None if budget.cost_per_day is None else float(budget.cost_per_day),
+        "cost_per_month": None if budget.cost_per_month is None else float(budget.cost_per_month),
+    }
+
+
 def usage_summaries(connection_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The `usage` field of each connection's JSON: three queries for any number of them."""
-    from providers.budgets import budget_dict
-
     day = utc_today()
     first = min(month_start(day), day - datetime.timedelta(days=CHART_DAYS - 1))
     rows = (

@@ -8,13 +8,9 @@ from django.core import checks
 
 from hal.actions.base import Actor
 from providers.models import AIConnection
+from providers.verification import VAULT_UNAVAILABLE_ERROR  # re-exported for callers
 
 log = logging.getLogger("providers")
-
-# The last_error of a verify that failed because the vault could not decrypt the
-# credential (stored English, like the providers' own error text). Not the operator's
-# doing and not the provider's: it is retried on its own once the keyring is readable.
-VAULT_UNAVAILABLE_ERROR = "The vault could not read the credential (is the key file missing?)."
 
 
 def vault_readable() -> bool:

@@ -1,7 +1,7 @@
 """What makes a connection addressable: a default model chosen on verify, the one action
 that brings each non-active state back, and the facts a chat failure leaves on a connection.
 
-Kept apart from providers/actions.py (which calls these helpers inside its own
+Kept apart from providers/actions/ (which calls these helpers inside its own
 transactions) so the rules read in one place.
 """
 
@@ -13,7 +13,15 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from providers.models import AIConnection
+from providers.models import (  # re-exported: the status rules read here
+    ACTION_CONNECT,
+    ACTION_ENABLE,
+    ACTION_RAISE_BUDGET,
+    ACTION_SET_KEY,
+    ACTION_VERIFY,
+    AIConnection,
+    recovery_action,
+)
 
 # Stored English in `last_error` (like the providers' own error text); the UI translates
 # these fixed reasons (they are msgids) when it shows them.
@@ -33,15 +41,14 @@ DEFAULT_PREFERRED: dict[str, list[str]] = {
     AIConnection.LOCAL_CLI: ["sonnet", "opus"],
 }
 
+# The last_error of a verify that failed because the vault could not decrypt the
+# credential (stored English, like the providers' own error text). Not the operator's
+# doing and not the provider's: providers/vault_recheck.py retries it on its own once the
+# keyring is readable.
+VAULT_UNAVAILABLE_ERROR = "The vault could not read the credential (is the key file missing?)."
+
 # How the default model was settled by a verify (the UI says which).
 KEPT, PREFERRED, FIRST, NONE = "kept", "preferred", "first", "none"
-
-# The one action that brings a non-active connection back, per status.
-ACTION_ENABLE = "enable"
-ACTION_VERIFY = "verify"
-ACTION_SET_KEY = "set_key"
-ACTION_CONNECT = "connect"
-ACTION_RAISE_BUDGET = "raise_budget"  # paused: or wait for the period to end
 
 
 def preferred_models(provider: str) -> list[str]:
@@ -79,22 +86,6 @@ def settle_ready(conn: AIConnection) -> None:
 def no_credential_reason(auth_method: str) -> str:
     """Why a connection without a credential cannot be called (stored English)."""
     return NO_OAUTH if auth_method == AIConnection.OAUTH else NO_API_KEY
-
-
-def recovery_action(conn: Any) -> str:
-    """The one action that makes this connection addressable again ("" when it is)."""
-    status = conn.status
-    if status == AIConnection.DISABLED:
-        return ACTION_ENABLE
-    if status == AIConnection.REAUTH_REQUIRED:
-        return ACTION_CONNECT if conn.auth_method == AIConnection.OAUTH else ACTION_SET_KEY
-    if status in (AIConnection.ERROR, AIConnection.UNAVAILABLE):
-        return ACTION_VERIFY
-    if status == AIConnection.PAUSED:
-        return ACTION_RAISE_BUDGET
-    if not conn.model:
-        return ACTION_VERIFY
-    return ""
 
 
 def addressable(conn: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -88,7 +89,7 @@ def _verify(request: HttpRequest, pk: int) -> Any:
     return body
 
 
-def _set_enabled(enabled: bool):
+def _set_enabled(enabled: bool) -> Callable[[HttpRequest, int], dict[str, Any]]:
     def view(request: HttpRequest, pk: int) -> dict[str, Any]:
         conn = actions.check_set_connection_enabled(
             actor=_actor(request), connection=pk, enabled=enabled

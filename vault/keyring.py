@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -140,7 +141,7 @@ def uses_key_file() -> bool:
 
 
 _lock = threading.Lock()
-_cache: dict[str, tuple[tuple, Keyring]] = {}
+_cache: dict[str, tuple[tuple[Any, ...], Keyring]] = {}
 
 
 def reset_cache() -> None:
@@ -149,7 +150,7 @@ def reset_cache() -> None:
         _cache.clear()
 
 
-def _file_signature(path: Path) -> tuple:
+def _file_signature(path: Path) -> tuple[Any, ...]:
     st = path.stat()
     return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -213,7 +214,7 @@ def get_keyring(*, create: bool = False) -> Keyring:
         raise KeyringError("the vault is not available in this process")
     raw = configured_keys()
     if raw:
-        signature: tuple = (ENV_SOURCE, raw)
+        signature: tuple[Any, ...] = (ENV_SOURCE, raw)
         with _lock:
             cached = _cache.get(ENV_SOURCE)
             if cached and cached[0] == signature:

@@ -27,7 +27,7 @@ class RotationReport:
     """Outcome of one rotation run."""
 
     key_id: str
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     failed_ids: list[str] = field(default_factory=list)
 
 
@@ -37,7 +37,7 @@ class VerifyReport:
 
     total: int = 0
     ok: int = 0
-    by_key: Counter = field(default_factory=Counter)
+    by_key: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # id, purpose, reason
 
 

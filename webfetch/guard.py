@@ -15,7 +15,7 @@ from django.conf import settings
 try:  # IDNA 2008 + UTS46 (what browsers do); the stdlib codec is IDNA 2003.
     import idna as _idna
 except ImportError:  # pragma: no cover - idna ships with httpx2
-    _idna = None
+    _idna = None  # type: ignore[assignment]
 
 BLOCKED = "blocked_address"
 INVALID = "invalid_url"
@@ -189,9 +189,9 @@ def classify_address(ip: IPAddress) -> str | None:
             if ip in net:
                 return f"{ip} is in {net}"
     else:
-        for net in _V4_BLOCKS:
-            if ip in net:
-                return f"{ip} is in {net}"
+        for net4 in _V4_BLOCKS:
+            if ip in net4:
+                return f"{ip} is in {net4}"
     if (
         ip.is_loopback
         or ip.is_private

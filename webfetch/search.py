@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx2
@@ -189,9 +189,11 @@ class TavilyProvider:
         search_depth: str = "basic",
     ) -> None:
         self._api_key = api_key
-        self.base_url = (
-            base_url or getattr(settings, "HAL_TAVILY_BASE_URL", DEFAULT_TAVILY_URL)
-        ).rstrip("/")
+        # hal.settings gives it a default, so it is never None there (env() is typed str | None).
+        configured = cast(
+            str, base_url or getattr(settings, "HAL_TAVILY_BASE_URL", DEFAULT_TAVILY_URL)
+        )
+        self.base_url = configured.rstrip("/")
         self.timeout = timeout
         self.search_depth = search_depth
 
@@ -452,11 +454,12 @@ async def search(
     hits = []
     for m in ranked:
         page = pages.get(m.url)
-        fetched = page is not None and page.ok
+        ok_page = page if page is not None and page.ok else None  # narrowed for the reads below
+        fetched = ok_page is not None
         hits.append(
             SearchHit(
                 url=m.url,
-                title=(page.title if fetched and page.title else m.title),
+                title=(ok_page.title if ok_page and ok_page.title else m.title),
                 snippet=m.snippet,
                 score=round(m.score, 4),
                 providers=tuple(m.providers),
@@ -465,13 +468,13 @@ async def search(
                     domain=_domain(m.url),
                     fetch_ok=fetched,
                     depth=1 if fetched else 0,
-                    content_type=page.content_type if fetched else "",
+                    content_type=ok_page.content_type if ok_page else "",
                     retrieved_at=page.retrieved_at if page is not None else searched_at,
                     trust_tier="curated"
-                    if m.trust_tier == "curated" or (fetched and page.trust_tier == "curated")
+                    if m.trust_tier == "curated" or (ok_page and ok_page.trust_tier == "curated")
                     else "web",
                 ),
-                text=page.text if fetched else "",
+                text=ok_page.text if ok_page else "",
                 failure_reason=page.failure_reason if page is not None else None,
             )
         )

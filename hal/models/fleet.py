@@ -416,11 +416,11 @@ class Job(models.Model):
     def target_label(self) -> str:
         """A short human description of what the job acts on."""
         parts = []
-        if self.release_id:
+        if self.release_id and self.release is not None:
             parts.append(self.release.identifier)
-        elif self.module_id:
+        elif self.module_id and self.module is not None:
             parts.append(self.module.name)
-        if self.server_id:
+        if self.server_id and self.server is not None:
             parts.append(f"on {self.server.hostname}")
         return " ".join(parts)
 
@@ -435,10 +435,10 @@ class Job(models.Model):
             "kind": self.kind,
             "runner": self.runner,
             "status": self.status,
-            "server": self.server.hostname if self.server_id else None,
+            "server": self.server.hostname if self.server_id and self.server else None,
             "server_id": self.server_id,
-            "module": self.module.name if self.module_id else None,
-            "release": self.release.version if self.release_id else None,
+            "module": self.module.name if self.module_id and self.module else None,
+            "release": self.release.version if self.release_id and self.release else None,
             "release_id": self.release_id,
             "target": self.target_label(),
             "params": self.params,

@@ -66,6 +66,9 @@ def test_unknown_key_id_raises(settings):
         f"bad id:{base64.b64encode(os.urandom(32)).decode()}",
         "{0},{0}",  # duplicate key id
     ],
+    # Named ids: generated key material must not appear in test ids (logs), and every
+    # pytest-xdist worker must collect the same names.
+    ids=["no-key", "empty-key", "not-base64", "aes-128", "bad-id", "duplicate-id"],
 )
 def test_malformed_env_keys_are_refused_without_echoing_them(settings, value):
     if value == "{0},{0}":

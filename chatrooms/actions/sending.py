@@ -1,0 +1,276 @@
+"""Sending a message: input cleaning, addressing targets, the send transaction, retry."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+
+from chatrooms import integration
+from chatrooms.actions.rooms import get_room, max_message_chars, room_group
+from chatrooms.addressing import parse_addressees
+from chatrooms.models import Message, Room, Turn
+from chatrooms.owner import OWNER
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.errors import Conflict, InvalidInput, NotFound
+from hal.events import publish
+
+CONTEXT_KEYS = {"page": 200, "path": 300, "title": 200, "url": 500}
+
+
+CONTEXT_SELECTION_MAX = 2000
+
+
+@dataclass
+class Sent:
+    """A stored operator message and the turns queued to answer it."""
+
+    message: Message
+    turn_ids: list[int] = field(default_factory=list)
+    # The turns were created already claimed (streaming, with their replies) by the
+    # transaction that stored the message: the run takes these objects over
+    # (`Orchestrator.start_sent`) without a second claim or reading them back.
+    turns: list[tuple[Turn, Message]] = field(default_factory=list, repr=False)
+    # Every connection as the send read it (the unified room's participants), fresh.
+    connections: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def claimed(self) -> bool:
+        """Whether the turns were born claimed (always, for a stored send)."""
+        return bool(self.turns)
+
+    @property
+    def has_urls(self) -> bool:
+        """Whether the message may name pages to pre-fetch (a cheap test; no I/O)."""
+        text = self.message.text or ""
+        return not text.lstrip().startswith("/") and ("http://" in text or "https://" in text)
+
+
+def clean_context(raw: Any) -> dict[str, Any]:
+    """The operator's page and selection, bounded (it is data for the system prompt)."""
+    if raw in (None, ""):
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidInput(_("context must be an object."), code="invalid_context")
+    out: dict[str, Any] = {}
+    for key, limit in CONTEXT_KEYS.items():
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput(
+                format_lazy(_("context.{key} must be a string."), key=key), code="invalid_context"
+            )
+        out[key] = value[:limit]
+    selection = raw.get("selection")
+    if selection is not None:
+        encoded = json.dumps(selection, ensure_ascii=False, default=str)
+        if len(encoded) > CONTEXT_SELECTION_MAX:
+            raise InvalidInput(_("context.selection is too large."), code="invalid_context")
+        out["selection"] = json.loads(encoded)
+    return out
+
+
+def _clean_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput(_("The message is empty."), code="invalid_text")
+    if len(text) > max_message_chars():
+        raise InvalidInput(
+            format_lazy(
+                _("The message is longer than {limit} characters."), limit=max_message_chars()
+            ),
+            code="invalid_text",
+        )
+    return text.strip()
+
+
+def _inactive(connection: Any) -> Conflict:
+    if connection.status == "paused":  # providers/budgets.py
+        return integration.budget_exhausted(connection)
+    details = {"connection_id": connection.pk, "status": connection.status}
+    if connection.status == integration.ACTIVE:
+        return Conflict(
+            format_lazy(
+                _("@{name} has no model chosen yet: {action}."),
+                name=connection.name,
+                action=integration.recovery_hint(connection),
+            ),
+            code="model_unset",
+            details=details,
+        )
+    return Conflict(
+        format_lazy(
+            _("@{name} is not active ({status}): {action}."),
+            name=connection.name,
+            status=connection.status,
+            action=integration.recovery_hint(connection),
+        ),
+        code="connection_inactive",
+        details=details,
+    )
+
+
+@action("chat.message.send")
+def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = None) -> Sent:
+    """Store an operator message and queue one turn per addressed model (nothing is called)."""
+    require_perm(actor, "view")
+    text = _clean_text(text)
+    context = clean_context(context)
+    integration.resume_budgets()  # a budget period that ended un-pauses its connection
+    room = get_room(actor, room_id)
+    targets, everyone = resolve_targets(room, text)
+    with transaction.atomic():
+        sent = do_send_message(actor, room, text, context, targets)
+        integration.notice_budget_skips(room, text, everyone)
+    sent.connections = everyone
+    return sent
+
+
+def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
+    """The models a message addresses in a room, and every connection (unified room)."""
+    if room.kind == Room.INDIVIDUAL:
+        connection = room.connection
+        if not integration.addressable(connection):
+            raise _inactive(connection)
+        targets = [connection]
+        everyone: list[Any] = []
+    else:
+        everyone = integration.list_connections()
+        connections = {c.pk: c for c in everyone}
+        addressing = parse_addressees(
+            text, [integration.participant(c) for c in connections.values()]
+        )
+        if addressing.unknown:
+            names = ", ".join("@" + name for name in addressing.unknown)
+            raise InvalidInput(
+                format_lazy(_("No model is called {names}."), names=names),
+                code="unknown_addressee",
+                details={"names": addressing.unknown},
+            )
+        if addressing.inactive:
+            raise _inactive(connections[addressing.inactive[0].connection_id])
+        targets = [connections[p.connection_id] for p in addressing.participants]
+        if not targets:
+            raise Conflict(
+                _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"
+            )
+    return targets, everyone
+
+
+def do_send_message(
+    actor: Actor,
+    room: Room,
+    text: str,
+    context: dict[str, Any],
+    targets: list[Any],
+    *,
+    fields: dict[str, Any] | None = None,
+    audit: str = "chat.message.send",
+    audit_before: dict[str, Any] | None = None,
+) -> Sent:
+    """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py)."""
+    message = Message.objects.create(
+        room=room,
+        author_kind=Message.OPERATOR,
+        author=actor.label,
+        text=text,
+        status=Message.COMPLETE,
+        context=context,
+        addressed=[c.pk for c in targets],
+        **(fields or {}),
+    )
+    # The turns are born claimed by this caller, each with its streaming reply: nobody else
+    # can know them before this transaction commits, so a separate claim (another
+    # transaction on every model call's path) would buy nothing.
+    now = timezone.now()
+    replies = Message.objects.bulk_create(
+        [
+            Message(
+                room=room,
+                author_kind=Message.MODEL,
+                author=c.name,
+                connection=c,
+                status=Message.STREAMING,
+                relay_depth=0,
+                reply_to=message,
+            )
+            for c in targets
+        ]
+    )
+    turns = Turn.objects.bulk_create(
+        [
+            Turn(
+                room=room,
+                connection=c,
+                trigger=message,
+                relay_depth=0,
+                status=Turn.STREAMING,
+                reply=reply,
+                started_at=now,
+                owner=OWNER,  # run by this process (start_sent)
+            )
+            for c, reply in zip(targets, replies, strict=True)
+        ]
+    )
+    record_audit(
+        actor,
+        audit,
+        target=room,
+        before=audit_before,
+        after={"message_id": message.pk, "addressed": [c.name for c in targets]},
+    )
+    publish(room_group(room.pk), "message.created", message.as_dict())
+    return Sent(
+        message=message,
+        turn_ids=[t.pk for t in turns],
+        turns=list(zip(turns, replies, strict=True)),
+    )
+
+
+@action("chat.turn.retry")
+def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
+    """Ask the same model again after a failed or interrupted reply."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        room = get_room(actor, room_id)
+        try:
+            turn = Turn.objects.select_for_update().get(pk=int(turn_id), room=room)
+        except (Turn.DoesNotExist, TypeError, ValueError):
+            raise NotFound(_("No such turn."), code="turn_not_found") from None
+        if turn.status not in Turn.RETRYABLE:
+            raise Conflict(
+                format_lazy(
+                    _("The turn is {status}; only failed or interrupted turns can be retried."),
+                    status=turn.status,
+                ),
+                code="turn_not_retryable",
+            )
+        connection = turn.connection
+        if connection is None:
+            raise NotFound(_("The connection no longer exists."), code="connection_not_found")
+        if not integration.addressable(connection):
+            raise _inactive(connection)
+        if Turn.objects.filter(retry_of=turn).exists():
+            raise Conflict(_("This turn was already retried."), code="turn_not_retryable")
+        return do_retry_turn(actor, turn)
+
+
+def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
+    new = Turn.objects.create(
+        room_id=turn.room_id,
+        connection_id=turn.connection_id,
+        trigger_id=turn.trigger_id,
+        relay_depth=turn.relay_depth,
+        retry_of=turn,
+    )
+    # The retry button disappears from the old reply/notice.
+    for message in Message.objects.filter(room_id=turn.room_id, meta__retry_turn=turn.pk):
+        message.meta = {k: v for k, v in message.meta.items() if k != "retry_turn"}
+        message.save(update_fields=["meta", "updated_at"])
+    record_audit(actor, "chat.turn.retry", target=new, before={"turn_id": turn.pk})
+    return new

@@ -1,0 +1,346 @@
+"""Turn state transitions: start, partial saves, complete, fail, approval, relays, recovery."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection as db_connection
+from django.db import transaction
+from django.utils import timezone
+
+from chatrooms import integration
+from chatrooms.actions.notices import do_post_notice, notice_interrupted
+from chatrooms.actions.rooms import room_group
+from chatrooms.facts import with_facts
+from chatrooms.models import Message, Turn
+from chatrooms.owner import OWNER
+from hal.actions.base import Actor, record_audit
+from hal.events import publish
+
+
+def _attach_connections(turns: list[Turn], connections: Mapping[int, Any] | None) -> None:
+    """Give turns their connection objects from the caller's copy (by pk), reading only
+    those it lacks: a join through the connection costs more than the rest of a claim."""
+    known = dict(connections or {})
+    missing = {t.connection_id for t in turns if t.connection_id not in known}
+    missing.discard(None)
+    if missing:
+        known.update(integration.connection_model().objects.in_bulk(missing))
+    for turn in turns:
+        if turn.connection_id in known:
+            turn.connection = known[turn.connection_id]
+
+
+def do_start_turns(
+    turn_ids: list[int], *, connections: Mapping[int, Any] | None = None
+) -> list[tuple[Turn, Message]]:
+    """queued → streaming for exactly one runner each; creates the streaming replies.
+
+    One transaction for the turns started together (a fan-out), and few, cheap statements:
+    this runs on the hot path of a retry, a relay or a continuation. The turns are read
+    without joins; `connections` (the orchestrator's recent copy, by pk) supplies the
+    connection objects. Each turn is claimed by a conditional UPDATE
+    that also links its reply; a turn someone else claimed first rolls its reply back."""
+    now = timezone.now()
+    with transaction.atomic():
+        turns = list(Turn.objects.filter(pk__in=turn_ids, status=Turn.QUEUED).order_by("id"))
+        if not turns:
+            return []
+        _attach_connections(turns, connections)
+        replies = Message.objects.bulk_create(
+            [
+                Message(
+                    room_id=turn.room_id,
+                    author_kind=Message.MODEL,
+                    author=(
+                        turn.connection.name
+                        if turn.connection_id and turn.connection is not None
+                        else "model"
+                    ),
+                    connection_id=turn.connection_id,
+                    status=Message.STREAMING,
+                    relay_depth=turn.relay_depth,
+                    reply_to_id=turn.trigger_id,
+                )
+                for turn in turns
+            ]
+        )
+        started: list[tuple[Turn, Message]] = []
+        lost: list[int] = []
+        for turn, reply in zip(turns, replies, strict=True):
+            turn.started_at = turn.started_at or now
+            if Turn.objects.filter(pk=turn.pk, status=Turn.QUEUED).update(
+                status=Turn.STREAMING,
+                reply=reply,
+                started_at=turn.started_at,
+                updated_at=now,
+                owner=OWNER,
+            ):
+                turn.status = Turn.STREAMING
+                turn.reply = reply
+                started.append((turn, reply))
+            else:
+                lost.append(reply.pk)
+        if lost:
+            Message.objects.filter(pk__in=lost).delete()
+    return started
+
+
+def still_claimed(known: list[tuple[Turn, Message]]) -> list[tuple[Turn, Message]]:
+    """The sender's born-claimed turns (`Sent.turns`) that are still streaming: a reset or a
+    recovery in the meantime leaves a turn out. Only the statuses are read."""
+    alive = set(
+        Turn.objects.filter(
+            pk__in=[turn.pk for turn, _ in known], status=Turn.STREAMING
+        ).values_list("pk", flat=True)
+    )
+    return [(turn, reply) for turn, reply in known if turn.pk in alive]
+
+
+def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
+    """do_start_turns for one turn."""
+    started = do_start_turns([turn_id])
+    return started[0] if started else None
+
+
+def do_save_partial(message_id: int, text: str) -> None:
+    """Persist a long reply's text so far (at most once a second)."""
+    Message.objects.filter(pk=message_id, status=Message.STREAMING).update(
+        text=text, updated_at=timezone.now()
+    )
+
+
+_UPDATE_SQL: dict[tuple[Any, ...], str] = {}
+
+
+def _update_row(model: Any, pk: int, values: dict[str, Any], *, status: str | None = None) -> int:
+    """`model.objects.filter(pk=pk[, status=status]).update(**values)` with the SQL built
+    once per shape: on a reply's completion the queryset machinery cost more than the
+    statements themselves (bench/fanout.py). Values are prepared by their fields, as the
+    ORM does (JSON, datetimes), so every backend gets what it expects. Returns rowcount."""
+    meta = model._meta
+    key = (db_connection.vendor, meta.label, tuple(values), status is not None)
+    sql = _UPDATE_SQL.get(key)
+    if sql is None:
+        qn = db_connection.ops.quote_name
+        sets = ", ".join(f"{qn(meta.get_field(name).column)} = %s" for name in values)
+        where = f"{qn(meta.pk.column)} = %s"
+        if status is not None:
+            where += f" AND {qn(meta.get_field('status').column)} = %s"
+        # Only quoted identifiers from the model's metadata; every value is a parameter.
+        sql = f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608
+        _UPDATE_SQL[key] = sql
+    params = [meta.get_field(k).get_db_prep_save(v, db_connection) for k, v in values.items()]
+    params.append(pk)
+    if status is not None:
+        params.append(status)
+    with db_connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        count: int = cursor.rowcount
+        return count
+
+
+def do_complete_turn(
+    turn_id: int,
+    text: str,
+    *,
+    usage: dict[str, int],
+    rounds: int,
+    reply: Message | None = None,
+    facts: dict[str, Any] | None = None,
+) -> Message | None:
+    """The reply is done: message complete, turn complete (conditional: a reset or a
+    recovery that got there first wins)."""
+    now = timezone.now()
+    with transaction.atomic():
+        done = _update_row(
+            Turn,
+            turn_id,
+            {
+                "status": Turn.COMPLETE,
+                "usage": usage,
+                "rounds": rounds,
+                "finished_at": now,
+                "updated_at": now,
+            },
+            status=Turn.STREAMING,
+        )
+        if not done:
+            return None
+        if reply is None:
+            # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+            reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)  # type: ignore[misc]
+        values: dict[str, Any] = {"text": text, "status": Message.COMPLETE, "updated_at": now}
+        if facts:
+            # In the same UPDATE: the facts cost no statement of their own.
+            reply.meta = values["meta"] = with_facts(reply.meta, facts)
+        _update_row(Message, reply.pk, values)
+    reply.text = text
+    reply.status = Message.COMPLETE
+    reply.updated_at = now
+    return reply
+
+
+def do_fail_turn(
+    turn_id: int,
+    text: str | None,
+    *,
+    code: str,
+    message: str,
+    status: str = Turn.FAILED,
+    facts: dict[str, Any] | None = None,
+) -> Message | None:
+    """A provider or internal failure: the reply is marked failed with a code, never dressed
+    up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status not in Turn.RUNNING:
+            return None
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
+        if reply is not None:
+            if text is not None:
+                reply.text = text
+            reply.status = Message.FAILED
+            reply.error_code = code[:64]
+            reply.error_message = message[:500]
+            reply.meta = with_facts({**(reply.meta or {}), "retry_turn": turn.pk}, facts)
+            reply.save()
+        turn.status = status
+        turn.error_code = code[:64]
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
+    return reply
+
+
+def do_wait_for_approval(
+    turn_id: int,
+    text: str,
+    *,
+    transcript: list[dict[str, Any]],
+    proposal_ids: list[int],
+    usage: dict[str, int],
+    rounds: int,
+    facts: dict[str, Any] | None = None,
+) -> Message | None:
+    """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status != Turn.STREAMING:
+            return None
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
+        reply.text = text
+        reply.status = Message.COMPLETE
+        reply.meta = with_facts({**(reply.meta or {}), "proposals": proposal_ids}, facts)
+        reply.save(update_fields=["text", "status", "meta", "updated_at"])
+        turn.status = Turn.WAITING_APPROVAL
+        turn.transcript = transcript
+        turn.proposal_id = proposal_ids[0]
+        turn.usage = usage
+        turn.rounds = rounds
+        turn.save()
+    return reply
+
+
+def do_record_decision(
+    proposal_id: int, turn_id: Any, tool_call_id: str, content: str, is_error: bool
+) -> int | None:
+    """Put a decided proposal's result into its waiting turn; returns the turn id when every
+    proposal of the round is decided and the turn is queued to continue (exactly once)."""
+    with transaction.atomic():
+        queryset = Turn.objects.select_for_update().filter(status=Turn.WAITING_APPROVAL)
+        turn = None
+        if turn_id not in (None, ""):
+            try:
+                turn = queryset.filter(pk=int(turn_id)).first()
+            except (TypeError, ValueError):
+                turn = None
+        if turn is None:
+            turn = queryset.filter(proposal_id=proposal_id).first()
+        if turn is None or not turn.transcript:
+            return None
+        last = turn.transcript[-1]
+        pending = last.get("pending", [])
+        match = [p for p in pending if p.get("proposal_id") == proposal_id]
+        if not match:
+            return None
+        last["pending"] = [p for p in pending if p.get("proposal_id") != proposal_id]
+        last["results"].append(
+            {"tool_call_id": match[0]["tool_call_id"], "content": content, "is_error": is_error}
+        )
+        if not last["pending"]:
+            last.pop("pending")
+            turn.status = Turn.QUEUED
+            turn.reply = None  # the continuation writes a new reply message
+        turn.save(update_fields=["transcript", "status", "reply", "updated_at"])
+        return turn.pk if turn.status == Turn.QUEUED else None
+
+
+def do_queue_relays(reply: Message, connections: list[Any]) -> list[int]:
+    """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply."""
+    with transaction.atomic():
+        return [
+            Turn.objects.create(
+                room_id=reply.room_id, connection=c, trigger=reply, relay_depth=1
+            ).pk
+            for c in connections
+        ]
+
+
+def do_recover_interrupted(
+    *, stale_seconds: float | None = None, owners: list[str] | None = None
+) -> list[Message]:
+    """Turns left queued/streaming by a stopped process → interrupted, with a notice each.
+
+    `owners`: the turns of these (dead) processes (chatrooms.leases). `stale_seconds`: only
+    turns without an owner untouched for that long (queued turns nobody claimed, rows from
+    before leases); turns owned by a live process are never touched this way."""
+    actor = Actor.for_system("system", "chat.recover")
+    notices: list[Message] = []
+    with transaction.atomic():
+        queryset = Turn.objects.select_for_update(of=("self",)).filter(status__in=Turn.RUNNING)
+        if owners is not None:
+            queryset = queryset.filter(owner__in=owners)
+        if stale_seconds is not None:
+            queryset = queryset.filter(
+                owner="", updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
+            )
+        turns = list(queryset.select_related("connection"))
+        for turn in turns:
+            name = turn.connection.name if turn.connection else "a model"
+            turn.status = Turn.INTERRUPTED
+            turn.error_code = "interrupted"
+            turn.finished_at = timezone.now()
+            turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
+            # A queued turn has no reply yet (reply_id None matches no row); django-stubs
+            # types the lookup non-null.
+            if Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(  # type: ignore[misc]
+                status=Message.FAILED,
+                error_code="interrupted",
+                error_message="HAL stopped while this reply was being written.",
+                updated_at=timezone.now(),
+            ):
+                failed = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
+                publish(room_group(failed.room_id), "message.failed", failed.as_dict())
+            notices.append(
+                do_post_notice(
+                    turn.room_id,
+                    notice_interrupted(name),
+                    reply_to_id=turn.trigger_id,
+                    meta={"retry_turn": turn.pk, "interrupted_turn": turn.pk},
+                )
+            )
+        if turns:
+            record_audit(
+                actor,
+                "chat.turns.interrupted",
+                target_type="turn",
+                target_id=",".join(str(t.pk) for t in turns)[:64],
+                after={"turns": [t.pk for t in turns]},
+            )
+        for notice in notices:
+            publish(room_group(notice.room_id), "notice", notice.as_dict())
+    return notices

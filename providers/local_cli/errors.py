@@ -1,0 +1,79 @@
+"""The Claude Code CLI's failures as ProviderErrors: API status, API error type, then text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from providers.base import (
+    ProviderError,
+)
+
+NOT_FOUND = "claude CLI not found on PATH"
+
+
+LOGIN_HINT = (
+    "the Claude Code CLI on the HAL host is not logged in: log the HAL service user in "
+    "(run `claude login` as that user)"
+)
+
+
+# Lower-cased fragments of the CLI's error results, for errors without an API status
+# (not logged in, usage limits); checked in order.
+_ERROR_HINTS = (
+    (("/login", "not logged in", "api key", "authentication", "unauthorized", "oauth"), "auth"),
+    (("rate limit", "usage limit", "limit reached", "429"), "rate_limited"),
+    (("overloaded", "529", "unavailable"), "unavailable"),
+    (("timed out", "timeout"), "timeout"),
+)
+
+
+# `api_error_type` of the CLI's result (the Messages API error type), when no status came.
+_ERROR_TYPES = {
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "rate_limit_error": "rate_limited",
+    "overloaded_error": "unavailable",
+    "api_error": "unavailable",
+    "invalid_request_error": "bad_request",
+    "not_found_error": "bad_request",
+    "timeout_error": "timeout",
+}
+
+
+def kind_of_status(status: int) -> str:
+    """The error kind of an HTTP status the CLI got from the API."""
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "unavailable"
+    return "bad_request"
+
+
+def _kind_of_text(text: str) -> str:
+    lowered = text.lower()
+    for needles, kind in _ERROR_HINTS:
+        if any(needle in lowered for needle in needles):
+            return kind
+    return "bad_response"
+
+
+def error_of_result(result: dict[str, Any]) -> ProviderError:
+    """The ProviderError of a failed `result` event: the API status decides, then the API
+    error type, then (no API call made, e.g. not logged in) the text."""
+    message = str(result.get("result") or result.get("subtype") or "CLI error")[:300]
+    status = result.get("api_error_status")
+    if isinstance(status, int) and status >= 400:
+        kind = kind_of_status(status)
+    elif result.get("api_error_type") in _ERROR_TYPES:
+        kind = _ERROR_TYPES[result["api_error_type"]]
+        status = None
+    else:
+        kind = _kind_of_text(message)
+        status = None
+    if kind == "auth":
+        message = f"{message} ({LOGIN_HINT})"
+    return ProviderError(kind, f"claude CLI: {message}", status=status)

@@ -1,0 +1,145 @@
+"""The CLI's stdin transcript and the parser of its stream-json events."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from providers.base import (
+    STOP_END,
+    ChatMessage,
+    ProviderError,
+    Stop,
+    StreamEvent,
+    TextDelta,
+    Usage,
+    parse_tool_arguments,
+)
+from providers.local_cli.errors import error_of_result
+
+log = logging.getLogger("hal.providers")
+
+
+def render_transcript(messages: Sequence[ChatMessage]) -> str:
+    """The conversation as plain text for stdin: one block per message, oldest first."""
+    blocks: list[str] = []
+    for message in messages:
+        if message.role == "user":
+            blocks.append(message.spoken_text())
+        elif message.role == "assistant":
+            parts = [f"[you]: {message.text}"] if message.text else []
+            parts.extend(
+                f"[you called tool {call.name} (id {call.id}) with {json.dumps(call.arguments)}]"
+                for call in message.tool_calls
+            )
+            blocks.append("\n".join(parts))
+        else:
+            blocks.extend(
+                f"[tool result for {r.tool_call_id}{' (error)' if r.is_error else ''}]: {r.content}"
+                for r in message.tool_results
+            )
+    return "\n\n".join(block for block in blocks if block) + "\n"
+
+
+class _StreamParser:
+    """Turns the CLI's stream-json lines into HAL stream events.
+
+    Text comes from the partial-message `text_delta`s of the top-level conversation only
+    (subagents never speak in the room); the complete `assistant` messages repeat that text
+    and are not re-emitted. Tool uses are reassembled and logged: the CLI runs them itself
+    through HAL's MCP server. The final `result` decides success or the error kind.
+    """
+
+    def __init__(self) -> None:
+        self.done = False
+        self.result: dict[str, Any] | None = None
+        self.emitted_text = False
+        self.separate = False
+        self.tool_blocks: dict[int, dict[str, Any]] = {}
+        self.tool_uses: list[tuple[str, dict[str, Any]]] = []
+
+    def feed(self, line: bytes) -> list[StreamEvent]:
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise ProviderError("bad_response", "claude CLI sent a malformed line") from exc
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise ProviderError("bad_response", "claude CLI sent an event without a type")
+        etype = event["type"]
+        if etype == "result":
+            self.done = True
+            self.result = event
+            return []
+        if etype == "system" and event.get("subtype") == "api_retry":
+            log.info(
+                "claude CLI retries after %s (%s)", event.get("error_status"), event.get("error")
+            )
+            return []
+        if etype != "stream_event" or event.get("parent_tool_use_id"):
+            return []
+        inner = event.get("event")
+        if not isinstance(inner, dict):
+            raise ProviderError("bad_response", "claude CLI sent a stream event without event")
+        return self._api_event(inner)
+
+    def _api_event(self, inner: dict[str, Any]) -> list[StreamEvent]:
+        itype = inner.get("type")
+        if itype == "message_start":
+            # A new model message after text (e.g. after a tool round): keep them apart.
+            self.separate = self.emitted_text
+        elif itype == "content_block_start":
+            block = inner.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self.tool_blocks[inner.get("index", 0)] = {
+                    "name": str(block.get("name") or ""),
+                    "json": [],
+                }
+            elif block.get("type") == "text" and block.get("text"):
+                return self._text(str(block["text"]))
+        elif itype == "content_block_delta":
+            delta = inner.get("delta") or {}
+            if delta.get("type") == "text_delta" and delta.get("text"):
+                return self._text(str(delta["text"]))
+            if delta.get("type") == "input_json_delta":
+                slot = self.tool_blocks.get(inner.get("index", 0))
+                if slot is not None:
+                    slot["json"].append(str(delta.get("partial_json") or ""))
+        elif itype == "content_block_stop":
+            slot = self.tool_blocks.pop(inner.get("index", 0), None)
+            if slot is not None:
+                arguments = parse_tool_arguments("".join(slot["json"]), tool=slot["name"])
+                self.tool_uses.append((slot["name"], arguments))
+                log.info("claude CLI calls %s", slot["name"])
+        return []
+
+    def _text(self, text: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if self.separate:
+            events.append(TextDelta("\n\n"))
+            self.separate = False
+        self.emitted_text = True
+        events.append(TextDelta(text))
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        result = self.result or {}
+        if result.get("is_error") or result.get("subtype") != "success":
+            raise error_of_result(result)
+        usage = result.get("usage") or {}
+        if not isinstance(usage, dict):
+            raise ProviderError("bad_response", "claude CLI usage is not an object")
+        input_tokens = sum(
+            int(usage.get(key) or 0)
+            for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        events: list[StreamEvent] = []
+        text = result.get("result")
+        if not self.emitted_text and isinstance(text, str) and text:
+            events.append(TextDelta(text))  # no partial messages came (e.g. an older CLI)
+        events.append(
+            Usage(input_tokens=input_tokens, output_tokens=int(usage.get("output_tokens") or 0))
+        )
+        events.append(Stop(STOP_END))
+        return events
