@@ -122,3 +122,16 @@ async def test_relay_calls_count(models, aclient, operator, orchestrator):
     rows = [r async for r in UsageDay.objects.filter(connection_id=models[1].id)]
     assert [r.output_tokens for r in rows] == [4]
     assert rows[0].model == models[1].connection.model
+
+
+async def test_verify_does_not_unpause(models, aclient, operator, orchestrator):
+    from providers.actions import check_verify_connection
+
+    alpha = models[0]
+    await set_budget(operator, alpha.id, tokens_per_day=10)
+    await send(aclient, await room_for(aclient, alpha.id), "use it up")
+    await orchestrator.wait_idle()
+    assert await status_of(alpha.id) == "paused"
+    actor = Actor(user=operator, via="api", reauth_at=time.time())
+    await sync_to_async(check_verify_connection)(actor=actor, connection=alpha.id)
+    assert await status_of(alpha.id) == "paused"
