@@ -18,6 +18,8 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput
 from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay
@@ -53,7 +55,10 @@ def month_end(day: datetime.date) -> datetime.datetime:
 
 def _count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
-        raise InvalidInput(f"{name} must be a non-negative integer.", code="invalid_usage")
+        raise InvalidInput(
+            format_lazy(_("{name} must be a non-negative integer."), name=name),
+            code="invalid_usage",
+        )
     return value
 
 
