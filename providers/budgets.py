@@ -297,6 +297,14 @@ def budget_form(post: Any) -> dict[str, Any]:
     return {f: post.get(f, "").strip() for f in LIMIT_FIELDS}
 
 
+def price_form(post: Any) -> dict[str, Any]:
+    """The /ops/ai price form's fields (both empty: remove the price)."""
+    data: dict[str, Any] = {"model": post.get("model", "").strip()}
+    for field in ("input_per_million", "output_per_million"):
+        data[field] = post.get(field, "").strip() or None
+    return data
+
+
 def clean_budget(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInput(_("Send a JSON object."), code="invalid_budget")

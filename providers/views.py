@@ -20,7 +20,13 @@ from hal.actions.base import Actor, require_perm
 from hal.api import api, dispatch, json_body
 from hal.errors import HalError
 from providers import actions
-from providers.budgets import budget_form, check_set_budget, resume_expired
+from providers.budgets import (
+    budget_form,
+    check_set_budget,
+    check_set_price,
+    price_form,
+    resume_expired,
+)
 from providers.models import AIConnection
 from providers.services import secret_hints
 from providers.usage import chart_bars, usage_summaries
@@ -200,6 +206,9 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
             actor=actor, connection=pk, enabled=op == "enable"
         )
         return _("@%(name)s is %(status)s.") % {"name": conn.name, "status": conn.status}
+    if op == "price":
+        conn = check_set_price(actor=actor, connection=pk, data=price_form(post))
+        return _("The prices of @%(name)s were saved.") % {"name": conn.name}
     if op == "budget":
         conn = check_set_budget(actor=actor, connection=pk, data=budget_form(post))
         return _("The budget of @%(name)s was saved.") % {"name": conn.name}

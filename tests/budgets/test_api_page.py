@@ -101,3 +101,20 @@ def test_korean_page_and_notice(client_op, conn):
     assert (
         i18n.render(text, "ko") == "@alpha이(가) 일일 예산의 80%를 사용했습니다(44 of 50 tokens)."
     )
+
+
+def test_ops_ai_price_form_sets_and_removes_a_price(reauthed, conn):
+    from providers.budget_models import ModelPrice
+
+    form = {"op": "price", "id": conn.pk, "model": "m1"}
+    response = reauthed.post(
+        "/ops/ai", {**form, "input_per_million": "3", "output_per_million": "15"}
+    )
+    assert response.status_code == 302
+    record_usage(conn, 1_000_000, 0, "m1")
+    page = reauthed.get("/ops/ai").content.decode()
+    assert "m1: 3.0 / 15.0" in page and "cost 3.0000" in page
+    bad = reauthed.post("/ops/ai", {**form, "input_per_million": "-1", "output_per_million": "1"})
+    assert bad.status_code == 400 and b"invalid_price" in bad.content
+    reauthed.post("/ops/ai", {**form, "input_per_million": "", "output_per_million": ""})
+    assert not ModelPrice.objects.exists()
