@@ -197,7 +197,9 @@ def _row(label: str, n: int, samples: list[tuple[float, float]], base=None) -> s
     return line
 
 
-async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names, litellm):
+async def measure(
+    args, *, fake_url: str, daphne: Daphne, user, password, names, litellm, after_warmup=None
+):
     from openai import AsyncOpenAI
 
     direct = AsyncOpenAI(base_url=fake_url, api_key="bench-unused", max_retries=0)
@@ -215,6 +217,8 @@ async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names,
     for _ in range(args.warmup):  # SDK pools, DB connections, caches
         for run in paths.values():
             await run(max(args.ns))
+    if after_warmup is not None:
+        after_warmup()  # the profiler sees the steady state, not one-time imports and logins
     results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     order = list(paths)
     for n in args.ns:
@@ -232,10 +236,18 @@ async def measure(args, *, fake_url: str, daphne: Daphne, user, password, names,
     return results
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def report(args, results, db_label: str) -> bool:
     print(
         f"\n{db_label}: fake model {args.latency * 1000:.0f} ms to first byte, "
-        f"{args.tokens} tokens × {args.token_delay * 1000:.0f} ms; {args.rounds} rounds per N"
+        f"{args.tokens} tokens × {args.token_delay * 1000:.0f} ms; {args.rounds} rounds per N; "
+        "load average %.2f %.2f %.2f (idle-machine targets: read the ratios on a busy one)"
+        % os.getloadavg()
     )
     print(
         f"{'path':<8}{'N':>3} {'first50':>8} {'first99':>8} {'whole50':>8} {'whole99':>8}"
@@ -270,9 +282,16 @@ def report(args, results, db_label: str) -> bool:
 
 
 def _cleanup(user, names: list[str]) -> None:
-    from providers.models import AIConnection
+    from providers.models import VAULT_OWNER, AIConnection
+    from vault.models import Secret
 
     user.chat_rooms.all().delete()
+    ids = [
+        str(pk) for pk in AIConnection.objects.filter(name__in=names).values_list("pk", flat=True)
+    ]
+    # The keys too: they are sealed under this run's throwaway vault key, and a secret whose
+    # key is gone fails the next run's vault check (/api/health 503, daphne "not started").
+    Secret.objects.filter(owner_type=VAULT_OWNER, owner_id__in=ids).delete()
     AIConnection.objects.filter(name__in=names).delete()
     user.delete()
 
@@ -290,7 +309,8 @@ def main() -> int:
     parser.add_argument(
         "--py-spy",
         metavar="FILE",
-        help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks)",
+        help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks),"
+        " from the end of the warm-up rounds",
     )
     args = parser.parse_args()
     tmp_name = tempfile.mkdtemp(prefix="hal-e2e-")
@@ -321,12 +341,19 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         daphne = Daphne(env, tmp).start()
         litellm = None
         spy = None
-        if args.py_spy:
-            spy = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(daphne.proc.pid), *SPY_ARGS, args.py_spy],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+
+        cpu_start = [0.0]
+
+        def start_spy() -> None:
+            nonlocal spy
+            cpu_start[0] = process_cpu_seconds(daphne.proc.pid)
+            if args.py_spy:
+                spy = subprocess.Popen(
+                    ["py-spy", "record", "--pid", str(daphne.proc.pid), *SPY_ARGS, args.py_spy],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+
         try:
             if not args.no_litellm:
                 exe = ensure_litellm()
@@ -344,9 +371,21 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                     password=password,
                     names=names,
                     litellm=litellm,
+                    after_warmup=start_spy,
                 )
             )
+            cpu = process_cpu_seconds(daphne.proc.pid) - cpu_start[0]
             ok = report(args, results, db_label)
+            replies = sum(len(v) for (path, _n), v in results.items() if path == "hal")
+            # Load-independent capacity figure: the web process's CPU per streamed reply
+            # (this reply shape), so concurrent streams per core ≈ reply time ÷ CPU per reply.
+            per_reply = cpu / max(replies, 1)
+            whole = pct([s[1] for (p, _n), v in results.items() if p == "hal" for s in v], 0.5)
+            print(
+                f"daphne CPU {cpu:.2f} s for {replies} HAL replies: {per_reply * 1000:.1f} ms "
+                f"per reply → ≈ {whole / per_reply:.0f} concurrent streams per core "
+                f"(replies of {whole * 1000:.0f} ms)"
+            )
         finally:
             if spy is not None:
                 spy.send_signal(2)

@@ -240,15 +240,21 @@ async def record_usage(
 ) -> None:
     """Charge a model call's tokens to its connection: the web-fetch daily flag and the
     token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`)."""
-    from providers.usage import arecord_usage as charge_budget
-    from webfetch.budgets import arecord_usage
+    from hal.dbthreads import db
+    from providers import usage
+    from webfetch import budgets
 
     try:
-        await arecord_usage(connection_id, input_tokens, output_tokens)
+        # In HAL's DB threads (kept-open connection), not on the sync views' thread: there
+        # it queued the next POST behind it and reconnected each time (12 % of the web
+        # process's CPU in an N = 8 fan-out).
+        await db(budgets.record_usage)(connection_id, input_tokens, output_tokens)
     except Exception:  # accounting must not fail a reply the model already gave
         log.exception("could not record usage for connection %s", connection_id)
     try:
-        await charge_budget(connection_id, input_tokens, output_tokens, model, room_id=room_id)
+        await db(usage.record_usage)(
+            connection_id, input_tokens, output_tokens, model, room_id=room_id
+        )
     except Exception:
         log.exception("could not charge the budget of connection %s", connection_id)
 

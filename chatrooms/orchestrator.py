@@ -21,6 +21,10 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The provider SDKs (`providers` below) and the async backend that their connection pool
+# loads at its first request (anyio) are imported with the web process, not at its first
+# model call (a second or more of imports that would hold the GIL in the middle of a reply).
+import anyio._backends._asyncio  # noqa: F401
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -32,9 +36,6 @@ from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.actions.base import Actor
 from hal.dbthreads import close_db_connections, db, db_executor  # noqa: F401 (re-exported)
 from hal.prompt_hooks import prompt_sections
-
-# The provider SDKs are imported with the web process, not at its first model call (a
-# second or more of imports that would hold the GIL in the middle of a reply).
 from providers import anthropic_provider, openai_compat  # noqa: F401
 from providers.base import (
     ChatMessage,

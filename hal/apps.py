@@ -1,4 +1,10 @@
+"""The hal app's configuration: start-up wiring done once the app registry is ready."""
+
 from django.apps import AppConfig
+
+
+def _load_tool_definitions() -> None:
+    import hal.tools.defs  # noqa: F401  (HAL's built-in tools register themselves on import)
 
 
 class HalConfig(AppConfig):
@@ -20,3 +26,9 @@ class HalConfig(AppConfig):
         from hal.ws_guard import connect_signals
 
         connect_signals()
+
+        # The tool registry runs this on its first read (the registry never imports the
+        # definitions: they import it). Lazily, so the registration order is unchanged.
+        from hal.tools.registry import add_loader
+
+        add_loader(_load_tool_definitions)

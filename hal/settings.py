@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import tempfile
@@ -136,6 +137,26 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not :memory:, so a daphne subprocess (browser tests) sees the same data.
     _test_db = str(Path(tempfile.gettempdir()) / f"hal-test-{os.getpid()}.sqlite3")
     DATABASES["default"]["TEST"] = {"NAME": env("HAL_TEST_DB_NAME") or _test_db}
+# Connections. Under daphne every HTTP request runs its sync code in a thread of its own,
+# so a "persistent" connection (CONN_MAX_AGE > 0) would be opened per request and left
+# behind with its thread: keep 0 there. On PostgreSQL psycopg 3's pool hands each request
+# a connection already open instead (a new one cost a connect + auth per request); the
+# chat's own DB threads (hal/dbthreads.py) keep theirs checked out, so the pool must be
+# larger than HAL_CHAT_DB_THREADS plus the requests served at once.
+DATABASES["default"]["CONN_MAX_AGE"] = int(env("HAL_DB_CONN_MAX_AGE", "0"))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_bool("HAL_DB_CONN_HEALTH_CHECKS", True)
+_pool_max = int(env("HAL_DB_POOL_MAX_SIZE", "0"))  # opt-in: no gain measured yet
+if (
+    DATABASES["default"]["ENGINE"].endswith("postgresql")
+    and _pool_max > 0
+    and importlib.util.find_spec("psycopg_pool") is not None  # psycopg[pool], in the lock
+):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(4, _pool_max),
+        "max_size": _pool_max,
+        "timeout": float(env("HAL_DB_POOL_TIMEOUT", "10")),
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses a pool with persistent ones
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")

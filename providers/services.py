@@ -40,6 +40,7 @@ from vault import api as vault
 log = logging.getLogger("hal.connections")
 
 __all__ = [
+    "CredentialCache",
     "CredentialUnavailable",
     "get_credential",
     "get_credential_sync",
@@ -201,6 +202,11 @@ def _needs_refresh(conn: AIConnection) -> bool:
 
 
 def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
+    return _reveal_row(conn, purpose)[1]
+
+
+def _reveal_row(conn: AIConnection, purpose: str) -> tuple[Any, vault.Revealed]:
+    """The secret row of (conn, purpose) and its plaintext (CredentialUnavailable without)."""
     row = vault.find_secret(purpose=purpose, owner_type=VAULT_OWNER, owner_id=conn.pk)
     if row is None:
         what = "an API key" if purpose == PURPOSE_API_KEY else "an OAuth authorization"
@@ -210,7 +216,7 @@ def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
             ),
             code="credential_missing",
         )
-    return vault.get_plaintext(row, purpose=purpose, actor_label=f"@{conn.name}")
+    return row, vault.get_plaintext(row, purpose=purpose, actor_label=f"@{conn.name}")
 
 
 def _load(connection_id: int) -> AIConnection:
@@ -225,17 +231,104 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
     """The credential for one provider call: the API key, or a fresh OAuth access token.
 
     Call it outside any transaction: an OAuth refresh holds the connection's row lock only
-    for its own short transaction.
+    for its own short transaction. Served from this process's `CredentialCache`.
     """
+    return _credentials.get(connection_id)
+
+
+@dataclass(frozen=True)
+class _Cached:
+    auth_method: str
+    purpose: str
+    secret_id: Any
+    version: int
+    revealed: vault.Revealed
+
+
+class CredentialCache:
+    """Decrypted credentials of one process, in memory only (never pickled or written).
+
+    Every call still reads the connection's auth method, token expiry and the secret's
+    (id, version) in one query — the database is the truth shared by every web process —
+    and serves the cached plaintext only when they are what was decrypted; a replaced,
+    deleted or re-encrypted-under-another-purpose secret takes the full path (read,
+    decrypt, OAuth refresh), so a change is honoured by every process once it commits.
+    What it saves: the second and third reads and the keyring + AES-GCM decrypt.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, _Cached] = {}
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    @sensitive_variables()
+    def get(self, connection_id: int) -> vault.Revealed:
+        """The credential of one provider call (see `get_credential_sync`)."""
+        entry = self._entries.get(connection_id)
+        if entry is not None:
+            current = self._current(connection_id, entry.purpose)
+            if current is not None:
+                auth_method, expires, secret_id, version = current
+                refresh_due = expires is not None and expires - timezone.now() <= _refresh_margin()
+                if (
+                    auth_method == entry.auth_method
+                    and secret_id == entry.secret_id
+                    and version == entry.version
+                    and not (entry.purpose == PURPOSE_ACCESS_TOKEN and refresh_due)
+                ):
+                    return entry.revealed
+        with self._lock:
+            self._entries.pop(connection_id, None)
+        conn, purpose, row, revealed = _fetch_credential(connection_id)
+        if row is not None:
+            with self._lock:
+                self._entries[connection_id] = _Cached(
+                    conn.auth_method, purpose, row.pk, row.version, revealed
+                )
+        return revealed
+
+    @staticmethod
+    def _current(connection_id: int, purpose: str) -> tuple[str, Any, Any, int] | None:
+        from django.db.models import CharField, OuterRef, Subquery
+        from django.db.models.functions import Cast
+
+        from vault.models import Secret
+
+        secret = Secret.objects.filter(
+            owner_type=VAULT_OWNER,
+            owner_id=Cast(OuterRef("pk"), output_field=CharField()),
+            purpose=purpose,
+        )
+        row = (
+            AIConnection.objects.filter(pk=connection_id)
+            .annotate(
+                secret_id=Subquery(secret.values("pk")[:1]),
+                secret_version=Subquery(secret.values("version")[:1]),
+            )
+            .values_list("auth_method", "oauth_expires_at", "secret_id", "secret_version")
+            .first()
+        )
+        return row
+
+
+_credentials = CredentialCache()
+
+
+@sensitive_variables()
+def _fetch_credential(connection_id: int) -> tuple[AIConnection, str, Any, vault.Revealed]:
+    """The uncached path: (connection, purpose, secret row, plaintext); OAuth refreshes here."""
     conn = _load(connection_id)
     if conn.auth_method == AIConnection.API_KEY:
-        return _reveal(conn, PURPOSE_API_KEY)
+        return conn, PURPOSE_API_KEY, *_reveal_row(conn, PURPOSE_API_KEY)
     if conn.auth_method != AIConnection.OAUTH:
         raise CredentialUnavailable(
             _("A local CLI connection uses its own login session."), code="no_credential"
         )
     if not _needs_refresh(conn):
-        return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+        return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
     failure: HalError | None = None
     with _refresh_lock(conn.pk), transaction.atomic():
         locked = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
@@ -244,10 +337,10 @@ def get_credential_sync(connection_id: int) -> vault.Revealed:
         conn = locked
         # Another caller may have refreshed while we waited for the lock.
         if not _needs_refresh(conn):
-            return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+            return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
         failure = _refresh_locked(conn)
         if failure is None:
-            return _reveal(conn, PURPOSE_ACCESS_TOKEN)
+            return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
     # Raised after the commit, so the recorded status change survives.
     raise failure
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 if TYPE_CHECKING:
-    from webfetch.pipeline import FetchResult
+    from webfetch.result import FetchResult
 
 DEFAULT_TTL = 300.0
 DEFAULT_MAX_ENTRIES = 256

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from webfetch.pipeline import FetchResult
+    from webfetch.result import FetchResult
 
 _lock = threading.Lock()
 _fetches = 0

@@ -8,7 +8,7 @@ import ssl
 import threading
 import time
 from collections.abc import Collection, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ from webfetch.client import (
 )
 from webfetch.extract import HTML_TYPES, PAGE_CHARS, aextract
 from webfetch.guard import GuardError, Target, guard_url
+from webfetch.result import FetchResult
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +47,6 @@ FAILURE_REASONS = (
     "network",
     "invalid_url",
 )
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """One URL's fetch outcome with provenance; frozen because the cache shares it."""
-
-    url: str
-    final_url: str
-    ok: bool
-    status: int | None
-    content_type: str
-    retrieved_at: str  # ISO 8601, UTC
-    bytes_read: int
-    truncated: bool  # body cut at max_bytes (not a failure)
-    trust_tier: str  # "curated" | "web"
-    failure_reason: str | None
-    title: str = ""
-    text: str = ""
-    text_truncated: bool = False  # extracted text cut at the per-page char cap
-    detail: str = ""  # human-readable reason for a failure
-    from_cache: bool = False
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def media_type_allowed(media: str, allowed: Collection[str] = ALLOWED_TYPES) -> bool:

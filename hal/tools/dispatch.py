@@ -6,12 +6,9 @@ tool's strict schema, and refused (audited, nothing run) when unknown or invalid
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,32 +19,14 @@ from hal.errors import HalError, InvalidInput
 from hal.i18n import localize
 from hal.jsonin import check_json_value
 from hal.models import AuditEntry
+
+# Origin lives in the leaf module hal.tools.origin so that hal.actions.proposals can use it
+# without importing dispatch (which imports proposals); re-exported here for callers.
+from hal.tools.origin import Origin, current_origin, running_with_origin  # noqa: F401
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable, proposal_references
 
 MAX_RAW_ARGS = 100_000
 MAX_TRACKED_TURNS = 4096
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a tool call came from (the chat connection, room, message, turn, call id)."""
-
-    connection_id: int | None = None
-    room_id: int | None = None
-    message_id: int | None = None
-    turn_id: str | None = None
-    tool_call_id: str | None = None
-
-    @classmethod
-    def coerce(cls, value: Any) -> Origin:
-        if value is None:
-            return cls()
-        if isinstance(value, Origin):
-            return value
-        if isinstance(value, dict):
-            known = {k: value.get(k) for k in cls.__dataclass_fields__}
-            return cls(**known)
-        raise TypeError("origin must be an Origin, a dict or None")
 
 
 @dataclass
@@ -84,28 +63,6 @@ class ToolOutcome:
         if self.ok:
             return {"ok": True, "tool": self.tool, "result": self.result}
         return {"ok": False, "tool": self.tool, "error": self.error}
-
-
-# The origin of the read call being run, for handlers that account per connection
-# (webfetch budgets); None outside a dispatched read.
-_current_origin: contextvars.ContextVar[Origin | None] = contextvars.ContextVar(
-    "hal_tool_origin", default=None
-)
-
-
-def current_origin() -> Origin | None:
-    """The Origin of the tool call whose handler is running now, else None."""
-    return _current_origin.get()
-
-
-@contextlib.contextmanager
-def running_with_origin(origin: Origin) -> Iterator[None]:
-    """Run a tool handler (a read now, or an approved proposal later) with its origin."""
-    token = _current_origin.set(origin)
-    try:
-        yield
-    finally:
-        _current_origin.reset(token)
 
 
 class TurnCounter:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -172,10 +173,26 @@ def tool_specs(tiers: Iterable[str] | None = None) -> list[Any]:
     return [t.spec() for t in all_tools(tiers)]
 
 
+# Loaders that register tools, run once on first use. HalConfig.ready() adds the loader of
+# HAL's built-in definitions: the registry never imports the definitions (which import it).
+# Running them lazily keeps the registration order of before (apps' ready() tools first).
+_loaders: list[Callable[[], object]] = []
+_load_lock = threading.RLock()  # a second thread waits until the first finished loading
+
+
+def add_loader(loader: Callable[[], object]) -> None:
+    """Run `loader` (which registers tools) before the registry is first read."""
+    if loader not in _loaders:
+        _loaders.append(loader)
+
+
 def _ensure_loaded() -> None:
-    # The built-in definitions register themselves on import; importing them lazily
-    # keeps `hal.tools.registry` importable from the actions layer without a cycle.
-    import hal.tools.definitions  # noqa: F401
+    if not _loaders:
+        return
+    with _load_lock:
+        while _loaders:
+            _loaders[0]()  # importing a module twice is a no-op, so a re-entrant call is safe
+            _loaders.pop(0)
 
 
 # --- JSON helpers --------------------------------------------------------------------------

@@ -83,3 +83,38 @@ def test_complete_turn_writes_what_the_orm_reads_back(operator):
     turn.refresh_from_db()
     reply.refresh_from_db()
     assert turn.rounds == 2 and reply.text == "all green"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_token_usage_is_recorded_in_the_db_threads(monkeypatch):
+    """Not on the sync views' thread (it would queue the next POST behind it, and a
+    request's thread opens a new DB connection each time)."""
+    import threading
+
+    from asgiref.sync import async_to_sync
+
+    from chatrooms import integration
+    from webfetch import budgets
+
+    threads: list[str] = []
+    monkeypatch.setattr(
+        budgets, "record_usage", lambda *args: threads.append(threading.current_thread().name)
+    )
+    async_to_sync(integration.record_usage)(1, 2, 3)
+    assert len(threads) == 1 and threads[0].startswith("hal-chat-db")
+
+
+def test_async_backend_is_imported_with_the_orchestrator():
+    """httpx's async backend is imported lazily at the first provider request (a quarter
+    second holding the GIL on the event loop of a busy machine): the web process imports it
+    at start-up instead."""
+    import subprocess
+    import sys
+
+    code = (
+        "import django, os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'hal.settings');"
+        "django.setup(); import chatrooms.orchestrator;"
+        "print('anyio._backends._asyncio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr[-2000:]

@@ -22,7 +22,7 @@ HELPERS = {"bad", "_state_refused", "_artifact_refused"}
 # Calls that pass a message through: (file, enclosing function, argument) → why.
 PASSTHROUGH = {
     ("providers/actions/oauth.py", "_state_refused", "message"): "marked at each caller",
-    ("hal/actions/releases.py", "_artifact_refused", "message"): "marked at each caller",
+    ("hal/actions/releases/artifacts.py", "_artifact_refused", "message"): "marked at each caller",
     ("hal/actions/settings.py", "coerce", "str(exc)"): "a setting validator's own text",
     ("providers/services.py", "_refresh_locked", "failed"): "format_lazy(_()) built just above",
 }

@@ -8,7 +8,15 @@ import pytest
 from django.utils import timezone
 
 from hal.actions import servers
-from hal.errors import ConfirmationError, Conflict, InvalidInput, NotFound, PermissionDenied
+from hal.actions.base import Actor
+from hal.errors import (
+    ConfirmationError,
+    Conflict,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+)
 from hal.models import AgentToken, AuditEntry, Job, Server
 from tests.fleet.conftest import confirmed
 
@@ -158,7 +166,7 @@ def test_status_is_unreachable_when_agent_goes_silent(op, active_server, setting
     settings.HAL_AGENT_STALE_SECONDS = 90
     # Never reported → unreachable (honest), pending stays pending.
     assert active_server.effective_status() == Server.UNREACHABLE
-    system = servers.Actor.for_system("agent", label="agent:web1")
+    system = Actor.for_system("agent", label="agent:web1")
     servers.check_record_heartbeat(
         actor=system,
         server=active_server,
@@ -176,7 +184,7 @@ def test_status_is_unreachable_when_agent_goes_silent(op, active_server, setting
 def test_heartbeat_validates_metrics_and_stores_nothing_on_error(active_server):
     from hal.models import ServerMetric
 
-    system = servers.Actor.for_system("agent", label="agent:web1")
+    system = Actor.for_system("agent", label="agent:web1")
     with pytest.raises(InvalidInput):
         servers.check_record_heartbeat(
             actor=system,
@@ -205,7 +213,7 @@ def test_metric_retention_is_bounded(active_server, settings):
         memory_percent=1,
         disk_percent=1,
     )
-    system = servers.Actor.for_system("agent", label="agent:web1")
+    system = Actor.for_system("agent", label="agent:web1")
     servers.check_record_heartbeat(
         actor=system,
         server=active_server,
@@ -217,17 +225,17 @@ def test_metric_retention_is_bounded(active_server, settings):
 def test_enrolment_token_single_use_and_expiry(op):
     row, raw = servers.check_create_enrolment_token(actor=op, note="rack 4")
     assert raw not in str(row.__dict__)  # only the hash is stored
-    system = servers.Actor.for_system("agent", label="agent:new1")
+    system = Actor.for_system("agent", label="agent:new1")
     server, agent_token = servers.check_enrol_agent(
         actor=system, enrolment_token=raw, hostname="new1", agent_version="0.3.0"
     )
     assert server.status == Server.PENDING and agent_token.startswith("hal-agent-")
     assert servers.authenticate_agent(agent_token)[0] == server
-    with pytest.raises(servers.NotAuthenticated):
+    with pytest.raises(NotAuthenticated):
         servers.check_enrol_agent(actor=system, enrolment_token=raw, hostname="new2")
     row2, raw2 = servers.check_create_enrolment_token(actor=op, ttl_seconds=60)
     type(row2).objects.filter(pk=row2.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    with pytest.raises(servers.NotAuthenticated):
+    with pytest.raises(NotAuthenticated):
         servers.check_enrol_agent(actor=system, enrolment_token=raw2, hostname="new3")
     assert not Server.objects.filter(hostname__in=["new2", "new3"]).exists()
 

@@ -93,7 +93,7 @@ def test_prechecks_give_the_actions_own_codes(world, ai_actor, tool, args, setup
 
 def test_every_write_tool_names_its_action():
     for tool in all_tools([WRITE]):
-        if tool.handler.__module__ == "hal.tools.definitions":  # HAL's own actions
+        if tool.handler.__module__ == "hal.tools.defs.base":  # HAL's own actions
             assert tool.action_code, tool.name
     # Every precheck belongs to an action a tool runs (no typo'd key that never fires).
     codes = {t.action_code for t in all_tools()}

@@ -99,7 +99,9 @@ def test_results_are_hidden_from_those_who_may_not_approve(world, operator, view
 
 def test_the_ops_group_gets_the_summary_and_the_room_everything(world, room_owner, monkeypatch):
     sent = []
-    monkeypatch.setattr("hal.actions.proposals.publish", lambda g, e, p: sent.append((g, e, p)))
+    monkeypatch.setattr(
+        "hal.actions.proposals.records.publish", lambda g, e, p: sent.append((g, e, p))
+    )
     p = propose(
         make_actor(room_owner, reauth=False),
         "annotate_incident",

@@ -78,7 +78,7 @@ def test_write_approval_runs_the_action_once_as_the_operator_via_ai(world, ai_ac
 def test_a_failing_action_is_stored_as_failed(world, ai_actor, reauthed, monkeypatch):
     p = propose(ai_actor, "approve_server", {"server": "web-01"})  # active, not pending
     # The state changed after the precheck passed: the action itself refuses while running.
-    monkeypatch.setattr("hal.actions.proposals.proposal_precheck", lambda proposal: None)
+    monkeypatch.setattr("hal.actions.proposals.approve.proposal_precheck", lambda proposal: None)
     body = post(reauthed, f"/api/ai/proposals/{p.pk}/approve").json()["proposal"]
     assert body["status"] == "failed"
     assert body["error"]["code"] == "server_not_pending"
@@ -288,7 +288,7 @@ def test_executed_result_reaches_the_continuation_hook(
 def test_events_go_to_ops_and_the_room(world, ai_actor, monkeypatch):
     sent = []
     monkeypatch.setattr(
-        "hal.actions.proposals.publish", lambda g, e, p: sent.append((g, e, p["id"]))
+        "hal.actions.proposals.records.publish", lambda g, e, p: sent.append((g, e, p["id"]))
     )
     p = propose(ai_actor, "take_dr_snapshot", {}, room_id=5)
     assert sent == [("ops", "proposal.created", p.pk), ("room.5", "proposal.created", p.pk)]
