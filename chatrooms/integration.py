@@ -273,6 +273,21 @@ def budget_exhausted(connection: Any) -> Conflict:
     return refusal(connection)
 
 
+def budget_signal() -> Any:
+    from providers.budgets import budget_notice
+
+    return budget_notice
+
+
+def post_budget_notice(sender: Any, *, room_id: int, text: Any, **kw: Any) -> None:
+    """A budget's 80 % / paused notice, in the room of the call that crossed it."""
+    from chatrooms.actions import do_post_notice, room_group
+    from hal.events import publish
+
+    notice = do_post_notice(room_id, text)
+    publish(room_group(room_id), "notice", notice.as_dict())
+
+
 def notice_budget_skips(room: Any, text: str, everyone: list[Any]) -> None:
     """A broadcast in the unified room skips paused connections: say so in the room."""
     from django.utils.translation import gettext_noop

@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
@@ -34,6 +35,10 @@ from providers.usage import (
     period_totals,
     utc_today,
 )
+
+# Sent with `room_id=` and `text=` (a hal.i18n.text) for the 80 % and pause notices;
+# chatrooms/apps.py connects the receiver that posts them in that room.
+budget_notice = Signal()
 
 WARN_RATIO = Decimal("0.8")
 AUDIT_ACTOR = "budgets"
@@ -77,14 +82,12 @@ def _utc(moment: datetime.datetime) -> str:
 
 
 def _notify(room_id: int | None, text: dict[str, Any]) -> None:
-    """A HAL notice in the room where the usage happened (none without a room)."""
-    if room_id is None:
-        return
-    # Chat rooms are the caller's concern; imported lazily so providers stays importable alone.
-    from chatrooms.actions import do_post_notice, room_group
+    """A HAL notice in the room where the usage happened (none without a room).
 
-    notice = do_post_notice(room_id, text)
-    publish(room_group(room_id), "notice", notice.as_dict())
+    providers sits below chatrooms (tests/test_architecture.py): the rooms post it from
+    their receiver of `budget_notice`, inside this transaction."""
+    if room_id is not None:
+        budget_notice.send(sender=ConnectionBudget, room_id=room_id, text=text)
 
 
 def _changed(conn: AIConnection) -> None:
