@@ -35,3 +35,6 @@ class ChatroomsConfig(AppConfig):
         integration.proposal_signal().connect(
             _on_proposal_decided, dispatch_uid="chatrooms.proposal_decided"
         )
+        integration.budget_signal().connect(
+            integration.post_budget_notice, dispatch_uid="chatrooms.budget_notice"
+        )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatrooms.addressing import Participant
+from hal.errors import Conflict
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -229,9 +230,18 @@ async def prefetch_web(target: Any) -> dict[str, Any]:
     }
 
 
-async def record_usage(connection_id: int, input_tokens: int, output_tokens: int) -> None:
-    """Charge a model call's tokens to its connection's daily budget (flags, never stops)."""
+async def record_usage(
+    connection_id: int,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    model: str = "",
+    room_id: int | None = None,
+) -> None:
+    """Charge a model call's tokens to its connection: the web-fetch daily flag and the
+    token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`)."""
     from hal.dbthreads import db
+    from providers import usage
     from webfetch import budgets
 
     try:
@@ -241,3 +251,65 @@ async def record_usage(connection_id: int, input_tokens: int, output_tokens: int
         await db(budgets.record_usage)(connection_id, input_tokens, output_tokens)
     except Exception:  # accounting must not fail a reply the model already gave
         log.exception("could not record usage for connection %s", connection_id)
+    try:
+        await db(usage.record_usage)(
+            connection_id, input_tokens, output_tokens, model, room_id=room_id
+        )
+    except Exception:
+        log.exception("could not charge the budget of connection %s", connection_id)
+
+
+def resume_budgets() -> None:
+    """Bring back connections whose exhausted budget period has ended (lazy, at send)."""
+    from providers.budgets import resume_expired
+
+    resume_expired()
+
+
+def budget_exhausted(connection: Any) -> Conflict:
+    """The 409 `budget_exhausted` for a paused connection."""
+    from providers.budgets import budget_exhausted as refusal
+
+    return refusal(connection)
+
+
+def budget_signal() -> Any:
+    from providers.budgets import budget_notice
+
+    return budget_notice
+
+
+def post_budget_notice(sender: Any, *, room_id: int, text: Any, **kw: Any) -> None:
+    """A budget's 80 % / paused notice, in the room of the call that crossed it."""
+    from chatrooms.actions import do_post_notice, room_group
+    from hal.events import publish
+
+    notice = do_post_notice(room_id, text)
+    publish(room_group(room_id), "notice", notice.as_dict())
+
+
+def notice_budget_skips(room: Any, text: str, everyone: list[Any]) -> None:
+    """A broadcast in the unified room skips paused connections: say so in the room."""
+    from django.utils.translation import gettext_noop
+
+    from chatrooms.actions import do_post_notice, room_group
+    from chatrooms.addressing import parse_addressees
+    from hal import i18n
+    from hal.events import publish
+    from providers.models import AIConnection
+
+    paused = [c for c in everyone if c.status == AIConnection.PAUSED]
+    if not paused or not parse_addressees(text, [participant(c) for c in everyone]).broadcast:
+        return
+    for conn in paused:
+        notice = do_post_notice(
+            room.pk,
+            i18n.text(
+                gettext_noop(
+                    "@{name} is paused (budget exhausted) and did not answer; an "
+                    "administrator can raise its budget on /ops/ai."
+                ),
+                name=conn.name,
+            ),
+        )
+        publish(room_group(room.pk), "notice", notice.as_dict())

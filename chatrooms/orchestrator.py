@@ -726,7 +726,12 @@ class Orchestrator:
         if any(prepared.charge):
             # Budget accounting is bookkeeping, not part of the reply: off the hot path.
             self.spawn(
-                integration.record_usage(prepared.connection.pk, *prepared.charge),
+                integration.record_usage(
+                    prepared.connection.pk,
+                    *prepared.charge,
+                    model=prepared.connection.model,
+                    room_id=prepared.room_id,
+                ),
                 room_id=prepared.room_id,
             )
         if done is not None and prepared.room_kind == Room.UNIFIED:

@@ -28,6 +28,7 @@ STATUS_LABELS: dict[str, Any] = {
     "offline": _("offline"),
     "ok": _("ok"),
     "open": _("open"),
+    "paused": _("paused"),
     "pending": _("pending"),
     "queued": _("queued"),
     "reauth_required": _("re-authorization required"),

@@ -37,6 +37,7 @@ ACTION_ENABLE = "enable"
 ACTION_VERIFY = "verify"
 ACTION_SET_KEY = "set_key"
 ACTION_CONNECT = "connect"
+ACTION_RAISE_BUDGET = "raise_budget"  # paused (budgets): or wait for the period to end
 
 
 class AIConnection(models.Model):
@@ -72,12 +73,14 @@ class AIConnection(models.Model):
     REAUTH_REQUIRED = "reauth_required"
     ERROR = "error"
     UNAVAILABLE = "unavailable"
+    PAUSED = "paused"  # a budget is exhausted (providers/budgets.py)
     STATUS_CHOICES = [
         (ACTIVE, "active"),
         (DISABLED, "disabled"),
         (REAUTH_REQUIRED, "re-authorization required"),
         (ERROR, "error"),
         (UNAVAILABLE, "unavailable"),
+        (PAUSED, "paused (budget exhausted)"),
     ]
 
     name = models.CharField(max_length=40)
@@ -123,7 +126,9 @@ class AIConnection(models.Model):
     def scopes(self) -> list[str]:
         return [s for s in self.oauth_scopes.split() if s]
 
-    def as_dict(self, hints: dict[str, str] | None = None) -> dict[str, Any]:
+    def as_dict(
+        self, hints: dict[str, str] | None = None, usage: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The public JSON shape (SPEC §10): hints only, never a secret."""
         if hints is None:
             hints = secret_hints([self]).get(self.pk, {})
@@ -164,6 +169,8 @@ class AIConnection(models.Model):
             },
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            # Tokens/cost today and this month (UTC), budget, pause reason (listings batch it).
+            "usage": usage if usage is not None else usage_summaries([self.pk])[self.pk],
         }
 
 
@@ -209,6 +216,14 @@ def recovery_action(conn: Any) -> str:
         return ACTION_CONNECT if conn.auth_method == AIConnection.OAUTH else ACTION_SET_KEY
     if status in (AIConnection.ERROR, AIConnection.UNAVAILABLE):
         return ACTION_VERIFY
+    if status == AIConnection.PAUSED:
+        return ACTION_RAISE_BUDGET
     if not conn.model:
         return ACTION_VERIFY
     return ""
+
+
+# Usage, prices and budgets live in their own modules (neither imports this one at load
+# time); imported here so Django registers the models and as_dict can add `usage`.
+from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401
+from providers.usage import usage_summaries  # noqa: E402

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from providers import views
+from providers import views, views_budgets
 
 app_name = "providers"
 
@@ -15,6 +15,12 @@ urlpatterns = [
     path("api/ai/connections/<int:pk>/verify", views.connection_verify, name="api_verify"),
     path("api/ai/connections/<int:pk>/disable", views.connection_disable, name="api_disable"),
     path("api/ai/connections/<int:pk>/enable", views.connection_enable, name="api_enable"),
+    path(
+        "api/ai/connections/<int:pk>/budget",
+        views_budgets.connection_budget,
+        name="api_budget",
+    ),
+    path("api/ai/connections/<int:pk>/prices", views_budgets.connection_price, name="api_prices"),
     path(
         "api/ai/connections/<int:pk>/oauth/start",
         views.connection_oauth_start,

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_noop
 from providers.models import (  # re-exported: the status rules read here
     ACTION_CONNECT,
     ACTION_ENABLE,
+    ACTION_RAISE_BUDGET,
     ACTION_SET_KEY,
     ACTION_VERIFY,
     AIConnection,
@@ -101,6 +102,8 @@ def recovery_hint(conn: Any) -> Any:
         return _("set a new API key on /ops/ai")
     if action == ACTION_CONNECT:
         return _("press Connect with OAuth on /ops/ai")
+    if action == ACTION_RAISE_BUDGET:
+        return _("raise its budget on /ops/ai, or wait until the budget period ends")
     if conn.status == AIConnection.UNAVAILABLE:
         return _("make the CLI available on this host, then press Verify on /ops/ai")
     if action == ACTION_VERIFY:

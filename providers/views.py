@@ -20,8 +20,16 @@ from hal.actions.base import Actor, require_perm
 from hal.api import api, dispatch, json_body
 from hal.errors import HalError
 from providers import actions
+from providers.budgets import (
+    budget_form,
+    check_set_budget,
+    check_set_price,
+    price_form,
+    resume_expired,
+)
 from providers.models import AIConnection
 from providers.services import secret_hints
+from providers.usage import chart_bars, usage_summaries
 
 
 def _actor(request: HttpRequest) -> Actor:
@@ -29,9 +37,11 @@ def _actor(request: HttpRequest) -> Actor:
 
 
 def _listing() -> list[dict[str, Any]]:
+    resume_expired()  # budgets: a paused connection whose period ended is active again
     conns = list(AIConnection.objects.all())
     hints = secret_hints(conns)
-    return [c.as_dict(hints.get(c.pk, {})) for c in conns]
+    usage = usage_summaries([c.pk for c in conns])
+    return [c.as_dict(hints.get(c.pk, {}), usage[c.pk]) for c in conns]
 
 
 def _list(request: HttpRequest) -> dict[str, Any]:
@@ -196,6 +206,12 @@ def _form_post(request: HttpRequest, actor: Actor) -> str:
             actor=actor, connection=pk, enabled=op == "enable"
         )
         return _("@%(name)s is %(status)s.") % {"name": conn.name, "status": conn.status}
+    if op == "price":
+        conn = check_set_price(actor=actor, connection=pk, data=price_form(post))
+        return _("The prices of @%(name)s were saved.") % {"name": conn.name}
+    if op == "budget":
+        conn = check_set_budget(actor=actor, connection=pk, data=budget_form(post))
+        return _("The budget of @%(name)s was saved.") % {"name": conn.name}
     if op == "delete":
         actions.check_delete_connection(actor=actor, connection=pk)
         return _("The connection was deleted.")
@@ -229,15 +245,17 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
                 return redirect(reverse("providers:ops_ai"))
     elif request.method != "GET":
         return HttpResponse(status=405)
+    connections = _listing()
+    for c in connections:
+        c["chart"] = chart_bars(c["usage"]["last_30_days"])
     conns = list(AIConnection.objects.all())
-    hints = secret_hints(conns)
     response = render(
         request,
         "providers/ops_ai.html",
         {
             "page": "ops_ai",
             "error": error,
-            "connections": [c.as_dict(hints.get(c.pk, {})) for c in conns],
+            "connections": connections,
             "providers": AIConnection.PROVIDER_CHOICES,
             # Each method with the providers that accept it: the add form offers only those.
             "auth_methods": [

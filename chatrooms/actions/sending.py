@@ -90,6 +90,8 @@ def _clean_text(text: Any) -> str:
 
 
 def _inactive(connection: Any) -> Conflict:
+    if connection.status == "paused":  # providers/budgets.py
+        return integration.budget_exhausted(connection)
     details = {"connection_id": connection.pk, "status": connection.status}
     if connection.status == integration.ACTIVE:
         return Conflict(
@@ -119,10 +121,12 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     require_perm(actor, "view")
     text = _clean_text(text)
     context = clean_context(context)
+    integration.resume_budgets()  # a budget period that ended un-pauses its connection
     room = get_room(actor, room_id)
     targets, everyone = resolve_targets(room, text)
     with transaction.atomic():
         sent = do_send_message(actor, room, text, context, targets)
+        integration.notice_budget_skips(room, text, everyone)
     sent.connections = everyone
     return sent
 

@@ -129,7 +129,7 @@ def do_record_verification(
             if not conn.models:
                 kind, message = "no_models", verification.NO_MODELS
         if kind is None:
-            if conn.status != AIConnection.DISABLED:
+            if conn.status not in (AIConnection.DISABLED, AIConnection.PAUSED):  # budgets
                 conn.status = AIConnection.ACTIVE
         else:
             conn.last_error = message[:500]

@@ -136,6 +136,14 @@ const handlers = {
   enable: (form) => api("POST", `${BASE}/${form.elements.id.value}/enable`),
   disable: (form) => api("POST", `${BASE}/${form.elements.id.value}/disable`),
   delete: (form) => api("DELETE", `${BASE}/${form.elements.id.value}`),
+  price: (form) => api("PUT", `${BASE}/${form.elements.id.value}/prices`, {
+    model: value(form, "model"),
+    input_per_million: value(form, "input_per_million") || null,
+    output_per_million: value(form, "output_per_million") || null,
+  }),
+  // Token/cost budgets (providers/budgets.py): empty → no limit.
+  budget: (form) => api("PUT", `${BASE}/${form.elements.id.value}/budget`, Object.fromEntries(
+    ["tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month"].map((n) => [n, value(form, n) || null]))),
   oauth: async (form) => {
     const data = await api("POST", `${BASE}/${form.elements.id.value}/oauth/start`);
     window.location.assign(data.authorize_url);
