@@ -21,6 +21,13 @@ def _on_proposal_decided(sender: Any, *, proposal: Any, result: Any = None, **kw
     get_orchestrator().on_proposal_decided(proposal, result)
 
 
+def _archive_sweep(actor: Any) -> None:
+    # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
+    from chatrooms.archive import sweep_expired_archives
+
+    sweep_expired_archives()
+
+
 class ChatroomsConfig(AppConfig):
     name = "chatrooms"
     default_auto_field = "django.db.models.BigAutoField"
@@ -38,3 +45,6 @@ class ChatroomsConfig(AppConfig):
         integration.budget_signal().connect(
             integration.post_budget_notice, dispatch_uid="chatrooms.budget_notice"
         )
+        from hal.worker_hooks import register_sweep
+
+        register_sweep("chatrooms.archives", _archive_sweep)

@@ -1,6 +1,39 @@
+"""AI connections: providers, credentials in the vault, verification, usage and budgets."""
+
+from typing import Any
+
 from django.apps import AppConfig
+
+
+def _vault_recheck(actor: Any) -> None:
+    # Connections a vault failure left reauth_required, once the key file is back.
+    from providers.vault_recheck import recheck_vault_blocked
+
+    recheck_vault_blocked(actor)
+
+
+def _budget_resume(actor: Any) -> None:
+    # A connection paused by its budget resumes when the period ends, even if nobody
+    # sends to it or opens /ops/ai (those check too).
+    from providers.budgets import resume_expired
+
+    resume_expired()
+
+
+def _recheck_loop(stop: Any) -> None:
+    # Connections in `error` are verified again with backoff.
+    from providers.recheck import run_loop
+
+    run_loop(stop)
 
 
 class ProvidersConfig(AppConfig):
     name = "providers"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from hal.worker_hooks import register_loop, register_sweep
+
+        register_sweep("providers.vault_recheck", _vault_recheck)
+        register_sweep("providers.budget_resume", _budget_resume)
+        register_loop("providers.recheck", _recheck_loop)

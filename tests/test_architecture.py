@@ -23,9 +23,6 @@ KNOWN_UPWARD = {
     ("hal/fleet_http.py", "webfetch.client"): "fleet health checks use the guarded client",
     ("hal/fleet_http.py", "webfetch.guard"): "fleet health checks use the SSRF guard",
     ("hal/actions/operators.py", "chatrooms.models"): "panel state names one of the rooms",
-    ("hal/management/commands/hal_worker.py", "chatrooms.archive"): "the worker's sweeps",
-    ("hal/management/commands/hal_worker.py", "providers.recheck"): "the worker's sweeps",
-    ("hal/management/commands/hal_worker.py", "providers.vault_recheck"): "the worker's sweeps",
 }
 
 

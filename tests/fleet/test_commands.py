@@ -153,3 +153,51 @@ def test_a_proposal_left_executing_by_a_crash_fails_honestly(operator):
     row = AuditEntry.objects.get(action="proposals.execute", error_code="execution_interrupted")
     assert row.result == "failed"
     assert sweep_interrupted_executions(older_than_seconds=60) == 0  # once
+
+
+def test_the_worker_runs_the_sweeps_and_loops_the_apps_register():
+    # hal sits below providers and chatrooms: their periodic work reaches the worker
+    # through hal.worker_hooks (registered in their AppConfig.ready()), not by import.
+    from hal import worker_hooks
+
+    assert {"providers.vault_recheck", "providers.budget_resume", "chatrooms.archives"} <= set(
+        worker_hooks.sweep_names()
+    )
+    assert "providers.recheck" in worker_hooks.loop_names()
+
+
+def test_a_paused_connection_resumes_at_the_worker_sweep_when_its_period_ends(
+    operator, monkeypatch
+):
+    import threading
+
+    from hal.actions.base import Actor
+    from hal.management.commands import hal_worker
+    from providers.budget_models import ConnectionBudget
+    from providers.models import AIConnection
+
+    conn = AIConnection.objects.create(
+        name="budgeted",
+        provider="openai_compat",
+        auth_method="api_key",
+        model="m",
+        status=AIConnection.PAUSED,
+    )
+    ConnectionBudget.objects.create(
+        connection=conn, tokens_per_day=10, paused_until=timezone.now() - timedelta(seconds=1)
+    )
+    monkeypatch.setattr(hal_worker, "SWEEP_EVERY_SECONDS", 0)
+
+    class OneBeat(threading.Event):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def wait(self, timeout=None):
+            self.calls += 1
+            return self.calls > 1
+
+    hal_worker.Command()._heartbeat_loop(
+        "w-budget", timezone.now(), Actor.for_system("task", "test"), OneBeat()
+    )
+    assert AIConnection.objects.get(pk=conn.pk).status == AIConnection.ACTIVE

@@ -15,13 +15,12 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 
-from chatrooms.archive import sweep_expired_archives
 from hal.actions.base import Actor
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
-from providers.vault_recheck import recheck_vault_blocked
+from hal.worker_hooks import loops, sweeps
 
 log = logging.getLogger("hal.worker")
 SWEEP_EVERY_SECONDS = 60
@@ -68,12 +67,14 @@ class Command(BaseCommand):
             target=self._heartbeat_loop, args=(worker_id, started_at, actor, stop), daemon=True
         )
         thread.start()
-        # Connections in `error` are verified again with backoff (their own thread: a
-        # provider call must never delay a heartbeat).
-        from providers.recheck import run_loop
-
-        recheck = threading.Thread(target=run_loop, args=(stop,), daemon=True, name="recheck")
-        recheck.start()
+        # The apps' own loops (e.g. connections in `error` verified again with backoff),
+        # each in its own thread: a provider call must never delay a heartbeat.
+        app_loops = [
+            threading.Thread(target=fn, args=(stop,), daemon=True, name=name)
+            for name, fn in loops()
+        ]
+        for loop in app_loops:
+            loop.start()
         worker = Worker(
             queue_names=options["queue_name"].split(","),
             interval=options["interval"],
@@ -91,7 +92,8 @@ class Command(BaseCommand):
         finally:
             stop.set()
             thread.join(timeout=5)
-            recheck.join(timeout=5)
+            for loop in app_loops:
+                loop.join(timeout=5)
             if not options["batch"]:
                 # A worker that stops (systemctl stop: SIGTERM) says so by removing its
                 # heartbeat: dr_restore and /api/health see at once that none runs, rather
@@ -99,6 +101,15 @@ class Command(BaseCommand):
                 close_old_connections()
                 WorkerHeartbeat.objects.filter(worker_id=worker_id).delete()
                 log.info("worker %s stopped", worker_id)
+
+    @staticmethod
+    def _app_sweeps(actor: Actor) -> None:
+        """The apps' sweeps (hal/worker_hooks.py); one failing does not skip the others."""
+        for name, fn in sweeps():
+            try:
+                fn(actor)
+            except Exception:
+                log.exception("worker sweep %s failed", name)
 
     def _heartbeat_loop(
         self, worker_id: str, started_at: Any, actor: Actor, stop: threading.Event
@@ -118,11 +129,7 @@ class Command(BaseCommand):
                         # waiting model is told) even when nobody reads them.
                         sweep_expired_proposals()
                         sweep_interrupted_executions()
-                        # Connections a vault failure left reauth_required, once the key
-                        # file is back.
-                        recheck_vault_blocked(actor)
-                        # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
-                        sweep_expired_archives()
+                        self._app_sweeps(actor)
                 except Exception:  # a missed beat is logged; the next one retries
                     log.exception("worker heartbeat failed")
         finally:
