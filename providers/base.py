@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from hal.tools.spec import ToolSpec as ToolSpec  # re-exported: it lives with the tools
 
 # An async callable returning the secret at call time (from the vault), so that plaintext
 # exists only for the duration of one provider call and never sits on a long-lived object.
@@ -158,44 +159,6 @@ class ChatMessage:
         if self.speaker and self.role == "user":
             return f"[{self.speaker}]: {self.text}"
         return self.text
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool the model may call: name, description and a JSON schema for its input."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
-
-    def to_anthropic(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }
-
-    # The wire forms, built once per spec (the tool registry keeps its specs until the tool
-    # set changes, so once per process and tool-set version). Read-only: they are handed to
-    # the SDKs as a pre-built body part (`extra_body`), which skips the SDK's per-call walk
-    # of every schema (about a fifth of a web process's CPU in an 8-model fan-out).
-    @functools.cached_property
-    def anthropic_wire(self) -> dict[str, Any]:
-        return self.to_anthropic()
-
-    @functools.cached_property
-    def openai_wire(self) -> dict[str, Any]:
-        return self.to_openai()
 
 
 def parse_tool_arguments(raw: str | dict[str, Any] | None, *, tool: str) -> dict[str, Any]:

@@ -19,7 +19,6 @@ KNOWN_UPWARD = {
     ("hal/actions/dr.py", "vault.keyring"): "DR snapshots copy and restore the key file",
     ("hal/management/commands/mcp.py", "vault.keyring"): "the MCP process runs vault-less",
     ("hal/views/health.py", "vault.checks"): "/api/health reports the vault's start-up check",
-    ("hal/tools/registry.py", "providers.base"): "Tool.spec() builds the providers' ToolSpec",
     ("hal/fleet_http.py", "webfetch.client"): "fleet health checks use the guarded client",
     ("hal/fleet_http.py", "webfetch.guard"): "fleet health checks use the SSRF guard",
     ("hal/actions/operators.py", "chatrooms.models"): "panel state names one of the rooms",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from hal.actions.base import Actor
+from hal.tools.spec import ToolSpec
 
 READ = "read"
 WRITE = "write"
@@ -83,10 +84,8 @@ class Tool:
         model = self.args.model_validate(raw)
         return model.model_dump(mode="json", exclude_none=True)
 
-    def spec(self) -> Any:
-        """This tool as a `providers.base.ToolSpec`, which owns the wire formats."""
-        from providers.base import ToolSpec
-
+    def spec(self) -> ToolSpec:
+        """This tool as a `ToolSpec` (hal/tools/spec.py), which owns the wire formats."""
         return ToolSpec(
             name=self.name, description=self.description, input_schema=self.input_schema
         )
@@ -168,8 +167,8 @@ def openai_tools(tiers: Iterable[str] | None = None) -> list[dict[str, Any]]:
     return [t.to_openai() for t in all_tools(tiers)]
 
 
-def tool_specs(tiers: Iterable[str] | None = None) -> list[Any]:
-    """The tools as `providers.base.ToolSpec` objects, for provider adapters."""
+def tool_specs(tiers: Iterable[str] | None = None) -> list[ToolSpec]:
+    """The tools as `ToolSpec` objects, for provider adapters."""
     return [t.spec() for t in all_tools(tiers)]
 
 
