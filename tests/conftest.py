@@ -24,6 +24,11 @@ if _WORKER:
 # Wire-true fake providers, OAuth server and claude CLI, for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
 
+# The seeded modules for every database test, not only the fleet's: a transactional test's
+# flush removes the data migration's rows, and which tests ran before in a worker depends
+# on how pytest-xdist shares the files out.
+from tests.fleet.conftest import _modules  # noqa: E402, F401
+
 
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path, settings):
