@@ -61,6 +61,21 @@ def box(page, selector: str) -> dict:
     return found
 
 
+def settled_box(page, selector: str, frames: int = 60) -> dict:
+    """The box once layout has settled: the same in two reads a couple of frames apart (a
+    loaded machine may still be laying out a panel that just opened)."""
+    last = None
+    for _ in range(frames):
+        page.evaluate(
+            "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+        )
+        now = box(page, selector)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def overlaps(a: dict, b: dict) -> bool:
     return not (
         a["x"] + a["width"] <= b["x"]

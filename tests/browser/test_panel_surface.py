@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
-from tests.browser.helpers import box, call, connect_model, overlaps
+from tests.browser.helpers import box, call, connect_model, overlaps, settled_box
 from tests.fakes.script import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,7 +48,7 @@ def test_drawer_at_1024(live_asgi, page_factory, operator, fake_anthropic, provi
     expect(panel).to_be_visible()
     expect(page.locator("#ai-input")).to_be_focused()
     assert toggle.get_attribute("aria-expanded") == "true"
-    drawer = box(page, "#ai-panel")
+    drawer = settled_box(page, "#ai-panel")
     assert overlaps(drawer, box(page, "#main"))
     assert not overlaps(drawer, box(page, "#menu")) and not overlaps(drawer, box(page, "#topbar"))
     assert panel.get_attribute("aria-modal") == "true"
