@@ -19,7 +19,7 @@ from pydantic import Field, StringConstraints
 
 from hal import i18n
 from hal.actions.base import Actor
-from hal.tools.registry import READ, WRITE, Tool, ToolArgs, register_tool
+from hal.tools.registry import READ, WRITE, Tier, Tool, ToolArgs, register_tool
 
 FETCH_URL_PER_TURN = 2
 SEARCH_TEXT_CHARS = 4_000  # page text per search hit handed to the model
@@ -111,7 +111,7 @@ def provenance(result: Any) -> dict[str, Any]:
 # --- fetch_url -------------------------------------------------------------------------------
 
 
-def fetch_url_tier(arguments: dict[str, Any]) -> str:
+def fetch_url_tier(arguments: dict[str, Any]) -> Tier:
     """Read for an allowlisted domain, else a write proposal (the operator sees the URL)."""
     return READ if allowlisted(arguments["url"]) else WRITE
 

@@ -129,7 +129,7 @@ def _check_grant(actor: Actor, perms: Iterable[Permission], groups: Iterable[Gro
         )
 
 
-def _text(data: dict, key: str) -> str:
+def _text(data: dict[str, Any], key: str) -> str:
     value = data.get(key, "")
     if value is None:
         value = ""
@@ -141,7 +141,7 @@ def _text(data: dict, key: str) -> str:
     return value.strip()
 
 
-def _flag(data: dict, key: str) -> bool:
+def _flag(data: dict[str, Any], key: str) -> bool:
     value = data[key]
     if not isinstance(value, bool):
         raise InvalidInput(

@@ -50,7 +50,7 @@ class Actor:
     reauth_at: float | None = None
     ip: str | None = None
     system: bool = False
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.via not in VIAS:
@@ -73,7 +73,7 @@ class Actor:
         )
 
     @classmethod
-    def from_scope(cls, scope: dict, via: str = "ws") -> Actor:
+    def from_scope(cls, scope: dict[str, Any], via: str = "ws") -> Actor:
         """Build the actor of a WebSocket connection from its ASGI scope."""
         session = scope.get("session")
         user = scope.get("user")

@@ -331,7 +331,8 @@ def verify_snapshot(path: Path) -> dict[str, Any]:
             code="snapshot_invalid",
         )
     try:
-        manifest = json.loads(manifest_path.read_text())
+        # A manifest that is not an object fails on the lookups below (TypeError).
+        manifest: dict[str, Any] = json.loads(manifest_path.read_text())
         files = manifest["files"]
         db_file = manifest["database"]["file"]
     except (ValueError, KeyError, TypeError) as exc:

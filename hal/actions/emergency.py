@@ -23,10 +23,10 @@ def _reason(value: Any, *, required: bool) -> str:
         raise InvalidInput(
             _("reason must be text (at most 500 characters)."), code="invalid_reason"
         )
-    value = value.strip()
-    if required and not value:
+    text = value.strip()
+    if required and not text:
         raise InvalidInput(_("Say why (reason is required)."), code="invalid_reason")
-    return value
+    return text
 
 
 def _locked_state() -> EmergencyState:

@@ -28,15 +28,15 @@ def _text(value: Any, name: str, *, required: bool, limit: int = MAX_TEXT) -> st
         raise InvalidInput(
             format_lazy(_("{name} must be text."), name=name), code=f"invalid_{name}"
         )
-    value = value.strip()
-    if required and not value:
+    text = value.strip()
+    if required and not text:
         raise InvalidInput(format_lazy(_("{name} is required."), name=name), code=f"invalid_{name}")
-    if len(value) > limit:
+    if len(text) > limit:
         raise InvalidInput(
             format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
             code=f"invalid_{name}",
         )
-    return value
+    return text
 
 
 def _identifiers(value: Any, name: str) -> list[str]:

@@ -21,7 +21,8 @@ from hal.errors import HalError
 
 log = logging.getLogger("hal.precheck")
 
-Precheck = Callable[[dict[str, Any]], None]
+# It raises or returns; what it returns (e.g. the resolved object) is ignored.
+Precheck = Callable[[dict[str, Any]], object]
 
 _PRECHECKS: dict[str, Precheck] = {}
 

@@ -13,19 +13,19 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from hal.actions.base import Actor
 from hal.tools.spec import ToolSpec
 
-READ = "read"
-WRITE = "write"
-HIGH_RISK = "high_risk"
-TIERS = (READ, WRITE, HIGH_RISK)
-
 Tier = Literal["read", "write", "high_risk"]
+# Final, so each keeps its Literal type where a Tier is expected (Tool.tier, tier_for).
+READ: Final = "read"
+WRITE: Final = "write"
+HIGH_RISK: Final = "high_risk"
+TIERS: tuple[Tier, ...] = (READ, WRITE, HIGH_RISK)
 # handler(actor, validated arguments, confirmation token or None) -> JSON-able result
 Handler = Callable[..., Any]
 

@@ -78,13 +78,13 @@ def _refuse_token(request: HttpRequest, why: str) -> JsonResponse:
 
 def agent_endpoint(
     *, methods: tuple[str, ...], body: bool = True
-) -> Callable[[Callable[..., Any]], Callable[..., HttpResponse]]:
+) -> Callable[[Callable[..., Any]], Callable[..., HttpResponseBase]]:
     """Authenticate the bearer token, parse the body, map HalError → JSON error."""
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., HttpResponse]:
+    def decorate(fn: Callable[..., Any]) -> Callable[..., HttpResponseBase]:
         @csrf_exempt
         @functools.wraps(fn)
-        def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
                 return error_response(
                     HalError(_("Method not allowed."), code="method_not_allowed", http_status=405)
@@ -176,24 +176,28 @@ def heartbeat(request: HttpRequest, server: Server, actor: Actor, data: dict) ->
 def job_payload(job: Job) -> dict:
     """What the agent needs to run a claimed job — commands/URLs as bound to the job."""
     payload: dict[str, Any] = {"id": job.pk, "kind": job.kind, "attempt": job.attempts}
-    module = job.module
     if job.kind == Job.DEPLOY:
+        release = job_actions.job_release(job)
         payload.update(
-            module=module.name,
-            version=job.release.version,
-            sha256=job.release.sha256,
-            size=job.release.size,
+            module=job_actions.job_module(job).name,
+            version=release.version,
+            sha256=release.sha256,
+            size=release.size,
             artifact_url=reverse("hal:agent_job_artifact", args=[job.pk]),
         )
     elif job.kind == Job.ROLLBACK:
-        payload.update(module=module.name, to_version=job.release.version)
+        payload.update(
+            module=job_actions.job_module(job).name, to_version=job_actions.job_release(job).version
+        )
     elif job.kind == Job.HEALTH_CHECK:
         # What was configured when the job was queued, not whatever is configured now.
-        payload.update(module=module.name, url=str(job.params.get("url") or ""))
+        payload.update(
+            module=job_actions.job_module(job).name, url=str(job.params.get("url") or "")
+        )
     elif job.kind == Job.RESTART:
         # check_claim_job already refused a job whose stored argv does not match its hash.
         payload.update(
-            module=module.name,
+            module=job_actions.job_module(job).name,
             argv=list(job.params["argv"]),
             argv_sha256=job.params["argv_sha256"],
         )
@@ -241,18 +245,19 @@ def job_finish(request: HttpRequest, server: Server, actor: Actor, data: dict, j
 @agent_endpoint(methods=("GET",), body=False)
 def job_artifact(
     request: HttpRequest, server: Server, actor: Actor, data: dict, job_id: int
-) -> HttpResponse:
+) -> FileResponse:
     """GET → the artifact of this agent's running deploy job, after HAL re-verifies its sha256."""
     job = job_actions.resolve_job(job_id)
-    if job.server_id != server.pk or job.kind != Job.DEPLOY or job.release_id is None:
+    release = job.release
+    if job.server_id != server.pk or job.kind != Job.DEPLOY or release is None:
         raise NotFound(format_lazy(_("No job {job_id}."), job_id=job_id), code="job_not_found")
     if job.status != Job.RUNNING:
         raise Conflict(
             format_lazy(_("Job #{pk} is {status}."), pk=job.pk, status=job.status),
             code="job_not_running",
         )
-    path = release_actions.verify_artifact(actor, job.release, job=job)
+    path = release_actions.verify_artifact(actor, release, job=job)
     response = FileResponse(path.open("rb"), content_type="application/gzip")
     response["Content-Length"] = str(path.stat().st_size)
-    response["X-HAL-SHA256"] = job.release.sha256
+    response["X-HAL-SHA256"] = release.sha256
     return response

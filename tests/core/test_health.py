@@ -74,6 +74,15 @@ def test_health_reports_a_failing_database(client, monkeypatch):
     assert response.json()["checks"]["database"] == {"ok": False, "reason": "ConnectionError"}
 
 
+def test_health_reports_a_missing_channel_layer_as_a_failing_check(client, monkeypatch):
+    from hal.views import health
+
+    monkeypatch.setattr(health, "get_channel_layer", lambda: None)
+    response = client.get("/api/health")
+    assert response.status_code == 503
+    assert response.json()["checks"]["channel_layer"] == {"ok": False, "reason": "RuntimeError"}
+
+
 def test_health_is_starting_200_until_the_first_heartbeat(client, settings, monkeypatch):
     """Issue 13 item 14: a fresh start is not an outage (deploy read-back, load balancers)."""
     import time

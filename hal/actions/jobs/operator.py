@@ -16,6 +16,8 @@ from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs.queue import create_job, run_hal_job
 from hal.actions.jobs.records import (
     append_log,
+    job_module,
+    job_server,
     job_snapshot,
     locked_job,
     open_job_for,
@@ -131,14 +133,16 @@ def _require_resumable(target: Job) -> None:
 
 def _refuse_dead_target(job: Job) -> None:
     """A job's server must still accept work; a deploy's release must still be approved."""
-    if job.server_id and job.server.status not in (Server.ACTIVE, Server.MAINTENANCE):
+    server = job.server
+    if server is not None and server.status not in (Server.ACTIVE, Server.MAINTENANCE):
         raise Conflict(
             format_lazy(
-                _("{hostname} is {status}."), hostname=job.server.hostname, status=job.server.status
+                _("{hostname} is {status}."), hostname=server.hostname, status=server.status
             ),
             code="server_not_active",
         )
-    if job.kind == Job.DEPLOY and job.release_id and job.release.status != Release.APPROVED:
+    release = job.release
+    if job.kind == Job.DEPLOY and release is not None and release.status != Release.APPROVED:
         raise Conflict(_("The release is not approved."), code="release_not_approved")
 
 
@@ -222,10 +226,11 @@ def _revert_plan(job: Job) -> tuple[Release, ModuleDeployment]:
     return previous, deployment
 
 
-def _revert_impact(actor: Actor, params: dict) -> Impact:
+def _revert_impact(actor: Actor, params: dict[str, Any]) -> Impact:
     require_perm(actor, "view")
     job = resolve_job(params.get("job"))
     previous, deployment = _revert_plan(job)
+    module, server = job_module(job), job_server(job)
     return Impact(
         subject_type="job",
         subject_id=str(job.pk),
@@ -233,14 +238,14 @@ def _revert_impact(actor: Actor, params: dict) -> Impact:
         summary=i18n.text(
             gettext_noop("Revert job #{pk}: switch {module} on {hostname} back to {version}."),
             pk=job.pk,
-            module=job.module.name,
-            hostname=job.server.hostname,
+            module=module.name,
+            hostname=server.hostname,
             version=previous.version,
         ),
         details={
             "action": "jobs.revert",
-            "server": job.server.hostname,
-            "module": job.module.name,
+            "server": server.hostname,
+            "module": module.name,
             "current": deployment.actual_release.version if deployment.actual_release else None,
             "back_to": previous.version,
         },
@@ -273,7 +278,7 @@ def check_revert_job(*, actor: Actor, job: Any, confirmation: str | None = None)
             server=target.server,
             module=target.module,
             release=previous,
-            params=rollback_params(target.module, previous, deployment.actual_release),
+            params=rollback_params(job_module(target), previous, deployment.actual_release),
             reverts=target,
         )
         record_audit(
@@ -288,7 +293,7 @@ def check_revert_job(*, actor: Actor, job: Any, confirmation: str | None = None)
 register_high_risk("jobs.revert", impact=_revert_impact, execute=check_revert_job)
 
 
-def rollback_params(module: Module, to: Release, current: Release | None) -> dict:
+def rollback_params(module: Module, to: Release, current: Release | None) -> dict[str, Any]:
     """What a rollback job needs: which local release directory to switch back to."""
     return {
         "module": module.name,

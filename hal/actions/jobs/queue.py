@@ -38,7 +38,7 @@ def create_job(
     server: Server | None = None,
     module: Module | None = None,
     release: Release | None = None,
-    params: dict | None = None,
+    params: dict[str, Any] | None = None,
     runner: str = Job.RUNNER_AGENT,
     retry_of: Job | None = None,
     reverts: Job | None = None,
@@ -215,9 +215,10 @@ def run_hal_job(job_id: int) -> str:
     return "done"
 
 
-def _run_reconcile(actor: Actor, job: Job) -> dict:
+def _run_reconcile(actor: Actor, job: Job) -> dict[str, Any]:
     """Fan out: one deploy job per server whose module's actual release is not the desired one."""
-    created, skipped = [], []
+    created: list[int] = []
+    skipped: list[dict[str, str]] = []
     deployments = (
         ModuleDeployment.objects.filter(module=job.module, desired_release__isnull=False)
         .select_related("server", "desired_release__module", "actual_release")
@@ -229,12 +230,13 @@ def _run_reconcile(actor: Actor, job: Job) -> dict:
                 append_log(job, "warning", "stop requested; not fanning out further")
                 break
             host = deployment.server.hostname
-            if deployment.in_sync:
+            desired = deployment.desired_release
+            if deployment.in_sync or desired is None:  # None: excluded by the filter above
                 continue
             why = None
             if deployment.server.status not in (Server.ACTIVE, Server.MAINTENANCE):
                 why = f"server is {deployment.server.status}"
-            elif deployment.desired_release.status != Release.APPROVED:
+            elif desired.status != Release.APPROVED:
                 why = "desired release is not approved"
             elif open_job_for(deployment.server, job.module, (Job.DEPLOY, Job.ROLLBACK)):
                 why = "a deploy or rollback is already in progress"
@@ -247,20 +249,20 @@ def _run_reconcile(actor: Actor, job: Job) -> dict:
                 kind=Job.DEPLOY,
                 server=deployment.server,
                 module=job.module,
-                release=deployment.desired_release,
-                params=deploy_params(deployment.desired_release, deployment.actual_release),
+                release=desired,
+                params=deploy_params(desired, deployment.actual_release),
                 parent=job,
             )
             created.append(child.pk)
             append_log(
                 job,
                 "info",
-                f"{host}: deploy {deployment.desired_release.version} as job #{child.pk}",
+                f"{host}: deploy {desired.version} as job #{child.pk}",
             )
     return {"deploy_jobs": created, "skipped": skipped}
 
 
-def deploy_params(release: Release, current: Release | None) -> dict:
+def deploy_params(release: Release, current: Release | None) -> dict[str, Any]:
     """What a deploy job needs (the agent downloads the artifact and verifies this sha256)."""
     return {
         "module": release.module.name,

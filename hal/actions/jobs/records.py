@@ -13,7 +13,7 @@ from hal.actions.base import Actor, require_recent
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, NotFound
 from hal.events import OPS_GROUP, publish
-from hal.models import Job, JobLogLine, Module, Server
+from hal.models import Job, JobLogLine, Module, Release, Server
 
 log = logging.getLogger("hal.jobs")
 
@@ -37,11 +37,35 @@ def resolve_job(ref: Any) -> Job:
     return job
 
 
+# Deploy, rollback, health-check and restart jobs are created with their server and module
+# (deploys and rollbacks with their release too) and the FKs PROTECT: a job without one is a
+# bug, said plainly rather than as an AttributeError on None.
+def job_server(job: Job) -> Server:
+    """The job's server; RuntimeError for a job created without one."""
+    if job.server is None:
+        raise RuntimeError(f"job #{job.pk} ({job.kind}) has no server")
+    return job.server
+
+
+def job_module(job: Job) -> Module:
+    """The job's module; RuntimeError for a job created without one."""
+    if job.module is None:
+        raise RuntimeError(f"job #{job.pk} ({job.kind}) has no module")
+    return job.module
+
+
+def job_release(job: Job) -> Release:
+    """The job's release; RuntimeError for a job created without one."""
+    if job.release is None:
+        raise RuntimeError(f"job #{job.pk} ({job.kind}) has no release")
+    return job.release
+
+
 def publish_job(job: Job) -> None:
     publish(OPS_GROUP, "job.updated", job.as_dict())
 
 
-def job_snapshot(job: Job) -> dict:
+def job_snapshot(job: Job) -> dict[str, Any]:
     return {"status": job.status, "stop_requested": job.stop_requested}
 
 
@@ -54,7 +78,9 @@ def locked_job(job: Job) -> Job:
     )
 
 
-def open_job_for(server: Server | None, module: Module | None, kinds: tuple) -> Job | None:
+def open_job_for(
+    server: Server | None, module: Module | None, kinds: tuple[str, ...]
+) -> Job | None:
     """A queued/running job of these kinds for this server and module, if any."""
     return (
         Job.objects.filter(server=server, module=module, kind__in=kinds, status__in=OPEN)
@@ -76,7 +102,7 @@ def bound_argv_problem(job: Job) -> str | None:
 def restart_gate(actor: Actor, job: Job) -> None:
     """Running a restart again is a restart: recent re-auth, and only the argv configured now."""
     require_recent(actor)
-    current = list(job.module.restart_command or []) if job.module_id else []
+    current = list(job.module.restart_command or []) if job.module is not None else []
     if (
         bound_argv_problem(job)
         or not current

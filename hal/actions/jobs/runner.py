@@ -122,7 +122,12 @@ def check_finish_job(
 
 
 def do_finish_job(
-    actor: Actor, job: Job, status: str, result: dict, error_code: str = "", message: str = ""
+    actor: Actor,
+    job: Job,
+    status: str,
+    result: dict[str, Any],
+    error_code: str = "",
+    message: str = "",
 ) -> Job:
     """Record a locked running job's outcome and apply its effects (inside a transaction)."""
     before = job_snapshot(job)
@@ -157,7 +162,7 @@ def do_finish_job(
     return job
 
 
-def _apply_success(job: Job, result: dict) -> dict:
+def _apply_success(job: Job, result: dict[str, Any]) -> dict[str, Any]:
     """Deploy/rollback success moves the deployment's actual release; returns result extras."""
     extras: dict[str, Any] = {}
     if job.kind in (Job.DEPLOY, Job.ROLLBACK) and job.release_id:
@@ -179,6 +184,6 @@ def _apply_success(job: Job, result: dict) -> dict:
             last_health_detail={
                 k: result.get(k) for k in ("status_code", "latency_ms", "error", "url")
             }
-            | {"server": job.server.hostname if job.server_id else None},
+            | {"server": job.server.hostname if job.server is not None else None},
         )
     return extras

@@ -73,6 +73,7 @@ def verify_integrity(proposal: Proposal, tool: Any) -> dict[str, Any]:
             clean = None
     if (
         clean is None
+        or arguments is None  # never, when clean is set; `!=` below would widen clean to None
         or clean != arguments
         or proposal.tier not in (Proposal.WRITE, Proposal.HIGH_RISK)
         or _TIER_RANK[proposal.tier] < _TIER_RANK.get(tool.call_tier(clean), 2)
@@ -112,26 +113,29 @@ def origins_for(rows: list[Proposal]) -> dict[int, dict[str, Any]]:
     names: dict[int, str] = {}
     if room_ids and apps.is_installed("chatrooms"):
         room_model = apps.get_model("chatrooms", "Room")
-        for room in room_model.objects.filter(pk__in=room_ids).select_related(
+        for row in room_model.objects.filter(pk__in=room_ids).select_related(
             "operator", "connection"
         ):
-            rooms[room.pk] = room
+            rooms[row.pk] = row
     if conn_ids and apps.is_installed("providers"):
         connection_model = apps.get_model("providers", "AIConnection")
         names = dict(connection_model.objects.filter(pk__in=conn_ids).values_list("pk", "name"))
-    owners = {p.requested_by_id: None for p in rows if p.requested_by_id and p.room_id not in rooms}
+    owners: dict[int, str | None] = {
+        p.requested_by_id: None for p in rows if p.requested_by_id and p.room_id not in rooms
+    }
     if owners:
         owners.update(
             get_user_model().objects.filter(pk__in=list(owners)).values_list("pk", "username")
         )
     out: dict[int, dict[str, Any]] = {}
     for p in rows:
-        room = rooms.get(p.room_id)
+        room = rooms.get(p.room_id) if p.room_id is not None else None
+        owner = owners.get(p.requested_by_id) if p.requested_by_id is not None else None
         out[p.pk] = {
-            "model": names.get(p.connection_id),
+            "model": names.get(p.connection_id) if p.connection_id is not None else None,
             "room_kind": room.kind if room else None,
             "room_title": room.display_title() if room else None,
-            "room_owner": (room.operator.get_username() if room else owners.get(p.requested_by_id))
+            "room_owner": (room.operator.get_username() if room else owner)
             or p.requested_label
             or None,
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def check_tarball(path: Path) -> int:
     return len(members)
 
 
-def artifact_chunks(artifact: Any):
+def artifact_chunks(artifact: Any) -> Iterator[bytes]:
     """Yield bytes from bytes, an UploadedFile (chunks()) or a binary file object."""
     if isinstance(artifact, bytes | bytearray):
         yield bytes(artifact)

@@ -46,7 +46,7 @@ def _deployment(server: Server, module: Module) -> ModuleDeployment | None:
     )
 
 
-def _deploy_impact(actor: Actor, params: dict) -> Impact:
+def _deploy_impact(actor: Actor, params: dict[str, Any]) -> Impact:
     require_perm(actor, "view")
     release = resolve_release(params.get("release"))
     server = resolve_server(params.get("server"))
@@ -132,7 +132,8 @@ def check_deploy_release(
 register_high_risk("releases.deploy", impact=_deploy_impact, execute=check_deploy_release)
 
 
-def _rollback_plan(server: Server, module: Module) -> ModuleDeployment:
+def _rollback_plan(server: Server, module: Module) -> tuple[ModuleDeployment, Release]:
+    """The deployment and the previous release it goes back to; none → `nothing_to_roll_back`."""
     deployment = _deployment(server, module)
     if deployment is None or deployment.previous_release is None:
         raise Conflict(
@@ -143,14 +144,14 @@ def _rollback_plan(server: Server, module: Module) -> ModuleDeployment:
             ),
             code="nothing_to_roll_back",
         )
-    return deployment
+    return deployment, deployment.previous_release
 
 
-def _rollback_impact(actor: Actor, params: dict) -> Impact:
+def _rollback_impact(actor: Actor, params: dict[str, Any]) -> Impact:
     require_perm(actor, "view")
     module = resolve_module(params.get("module"))
     server = resolve_server(params.get("server"))
-    deployment = _rollback_plan(server, module)
+    deployment, previous = _rollback_plan(server, module)
     return Impact(
         subject_type="server",
         subject_id=str(server.pk),
@@ -159,14 +160,14 @@ def _rollback_impact(actor: Actor, params: dict) -> Impact:
             gettext_noop("Roll {module} on {hostname} back to {version}."),
             module=module.name,
             hostname=server.hostname,
-            version=deployment.previous_release.version,
+            version=previous.version,
         ),
         details={
             "action": "modules.rollback",
             "module": module.name,
             "server": server.hostname,
             "current": deployment.actual_release.version if deployment.actual_release else None,
-            "back_to": deployment.previous_release.version,
+            "back_to": previous.version,
         },
     )
 
@@ -191,8 +192,7 @@ def check_rollback_module(
         host = Server.objects.select_for_update().get(pk=host.pk)
         _serving(host)
         _no_change_in_progress(host, mod)
-        deployment = _rollback_plan(host, mod)
-        to = deployment.previous_release
+        deployment, to = _rollback_plan(host, mod)
         ModuleDeployment.objects.filter(pk=deployment.pk).update(desired_release=to)
         job = create_job(
             actor,

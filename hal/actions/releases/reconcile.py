@@ -29,7 +29,7 @@ def out_of_sync(module: Module) -> list[ModuleDeployment]:
     ]
 
 
-def _reconcile_impact(actor: Actor, params: dict) -> Impact:
+def _reconcile_impact(actor: Actor, params: dict[str, Any]) -> Impact:
     require_perm(actor, "view")
     module = resolve_module(params.get("module"))
     drift = out_of_sync(module)
@@ -49,7 +49,8 @@ def _reconcile_impact(actor: Actor, params: dict) -> Impact:
                 {
                     "server": d.server.hostname,
                     "actual": d.actual_release.version if d.actual_release else None,
-                    "desired": d.desired_release.version,
+                    # never None: out_of_sync() filters on desired_release__isnull=False
+                    "desired": d.desired_release.version if d.desired_release else None,
                 }
                 for d in drift
             ],

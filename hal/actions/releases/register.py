@@ -103,7 +103,7 @@ def check_register_release(
     return release
 
 
-def _release_impact(actor: Actor, params: dict) -> Impact:
+def _release_impact(actor: Actor, params: dict[str, Any]) -> Impact:
     require_perm(actor, "view")
     release = resolve_release(params.get("release"))
     return Impact(

@@ -174,7 +174,7 @@ def clean_agent_version(value: Any) -> str:
     return value
 
 
-def _clean_facts(facts: Any) -> dict:
+def _clean_facts(facts: Any) -> dict[str, Any]:
     """Keep a few short scalar facts (os, python, cpu count); drop anything else."""
     out: dict[str, Any] = {}
     for key, value in (facts or {}).items():

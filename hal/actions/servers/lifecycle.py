@@ -35,7 +35,7 @@ from hal.models import (
 
 @action("servers.register")
 def check_register_server(
-    *, actor: Actor, hostname: str, address: str = "", description: str = ""
+    *, actor: Actor, hostname: Any, address: Any = "", description: Any = ""
 ) -> Server:
     """Register a server by hostname; it starts `pending` until an operator approves it."""
     require_perm(actor, "operate")
@@ -121,7 +121,7 @@ def do_approve_server(actor: Actor, server: Server) -> Server:
 
 
 @action("servers.maintenance")
-def check_set_maintenance(*, actor: Actor, server: Any, enabled: bool, reason: str = "") -> Server:
+def check_set_maintenance(*, actor: Actor, server: Any, enabled: Any, reason: Any = "") -> Server:
     """Put an active server into maintenance (enabled=True) or bring it back (False)."""
     require_perm(actor, "operate")
     if not isinstance(enabled, bool):
@@ -165,7 +165,7 @@ def _open_jobs(server: Server) -> list[Job]:
     )
 
 
-def _server_impact(actor: Actor, params: dict, verb: str, code: str) -> Impact:
+def _server_impact(actor: Actor, params: dict[str, Any], verb: str, code: str) -> Impact:
     # `verb`: the summary's msgid, e.g. "Isolate server {hostname} ({status})."
     require_perm(actor, "view")
     server = resolve_server(params.get("server"))

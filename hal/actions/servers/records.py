@@ -39,7 +39,7 @@ def locked_server(server: Server) -> Server:
     return Server.objects.select_for_update().get(pk=server.pk)
 
 
-def server_snapshot(server: Server) -> dict:
+def server_snapshot(server: Server) -> dict[str, Any]:
     return {"status": server.status, "reason": server.status_reason}
 
 
@@ -66,10 +66,10 @@ def clean_text(value: Any, name: str, limit: int) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code="invalid_input")
-    value = value.strip()
-    if len(value) > limit:
+    text = value.strip()
+    if len(text) > limit:
         raise InvalidInput(
             format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),
             code="invalid_input",
         )
-    return value
+    return text

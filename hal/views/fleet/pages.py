@@ -79,11 +79,13 @@ def server_detail_page(request: HttpRequest, pk: int) -> HttpResponse:
             _hr_button("servers.delete", {"server": server.hostname}, _("Delete"), reason=True)
         )
     for d in deployments:
-        if d.previous_release_id:
-            d.rollback_button = _hr_button(
+        previous = d.previous_release
+        if previous is not None:
+            # An attribute for the template only, not a model field.
+            d.rollback_button = _hr_button(  # type: ignore[attr-defined]
                 "modules.rollback",
                 {"module": d.module.name, "server": server.hostname},
-                _("Roll back to %(version)s") % {"version": d.previous_release.version},
+                _("Roll back to %(version)s") % {"version": previous.version},
             )
     return _page(
         request,

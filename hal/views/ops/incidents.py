@@ -14,6 +14,7 @@ from hal import queries_ops
 from hal.actions import incidents
 from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
+from hal.models import Incident
 from hal.views.ops.request import render_page, request_actor
 
 
@@ -51,7 +52,7 @@ def incidents_page(request: HttpRequest) -> HttpResponse:
             "status": status,
             "form": form,
             "page": "incidents",
-            "severities": incidents.Incident.SEVERITIES,
+            "severities": Incident.SEVERITIES,
         },
         error,
     )
