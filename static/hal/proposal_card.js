@@ -184,13 +184,12 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
 }
 
 // The second opinion of another model (reviews app): advice only, drawn as plain text —
-// the model's words never become markup. `review` null: no review; the section goes.
+// the model's words never become markup. A review never disappears or goes back to
+// streaming, so a late API answer (null, or older text) never undoes a newer event.
 export function renderReview(card, review) {
   const old = card.querySelector(":scope > .proposal-review");
-  if (!review) {
-    old?.remove();
-    return;
-  }
+  if (!review) return;
+  if (old && old.dataset.status !== "streaming" && review.status === "streaming") return;
   const box = el("section", "proposal-review");
   box.dataset.status = review.status;
   box.dataset.verdict = review.verdict || "";
