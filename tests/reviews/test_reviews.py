@@ -318,3 +318,40 @@ def test_setting_refuses_other_values(db):
     assert coerce(definition, "any") == "any" and coerce(definition, "12") == "12"
     with pytest.raises(InvalidInput):
         coerce(definition, "everyone")
+
+
+async def test_review_streams_to_the_room_socket(models, operator, aclient, orchestrator):
+    from tests.chatrooms.test_api_ws import communicator, events_until
+
+    klode = models[2]
+    set_reviewer(operator, str(klode.id))
+    klode.fake.hold_after_first_chunk = threading.Event()
+    klode.fake.replies.push(Reply(text=review_json("disagree")))
+    comm = communicator(operator)
+    connected, _ = await comm.connect()
+    assert connected
+    try:
+        await propose(models, aclient, orchestrator, wait=False)
+
+        def partial(e):
+            review = e["data"].get("review") or {}
+            return e["type"] == "proposal.review" and review.get("text")
+
+        seen = await events_until(comm, partial)
+        streaming = seen[-1]["data"]["review"]
+        assert streaming["status"] == "streaming" and streaming["verdict"] is None
+        assert review_json("disagree").startswith(streaming["text"])
+        klode.fake.hold_after_first_chunk.set()
+        seen = await events_until(
+            comm,
+            lambda e: (
+                e["type"] == "proposal.review" and e["data"]["review"]["status"] != "streaming"
+            ),
+        )
+        await orchestrator.wait_idle()
+    finally:
+        klode.fake.hold_after_first_chunk.set()
+        await comm.disconnect()
+    done = seen[-1]["data"]
+    assert done["review"]["status"] == "done" and done["review"]["verdict"] == "disagree"
+    assert done["id"] == (await Proposal.objects.aget()).pk
