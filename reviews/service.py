@@ -189,7 +189,7 @@ async def _stream(
             messages=[ChatMessage.user(user)],
             tools=[],  # advice only: the reviewer gets no tools
             model=connection.model,
-            operator="hal-review",
+            operator=None,  # a local CLI then mounts no MCP server: no tools there either
         )
     )
     last = 0.0
