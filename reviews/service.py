@@ -172,7 +172,7 @@ async def run_review(proposal_id: int) -> None:
             log.exception("could not record review %s", review.pk)
     finally:
         if any(usage.values()):
-            await _charge(review.reviewer_connection_id, usage)
+            await _charge(review, usage)
 
 
 async def _stream(
@@ -220,9 +220,16 @@ def _reason(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}"
 
 
-async def _charge(connection_id: Any, usage: dict[str, int]) -> None:
-    """The reviewer's tokens count toward its connection's usage like a chat reply's."""
+async def _charge(review: Any, usage: dict[str, int]) -> None:
+    """The reviewer's tokens count toward its connection's usage and budgets like a chat
+    reply's (priced by its model; a budget notice goes to the proposal's room)."""
     from chatrooms.integration import record_usage
 
-    if connection_id is not None:
-        await record_usage(int(connection_id), usage["input_tokens"], usage["output_tokens"])
+    if review.reviewer_connection_id is not None:
+        await record_usage(
+            int(review.reviewer_connection_id),
+            usage["input_tokens"],
+            usage["output_tokens"],
+            model=review.reviewer_model,
+            room_id=review.proposal.room_id,
+        )

@@ -355,3 +355,19 @@ async def test_review_streams_to_the_room_socket(models, operator, aclient, orch
     done = seen[-1]["data"]
     assert done["review"]["status"] == "done" and done["review"]["verdict"] == "disagree"
     assert done["id"] == (await Proposal.objects.aget()).pk
+
+
+async def test_reviewer_tokens_count_toward_its_connections_usage(
+    models, reviewer_beta, aclient, orchestrator
+):
+    from asgiref.sync import sync_to_async
+
+    from providers.usage import period_totals, utc_today
+
+    reviewer_beta.fake.replies.push(Reply(text=review_json("agree"), input_tokens=321))
+    await propose(models, aclient, orchestrator)
+    review = await ProposalReview.objects.aget()
+    assert review.input_tokens == 321
+    totals = await sync_to_async(period_totals)(reviewer_beta.id, utc_today())
+    # beta answered nothing else: its usage today is exactly the review's.
+    assert totals["day"]["tokens"] == review.input_tokens + review.output_tokens
