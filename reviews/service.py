@@ -70,21 +70,27 @@ def read_results(proposal: Any) -> list[dict[str, Any]]:
     return out[-MAX_READ_RESULTS:]
 
 
-def wait_for_turn_saved(proposal: Any, limit: float = TURN_SAVE_WAIT_SECONDS) -> None:
-    """The proposing turn stores its transcript right after its tool round: wait a little
-    for it (bounded), so the review sees the read results of the same round."""
+def turn_streaming(turn_id: str) -> bool:
+    """Is the proposing turn still in its tool round (its transcript not stored yet)?"""
     from chatrooms.models import Turn
 
     try:
-        turn_id = int(proposal.turn_id)
+        pk = int(turn_id)
     except (TypeError, ValueError):
-        return
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        status = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
-        if status != Turn.STREAMING:
+        return False
+    status = Turn.objects.filter(pk=pk).values_list("status", flat=True).first()
+    return status == Turn.STREAMING
+
+
+async def wait_for_turn_saved(turn_id: str, limit: float = TURN_SAVE_WAIT_SECONDS) -> None:
+    """The proposing turn stores its transcript right after its tool round: wait a little
+    for it (bounded; on the event loop, so no DB thread is held), so the review sees the
+    read results of the same round."""
+    # A DB state written by another task (or process): polled, a bounded number of times.
+    for _ in range(max(1, int(limit / 0.05))):
+        if not await db(turn_streaming)(turn_id):
             return
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
 
 
 def build_prompt(proposal: Any, reads: list[dict[str, Any]]) -> tuple[str, str]:
@@ -116,7 +122,6 @@ def prepare(review_id: int) -> tuple[Any, Any, str, str, dict[str, Any]]:
     from reviews.models import ProposalReview
 
     review = ProposalReview.objects.select_related("proposal").get(pk=review_id)
-    wait_for_turn_saved(review.proposal)
     reads = read_results(review.proposal)
     system, user = build_prompt(review.proposal, reads)
     from chatrooms.integration import connection_model
@@ -142,6 +147,7 @@ async def run_review(proposal_id: int) -> None:
     text: list[str] = []
     context: dict[str, Any] = {}
     try:
+        await wait_for_turn_saved(review.proposal.turn_id)
         review, connection, system, user, context = await db(prepare)(review.pk)
         await asyncio.wait_for(
             _stream(review.pk, connection, system, user, text, usage), review_timeout()
