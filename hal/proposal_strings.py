@@ -36,4 +36,15 @@ def proposal_strings() -> dict[str, str]:
         "reject": _("Reject"),
         "decided_by": _("Decided by"),
         "reauth_cancelled": _("Re-authentication cancelled."),
+        # The second opinion (reviews app): advice of another model, never a decision.
+        "review_by": _("Second opinion by {model}"),
+        "review_streaming": _("Reviewing…"),
+        "review_failed": _("Review failed: {reason}"),
+        "review_unparseable": _("The review was not a valid structured answer; its text:"),
+        "review_reasons": _("Reasons"),
+        "review_check_first": _("Check first"),
+        "review_advice": _("Advice only: a review never approves, rejects or delays this."),
+        "verdict_agree": _("Agrees"),
+        "verdict_concerns": _("Has concerns"),
+        "verdict_disagree": _("Disagrees"),
     }

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "chatrooms",
     "webfetch",
     "runbooks",
+    "reviews",
 ]
 
 MIDDLEWARE = [
@@ -308,6 +309,7 @@ HAL_CHAT_MAX_TOOL_ROUNDS = int(env("HAL_CHAT_MAX_TOOL_ROUNDS", "4"))
 HAL_CHAT_HISTORY_MESSAGES = int(env("HAL_CHAT_HISTORY_MESSAGES", "50"))
 HAL_CHAT_FRAME_MS = int(env("HAL_CHAT_FRAME_MS", "40"))
 HAL_CHAT_TURN_TIMEOUT = float(env("HAL_CHAT_TURN_TIMEOUT", "300"))
+HAL_AI_REVIEW_TIMEOUT_SECONDS = float(env("HAL_AI_REVIEW_TIMEOUT_SECONDS", "120"))
 if env("HAL_CHAT_DB_THREADS"):
     HAL_CHAT_DB_THREADS = int(env("HAL_CHAT_DB_THREADS"))
 

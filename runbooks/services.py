@@ -66,14 +66,15 @@ def read_version(
 ) -> dict[str, Any]:
     """One version (default: the current) of a runbook found by id or exact title."""
     require_perm(actor, "view")
+    found: Runbook | None
     if runbook not in (None, ""):
         found = load_runbook(runbook)
     elif isinstance(title, str) and title.strip():
         found = Runbook.objects.filter(title__iexact=title.strip()).first()
-        if found is None:
-            raise NotFound(_("No such runbook."), code="runbook_not_found")
     else:
         raise InvalidInput(_("Give a runbook id or title."), code="invalid_input")
+    if found is None:
+        raise NotFound(_("No such runbook."), code="runbook_not_found")
     number = found.version if version in (None, "") else version
     try:
         number = int(number)

@@ -98,6 +98,8 @@ def runbook_page(request: HttpRequest, runbook_id: int) -> HttpResponse:
             error = exc
         else:
             return redirect("runbooks:detail", runbook_id=runbook_id)
+    runbook: Runbook | None
+    shown: dict[str, Any] | None
     try:
         runbook = actions.load_runbook(runbook_id)
         shown = services.read_version(actor, runbook=runbook_id, version=request.GET.get("version"))

@@ -8,7 +8,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. An app may import its own modules and those of the apps below it.
-LAYERS = {"hal": 0, "vault": 1, "providers": 2, "webfetch": 3, "runbooks": 4, "chatrooms": 5}
+LAYERS = {
+    "hal": 0,
+    "vault": 1,
+    "providers": 2,
+    "webfetch": 3,
+    "runbooks": 4,
+    "chatrooms": 5,
+    "reviews": 6,
+}
 
 # The ASGI/URL wiring and the settings put every app together: they may import any app.
 WIRING = {"hal/asgi.py", "hal/urls.py", "hal/routing.py", "hal/settings.py"}

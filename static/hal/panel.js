@@ -5,7 +5,7 @@ import { api, ApiError, csrfToken } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
 import { refreshDaySeparators, refreshTimes, replyFacts, timeElement } from "./chat_meta.js";
 import { Drawer } from "./drawer.js";
-import { fetchProposal, renderCard } from "./proposal_card.js";
+import { fetchProposal, renderCard, renderReview } from "./proposal_card.js";
 import { refreshEditable, renderVersionTools } from "./message_versions.js";
 
 const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
@@ -833,6 +833,11 @@ function onEvent(type, data) {
       renderProposal(data);
       refreshWaiting();
       break;
+    case "proposal.review": {
+      const card = state.proposals.get(data.id);
+      if (card) renderReview(card, data.review);
+      break;
+    }
     case "notice":
       if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` }))
         stickToEnd();

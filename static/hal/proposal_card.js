@@ -176,10 +176,50 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
   const old = card.querySelector(":scope > .proposal-info");
   if (old) old.replaceWith(info);
   else card.prepend(info);
+  if (p.review !== undefined) renderReview(card, p.review);
   const actions = card.querySelector(":scope > .proposal-actions");
   if (p.status !== "pending") actions?.remove();
   else if (!actions) card.append(buildActions(card, p, onChange));
   return card;
+}
+
+// The second opinion of another model (reviews app): advice only, drawn as plain text —
+// the model's words never become markup. A review never disappears or goes back to
+// streaming, so a late API answer (null, or older text) never undoes a newer event.
+export function renderReview(card, review) {
+  const old = card.querySelector(":scope > .proposal-review");
+  if (!review) return;
+  if (old && old.dataset.status !== "streaming" && review.status === "streaming") return;
+  const box = el("section", "proposal-review");
+  box.dataset.status = review.status;
+  box.dataset.verdict = review.verdict || "";
+  box.setAttribute("aria-live", "polite");
+  const who = review.reviewer ? `@${review.reviewer}` : "";
+  box.append(el("h4", "proposal-label", fill(S.review_by, { model: who })));
+  if (review.status === "failed") {
+    const err = el("p", "error review-failed", fill(S.review_failed, { reason: review.error || "" }));
+    box.append(err);
+  } else if (review.status === "done" && review.verdict) {
+    const verdict = el("p", "review-verdict");
+    verdict.append(el("span", `badge verdict-${review.verdict}`, S[`verdict_${review.verdict}`] || review.verdict));
+    box.append(verdict);
+    for (const [key, items] of [["review_reasons", review.reasons], ["review_check_first", review.check_first]]) {
+      if (!items || !items.length) continue;
+      box.append(el("p", "review-list-label", S[key]));
+      const list = el("ul", `review-${key === "review_reasons" ? "reasons" : "check-first"}`);
+      for (const item of items) list.append(el("li", "", item));
+      box.append(list);
+    }
+  } else if (review.status === "unparseable") {
+    box.append(el("p", "hint review-unparseable", S.review_unparseable));
+    box.append(el("pre", "review-text", review.text || ""));
+  } else {
+    box.append(el("p", "hint review-streaming", S.review_streaming));
+    if (review.text) box.append(el("pre", "review-text", review.text));
+  }
+  box.append(el("p", "hint review-advice", S.review_advice));
+  if (old) old.replaceWith(box);
+  else card.querySelector(":scope > .proposal-info")?.after(box);
 }
 
 function button(label, cls, onClick) {

@@ -49,7 +49,8 @@ function connect() {
   const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
   ws.addEventListener("message", (ev) => {
     const msg = JSON.parse(ev.data);
-    if (msg.type !== "proposal.created" && msg.type !== "proposal.updated") return;
+    // proposal.review: the second opinion moved on (the socket has only its summary).
+    if (!["proposal.created", "proposal.updated", "proposal.review"].includes(msg.type)) return;
     // What this operator may see (details, precheck in their language); the summary if not.
     fetchProposal(msg.data.id).then(place, () => place(msg.data));
   });

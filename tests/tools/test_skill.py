@@ -12,8 +12,8 @@ from django.apps import apps
 from hal.tools import run_tool_call, skill_text
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ["hal", "chatrooms", "providers", "vault", "webfetch", "runbooks"]
-PROJECT_APPS = {"hal", "chatrooms", "providers", "vault", "webfetch", "runbooks"}
+SCANNED = ["hal", "chatrooms", "providers", "vault", "webfetch", "runbooks", "reviews"]
+PROJECT_APPS = {"hal", "chatrooms", "providers", "vault", "webfetch", "runbooks", "reviews"}
 STATUS_FIELDS = {"status", "state", "result", "severity", "kind", "level", "via", "tier"}
 
 

@@ -17,6 +17,7 @@ from hal.actions.proposals.lifecycle import load_proposal, sweep_expired_proposa
 from hal.actions.proposals.records import origins_for, proposal_precheck
 from hal.errors import InvalidInput
 from hal.models import Proposal
+from hal.proposal_hooks import proposal_extras
 
 
 def list_proposals(
@@ -48,10 +49,12 @@ def proposals_json(actor: Actor, rows: list[Proposal]) -> list[dict[str, Any]]:
     """Proposals as this operator may see them, with who proposed them and, for pending
     ones, their precheck (`{"ok", "code", "message"}` in the reader's language)."""
     origins = origins_for(rows)
+    shown = {p.pk: actor.system or p.details_visible_to(actor.user) for p in rows}
+    extras = proposal_extras(rows, shown)  # e.g. "review" (the second opinion)
     out = []
     for proposal in rows:
-        visible = actor.system or proposal.details_visible_to(actor.user)
-        data = proposal.as_dict(details=visible)
+        visible = shown[proposal.pk]
+        data = {**proposal.as_dict(details=visible), **extras.get(proposal.pk, {})}
         data["origin"] = origins.get(proposal.pk)
         check = proposal_precheck(proposal)
         data["precheck"] = check.as_dict() if check is not None else None

@@ -1,0 +1,1 @@
+"""Second opinions: another model reviews each write/high-risk proposal (advice only)."""
