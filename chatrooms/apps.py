@@ -21,6 +21,12 @@ def _on_proposal_decided(sender: Any, *, proposal: Any, result: Any = None, **kw
     get_orchestrator().on_proposal_decided(proposal, result)
 
 
+def _room_is_theirs(user: Any, room_id: Any) -> bool:
+    from chatrooms.models import Room
+
+    return Room.objects.filter(pk=room_id, operator=user).exists()
+
+
 def _archive_sweep(actor: Any) -> None:
     # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
     from chatrooms.archive import sweep_expired_archives
@@ -48,3 +54,7 @@ class ChatroomsConfig(AppConfig):
         from hal.worker_hooks import register_sweep
 
         register_sweep("chatrooms.archives", _archive_sweep)
+        # The panel state may name one of the operator's rooms (hal checks through this).
+        from hal.actions.operators import register_room_owner_check
+
+        register_room_owner_check(_room_is_theirs)

@@ -29,7 +29,6 @@ KNOWN_UPWARD = {
     ("hal/views/health.py", "vault.checks"): "/api/health reports the vault's start-up check",
     ("hal/fleet_http.py", "webfetch.client"): "fleet health checks use the guarded client",
     ("hal/fleet_http.py", "webfetch.guard"): "fleet health checks use the SSRF guard",
-    ("hal/actions/operators.py", "chatrooms.models"): "panel state names one of the rooms",
 }
 
 
