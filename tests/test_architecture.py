@@ -26,7 +26,6 @@ WIRING = {"hal/asgi.py", "hal/urls.py", "hal/routing.py", "hal/settings.py"}
 KNOWN_UPWARD = {
     ("hal/actions/dr.py", "vault.keyring"): "DR snapshots copy and restore the key file",
     ("hal/management/commands/mcp.py", "vault.keyring"): "the MCP process runs vault-less",
-    ("hal/views/health.py", "vault.checks"): "/api/health reports the vault's start-up check",
     ("hal/fleet_http.py", "webfetch.client"): "fleet health checks use the guarded client",
     ("hal/fleet_http.py", "webfetch.guard"): "fleet health checks use the SSRF guard",
 }

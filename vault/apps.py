@@ -8,4 +8,7 @@ class VaultConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from vault import checks  # noqa: F401  (registers the keyring system check)
+        from hal.views.health import register_health_check
+        from vault import checks  # (importing it registers the keyring system check)
+
+        register_health_check("vault", checks.health_check)

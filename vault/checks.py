@@ -75,3 +75,13 @@ def check_vault_keyring(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 )
             )
     return messages
+
+
+def health_check() -> dict[str, Any]:
+    """/api/health's `vault` line: stored secrets need a readable keyring with their keys."""
+    errors = [m for m in check_vault_keyring() if m.level >= checks.ERROR]
+    if errors:
+        # Only the check ids (docs/vault.md): health needs no login, and the messages name
+        # the key file's path and key ids.
+        return {"ok": False, "reason": ", ".join(str(m.id) for m in errors)}
+    return {"ok": True}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -66,26 +68,17 @@ def check_worker() -> dict:
     return result
 
 
-def check_vault() -> dict:
-    """The vault's start-up check: stored secrets need a readable keyring with their keys."""
-    from django.core import checks
-
-    from vault.checks import check_vault_keyring
-
-    errors = [m for m in check_vault_keyring() if m.level >= checks.ERROR]
-    if errors:
-        # Only the check ids (docs/vault.md): health needs no login, and the messages name
-        # the key file's path and key ids.
-        return {"ok": False, "reason": ", ".join(str(m.id) for m in errors)}
-    return {"ok": True}
-
-
 CHECKS = {
     "database": check_database,
     "channel_layer": check_channel_layer,
     "worker": check_worker,
-    "vault": check_vault,
 }
+
+
+def register_health_check(name: str, check: Callable[[], dict[str, Any]]) -> None:
+    """Add a check of an app above hal (the vault registers its own from its ready())."""
+    CHECKS[name] = check
+
 
 # When this web process started (set again by HalConfig.ready()): until the worker's first
 # heartbeat, a missing or stale worker within the grace period means "starting", not down.
