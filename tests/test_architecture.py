@@ -24,8 +24,6 @@ WIRING = {"hal/asgi.py", "hal/urls.py", "hal/routing.py", "hal/settings.py"}
 # Upward imports that exist today, each with why; an entry goes when its import is inverted
 # (a hook the higher app fills from its AppConfig.ready()). New ones are not added here.
 KNOWN_UPWARD = {
-    ("hal/actions/dr.py", "vault.keyring"): "DR snapshots copy and restore the key file",
-    ("hal/management/commands/mcp.py", "vault.keyring"): "the MCP process runs vault-less",
     ("hal/fleet_http.py", "webfetch.client"): "fleet health checks use the guarded client",
     ("hal/fleet_http.py", "webfetch.guard"): "fleet health checks use the SSRF guard",
 }

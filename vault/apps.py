@@ -12,3 +12,8 @@ class VaultConfig(AppConfig):
         from vault import checks  # (importing it registers the keyring system check)
 
         register_health_check("vault", checks.health_check)
+
+        from hal.secretless import register_forget
+        from vault.keyring import reset_cache
+
+        register_forget("vault", reset_cache)

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
+from hal.paths import vault_key_file
 from vault.crypto import KEY_BYTES
 
 log = logging.getLogger("vault")
@@ -129,10 +130,7 @@ def configured_keys() -> str:
 
 def key_file_path() -> Path:
     """Where the key file lives (HAL_VAULT_KEY_FILE, default DATA_DIR/vault.keys)."""
-    configured = getattr(settings, "HAL_VAULT_KEY_FILE", "") or ""
-    if configured:
-        return Path(configured)
-    return Path(settings.DATA_DIR) / "vault.keys"
+    return vault_key_file()
 
 
 def uses_key_file() -> bool:

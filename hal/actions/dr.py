@@ -42,6 +42,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, HalError
 from hal.events import OPS_GROUP, publish
 from hal.models import AuditEntry, Snapshot
+from hal.paths import vault_key_file
 
 log = logging.getLogger("hal.dr")
 
@@ -203,9 +204,7 @@ def write_snapshot(target: Path) -> dict[str, Any]:
         "key_file_included": False,
     }
     if include_keys():
-        from vault.keyring import key_file_path
-
-        key_file = key_file_path()
+        key_file = vault_key_file()
         if key_file.exists():
             shutil.copy2(key_file, target / "vault.keys")
             os.chmod(target / "vault.keys", 0o600)
@@ -412,9 +411,7 @@ def restore_snapshot(path: Path, *, restore_keys: bool = False) -> dict[str, Any
         )
     keys_restored = False
     if restore_keys and "vault.keys" in manifest["files"]:
-        from vault.keyring import key_file_path
-
-        dest = key_file_path()
+        dest = vault_key_file()
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".restore-tmp")
         shutil.copy2(path / "vault.keys", tmp)
