@@ -1,5 +1,4 @@
-"""The chat run's settings (read at each use, so tests and operators can change them) and
-the reasons it gives when a turn fails."""
+"""The chat run's settings (read at each use) and the reasons it gives when a turn fails."""
 
 from __future__ import annotations
 

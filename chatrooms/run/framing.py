@@ -1,5 +1,4 @@
-"""Streaming frames: one reply's events batched into 30–50 ms frames and sent in order by
-a task of their own."""
+"""Streaming frames: a reply's events batched into 30–50 ms frames, sent by a task of their own."""
 
 from __future__ import annotations
 

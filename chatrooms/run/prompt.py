@@ -1,5 +1,4 @@
-"""Preparing a turn (sync, in the DB thread) and assembling its prompt: the room as one
-model sees it, the system prompt, the turn's own tool rounds."""
+"""Preparing a turn (in the DB thread) and assembling its prompt (system prompt, room, tools)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Recovery: a process's lease and sweep at first use, and failing turns known only by id
-(a stage shared by a batch, a turn the watchdog found stuck)."""
+"""Recovery: lease and sweep at first use; failing turns known only by id (batch, watchdog)."""
 
 from __future__ import annotations
 

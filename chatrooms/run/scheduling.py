@@ -1,6 +1,8 @@
-"""Process-wide scheduling: the process's one `Orchestrator` — background tasks on the web
-process's loop, starting turns (concurrent fan-out), Stop, resets, the channel layer — and
-the continuation of a turn after an operator's decision."""
+"""Process-wide scheduling: the process's one `Orchestrator` (tasks, starts, Stop, resets).
+
+Background tasks on the web process's loop, starting turns (concurrent fan-out), Stop,
+resets, the channel layer, and the continuation of a turn after an operator's decision.
+"""
 
 from __future__ import annotations
 

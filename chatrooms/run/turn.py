@@ -1,5 +1,7 @@
-"""One turn's run: prompt → stream → tools → completion (or failure, stop, approval wait),
-then the single-hop relay of the models its reply mentions."""
+"""One turn's run: prompt → stream → tools → completion, failure, stop or approval wait.
+
+Then the single-hop relay of the models its reply mentions.
+"""
 
 from __future__ import annotations
 
