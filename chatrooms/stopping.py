@@ -3,9 +3,10 @@
 A stop is recorded on the turn (`stop_requested`) inside the request's transaction, so it
 reaches the process running the turn wherever that is: the same process cancels the
 turn's task at once (after commit); any other process notices it within a second
-(`Orchestrator._watch_stops`). The provider request is cancelled with the task (the HTTP
-stream or the CLI process is closed), the partial text is kept as a complete reply marked
-`stopped`, and models see it as it stands in later history.
+(`Orchestrator._watch_stops`, chatrooms/run/scheduling.py). The provider request is
+cancelled with the task (the HTTP stream or the CLI process is closed), the partial text is
+kept as a complete reply marked `stopped` (`do_finish_stopped`, chatrooms/actions/turns.py),
+and models see it as it stands in later history.
 """
 
 from __future__ import annotations
@@ -17,11 +18,23 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from chatrooms.actions import get_room, room_group
-from chatrooms.facts import with_facts
-from chatrooms.models import Message, Room, Turn
+from chatrooms.actions.turns import do_finish_stopped, stop_requested
+from chatrooms.models import Room, Turn
+from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.events import publish
+
+# The bookkeeping of a stopped turn lives with the other turn transitions (the run modules
+# use it without importing this module); its old names stay here.
+__all__ = [
+    "check_stop_room",
+    "check_stop_turn",
+    "do_finish_stopped",
+    "do_stop_turns",
+    "running_turn_ids",
+    "stop_requested",
+]
 
 
 def _turn_id(raw: Any) -> int:
@@ -72,49 +85,11 @@ def do_stop_turns(actor: Actor, room: Room, turns: list[Turn]) -> list[int]:
     record_audit(actor, "chat.turn.stop", target=room, after={"turn_ids": ids})
 
     def signal() -> None:
-        from chatrooms.orchestrator import get_orchestrator
-
         get_orchestrator().request_stop(ids)
 
     transaction.on_commit(signal)
     publish(room_group(room.pk), "turn.stopping", {"room_id": room.pk, "turn_ids": ids})
     return ids
-
-
-def stop_requested(turn_ids: list[int]) -> list[int]:
-    """Of these turns (run by the calling process), those an operator asked to stop."""
-    return list(
-        Turn.objects.filter(pk__in=turn_ids, stop_requested=True).values_list("pk", flat=True)
-    )
-
-
-def do_finish_stopped(
-    turn_id: int,
-    text: str,
-    *,
-    usage: dict[str, int],
-    rounds: int,
-    facts: dict[str, Any] | None = None,
-) -> Message | None:
-    """A stopped turn: its reply keeps the partial text, complete and marked stopped."""
-    with transaction.atomic():
-        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
-        if turn is None or turn.status not in (*Turn.RUNNING, Turn.WAITING_APPROVAL):
-            return None
-        turn.status = Turn.STOPPED
-        turn.usage = usage
-        turn.rounds = rounds
-        turn.finished_at = timezone.now()
-        turn.save(update_fields=["status", "usage", "rounds", "finished_at", "updated_at"])
-        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
-        reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
-        if reply is None:
-            return None
-        reply.text = text
-        reply.status = Message.COMPLETE
-        reply.meta = with_facts({**(reply.meta or {}), "stopped": True}, facts)
-        reply.save(update_fields=["text", "status", "meta", "updated_at"])
-    return reply
 
 
 def running_turn_ids(message_ids: list[int]) -> dict[int, int]:

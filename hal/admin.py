@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.contrib import admin
-from django.contrib.admin.forms import AdminPasswordChangeForm as OwnPasswordForm
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import AdminPasswordChangeForm
 from django.contrib.auth.models import Group, User
@@ -61,29 +60,6 @@ class UserPasswordForm(AdminPasswordChangeForm):
 
     def save(self, commit: bool = True) -> Any:
         return self.user  # the action stored it
-
-
-class OwnPasswordChangeForm(OwnPasswordForm):
-    """The admin site's own-password form: accounts.check_change_own_password."""
-
-    def clean(self) -> dict[str, Any]:
-        # Django's stubs allow None; these forms always return their cleaned_data.
-        cleaned = cast(dict[str, Any], super().clean())
-        request = current_request()
-        if self.errors or request is None:
-            return cleaned
-        try:
-            self.user = accounts.check_change_own_password(
-                actor=admin_actor(request),
-                old_password=cleaned.get("old_password"),
-                new_password=cleaned.get("new_password1"),
-            )
-        except HalError as exc:
-            self.add_error("new_password1", error_text(exc))
-        return cleaned
-
-    def save(self, commit: bool = True) -> Any:
-        return self.user
 
 
 admin.site.unregister(User)

@@ -27,6 +27,13 @@ class HalConfig(AppConfig):
 
         connect_signals()
 
+        # Live counters follow the ops events that move them (hal.events never imports
+        # hal.counters: the counters' queries import actions that publish events).
+        from hal.counters import note_event
+        from hal.events import on_ops_event
+
+        on_ops_event(note_event)
+
         # The tool registry runs this on its first read (the registry never imports the
         # definitions: they import it). Lazily, so the registration order is unchanged.
         from hal.tools.registry import add_loader

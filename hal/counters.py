@@ -41,8 +41,8 @@ def send_counters() -> None:
 
 
 def note_event(group: str, event_type: str) -> None:
-    """Called by hal.events.publish: queue a counters update after this commit if
-    `event_type` may move a counter."""
+    """Called by hal.events.publish (hooked in by HalConfig.ready()): queue a counters
+    update after this commit if `event_type` may move a counter."""
     if group != OPS_GROUP or not event_type.startswith(MOVING_EVENTS):
         return
     if event_type == "server.heartbeat":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -14,6 +15,16 @@ log = logging.getLogger("hal.events")
 
 OPS_GROUP = "ops"
 _pending: set[asyncio.Task] = set()  # keep scheduled sends alive until they finish
+# Told (group, event type) of each ops event as it is queued: hal.counters.note_event,
+# installed by HalConfig.ready(). A hook, because the counters read queries that import
+# actions that publish events: hal.events stays at the bottom.
+_ops_listeners: list[Callable[[str, str], None]] = []
+
+
+def on_ops_event(listener: Callable[[str, str], None]) -> None:
+    """Call `listener(group, event_type)` for each event queued for the ops group."""
+    if listener not in _ops_listeners:
+        _ops_listeners.append(listener)
 
 
 def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
@@ -47,6 +58,5 @@ def publish(group: str, event_type: str, payload: dict[str, Any]) -> None:
     """Queue an event for `group`, sent only if the current transaction commits."""
     transaction.on_commit(lambda: send_now(group, event_type, payload))
     if group == OPS_GROUP:
-        from hal.counters import note_event
-
-        note_event(group, event_type)  # live counters follow the events that move them
+        for listener in _ops_listeners:
+            listener(group, event_type)  # live counters follow the events that move them

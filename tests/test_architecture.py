@@ -81,3 +81,83 @@ def test_the_check_sees_imports_inside_functions_and_spares_the_wiring(tmp_path)
         ("hal/things.py", 2, "chatrooms"),
         ("providers/x.py", 1, "webfetch.guard"),
     ]
+
+
+def module_imports(root: Path) -> dict[str, set[str]]:
+    """The apps' modules (migrations aside) → the apps' modules each imports (also inside
+    functions; `from package import name` counts the submodule `name` when there is one)."""
+    files: dict[str, Path] = {}
+    for app in LAYERS:
+        for path in (root / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a loop (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while (top := stack.pop()) != node:
+                group.append(top)
+            if group:
+                circles.append(sorted([node, *group]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_module_imports_round_a_circle():
+    # A shared piece moves down to the lower module (or a hook inverts the import), so
+    # every module can be read, typed and tested from the bottom up.
+    assert import_circles(module_imports(ROOT)) == []
+
+
+def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
+    for app in LAYERS:
+        (tmp_path / app).mkdir()
+    (tmp_path / "hal" / "__init__.py").write_text("")
+    (tmp_path / "hal" / "a.py").write_text("from . import b\n")
+    (tmp_path / "hal" / "b.py").write_text("def f():\n    from hal.c import x\n")
+    (tmp_path / "hal" / "c.py").write_text("import hal.a\n")
+    (tmp_path / "hal" / "d.py").write_text("from hal import a\n")
+    assert import_circles(module_imports(tmp_path)) == [["hal.a", "hal.b", "hal.c"]]

@@ -57,6 +57,7 @@ from chatrooms.actions.sending import (
 from chatrooms.actions.turns import (
     do_complete_turn,
     do_fail_turn,
+    do_finish_stopped,
     do_queue_relays,
     do_record_decision,
     do_recover_interrupted,
@@ -65,6 +66,7 @@ from chatrooms.actions.turns import (
     do_start_turns,
     do_wait_for_approval,
     still_claimed,
+    stop_requested,
 )
 from chatrooms.actions.web_context import (
     WebTarget,
@@ -91,6 +93,7 @@ __all__ = [
     "do_attach_web_context",
     "do_complete_turn",
     "do_fail_turn",
+    "do_finish_stopped",
     "do_post_notice",
     "do_queue_relays",
     "do_record_decision",
@@ -117,6 +120,7 @@ __all__ = [
     "room_group",
     "sort_rooms",
     "still_claimed",
+    "stop_requested",
     "sync_connection_rooms",
     "web_context_targets",
 ]

@@ -1,4 +1,5 @@
-"""Turn state transitions: start, partial saves, complete, fail, approval, relays, recovery."""
+"""Turn state transitions: start, partial saves, complete, fail, stop, approval, relays,
+recovery."""
 
 from __future__ import annotations
 
@@ -344,3 +345,39 @@ def do_recover_interrupted(
         for notice in notices:
             publish(room_group(notice.room_id), "notice", notice.as_dict())
     return notices
+
+
+def stop_requested(turn_ids: list[int]) -> list[int]:
+    """Of these turns (run by the calling process), those an operator asked to stop."""
+    return list(
+        Turn.objects.filter(pk__in=turn_ids, stop_requested=True).values_list("pk", flat=True)
+    )
+
+
+def do_finish_stopped(
+    turn_id: int,
+    text: str,
+    *,
+    usage: dict[str, int],
+    rounds: int,
+    facts: dict[str, Any] | None = None,
+) -> Message | None:
+    """A stopped turn: its reply keeps the partial text, complete and marked stopped."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status not in (*Turn.RUNNING, Turn.WAITING_APPROVAL):
+            return None
+        turn.status = Turn.STOPPED
+        turn.usage = usage
+        turn.rounds = rounds
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["status", "usage", "rounds", "finished_at", "updated_at"])
+        # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
+        reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
+        if reply is None:
+            return None
+        reply.text = text
+        reply.status = Message.COMPLETE
+        reply.meta = with_facts({**(reply.meta or {}), "stopped": True}, facts)
+        reply.save(update_fields=["text", "status", "meta", "updated_at"])
+    return reply

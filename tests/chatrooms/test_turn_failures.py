@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from chatrooms import actions, integration
-from chatrooms import orchestrator as orch
 from chatrooms.models import Message, Turn
+from chatrooms.run import prompt as run_prompt
 from tests.fakes.script import Reply, ScriptedToolCall
 
 from .conftest import messages, send, unified_room
@@ -56,7 +56,9 @@ async def test_one_broken_turn_fails_and_the_others_answer(
 ):
     broken = models[1]  # beta
     if stage == "prompt":
-        monkeypatch.setattr(orch, "assemble_prompt", _only_for(broken.id, orch.assemble_prompt))
+        monkeypatch.setattr(
+            run_prompt, "assemble_prompt", _only_for(broken.id, run_prompt.assemble_prompt)
+        )
     elif stage == "provider":
 
         class Broken:
@@ -99,7 +101,7 @@ async def test_a_broken_shared_stage_fails_every_turn(
 
         monkeypatch.setattr(integration, "prefetch_web", broken_prefetch)
     else:
-        monkeypatch.setattr(orch, "prepare_turns", _boom)
+        monkeypatch.setattr(run_prompt, "prepare_turns", _boom)
     caplog.set_level(logging.ERROR)
     room = await unified_room(aclient)
     assert (await send(aclient, room, "read https://example.org/ please")).status_code == 202
