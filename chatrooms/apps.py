@@ -40,7 +40,7 @@ class ChatroomsConfig(AppConfig):
 
     def ready(self) -> None:
         # Signals only: no database access here (DESIGN rule; recovery runs elsewhere).
-        from chatrooms import integration
+        from chatrooms import budget_notices, integration
 
         integration.connection_signal().connect(
             _on_connection_changed, dispatch_uid="chatrooms.connection_changed"
@@ -49,7 +49,7 @@ class ChatroomsConfig(AppConfig):
             _on_proposal_decided, dispatch_uid="chatrooms.proposal_decided"
         )
         integration.budget_signal().connect(
-            integration.post_budget_notice, dispatch_uid="chatrooms.budget_notice"
+            budget_notices.post_budget_notice, dispatch_uid="chatrooms.budget_notice"
         )
         from hal.worker_hooks import register_sweep
 

@@ -27,7 +27,7 @@ from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
 from providers.budget_models import ConnectionBudget, ModelPrice
 from providers.models import AIConnection, connection_changed
-from providers.usage import (
+from providers.usage_totals import (
     budget_dict,
     day_end,
     month_end,

@@ -226,4 +226,4 @@ def recovery_action(conn: Any) -> str:
 # Usage, prices and budgets live in their own modules (neither imports this one at load
 # time); imported here so Django registers the models and as_dict can add `usage`.
 from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401
-from providers.usage import usage_summaries  # noqa: E402
+from providers.usage_totals import usage_summaries  # noqa: E402

@@ -29,7 +29,7 @@ from providers.budgets import (
 )
 from providers.models import AIConnection
 from providers.services import secret_hints
-from providers.usage import chart_bars, usage_summaries
+from providers.usage_totals import chart_bars, usage_summaries
 
 
 def _actor(request: HttpRequest) -> Actor:

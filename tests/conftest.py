@@ -24,11 +24,6 @@ if _WORKER:
 # Wire-true fake providers, OAuth server and claude CLI, for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
 
-# The seeded modules for every database test, not only the fleet's: a transactional test's
-# flush removes the data migration's rows, and which tests ran before in a worker depends
-# on how pytest-xdist shares the files out.
-from tests.fleet.conftest import _modules  # noqa: E402, F401
-
 
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path, settings):
@@ -103,3 +98,24 @@ def _drop_leftover_db_sessions(django_db_setup, django_db_blocker):
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
             connection.close()
+
+
+@pytest.fixture(autouse=True)
+def _seeded_modules(request):
+    """Every database test sees the seeded modules, as a fresh install does: a transactional
+    test's flush removes the data migration's rows, and which tests ran before in a worker
+    depends on how pytest-xdist shares the files out."""
+    names = request.fixturenames
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in names or bool(
+        marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
+    )
+    if transactional:
+        request.getfixturevalue("transactional_db")
+    elif "db" in names or marker:
+        request.getfixturevalue("db")
+    else:
+        return
+    from tests.fleet.conftest import seed_modules
+
+    seed_modules()

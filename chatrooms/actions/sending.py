@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from chatrooms import integration
+from chatrooms import budget_notices, integration
 from chatrooms.actions.rooms import get_room, max_message_chars, room_group
 from chatrooms.addressing import parse_addressees
 from chatrooms.models import Message, Room, Turn
@@ -126,7 +126,7 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     targets, everyone = resolve_targets(room, text)
     with transaction.atomic():
         sent = do_send_message(actor, room, text, context, targets)
-        integration.notice_budget_skips(room, text, everyone)
+        budget_notices.notice_budget_skips(room, text, everyone)
     sent.connections = everyone
     return sent
 

@@ -1,3 +1,3 @@
 """Agent fixtures: reuse the fleet fixtures (actors, artifacts, local HTTP server, seeds)."""
 
-from tests.fleet.conftest import _modules, http_server, make_artifact, op  # noqa: F401
+from tests.fleet.conftest import http_server, make_artifact, op  # noqa: F401

@@ -110,15 +110,3 @@ def seed_modules() -> None:
     from django.apps import apps
 
     importlib.import_module("hal.migrations.0003_seed_modules").seed(apps, None)
-
-
-@pytest.fixture(autouse=True)
-def _modules(request):
-    if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
-        request.getfixturevalue("db" if not _transactional(request) else "transactional_db")
-        seed_modules()
-
-
-def _transactional(request) -> bool:
-    marker = request.node.get_closest_marker("django_db")
-    return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
