@@ -25,6 +25,7 @@ from hal.actions import releases as release_actions
 from hal.actions import servers as server_actions
 from hal.actions.base import Actor, record_audit
 from hal.api import error_response
+from hal.clientip import client_ip
 from hal.errors import Conflict, HalError, InvalidInput, NotAuthenticated, NotFound
 from hal.jsonin import loads_json
 from hal.models import Job, Server
@@ -55,7 +56,7 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
 
 
 def _refuse_token(request: HttpRequest, why: str) -> JsonResponse:
-    ip = request.META.get("REMOTE_ADDR")
+    ip = client_ip(request)
     log.warning("agent API: %s from %s on %s", why, ip, request.path)
     actor = Actor(user=None, via="agent", label="agent:unauthenticated", ip=ip, system=True)
     try:
@@ -138,7 +139,7 @@ def enrol(request: HttpRequest) -> HttpResponse:
             facts=data.get("facts"),
         )
     except NotAuthenticated as exc:
-        log.warning("agent enrolment refused from %s: %s", request.META.get("REMOTE_ADDR"), exc)
+        log.warning("agent enrolment refused from %s: %s", client_ip(request), exc)
         return error_response(exc)
     except HalError as exc:
         return error_response(exc)
