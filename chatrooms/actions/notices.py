@@ -52,8 +52,13 @@ def provider_failure_reason(error: Any, provider: str) -> str:
     return reason
 
 
-def notice_interrupted(name: str) -> dict[str, Any]:
-    """The notice for a reply cut short by a restart (hal.i18n.text)."""
+def notice_interrupted(name: str | None) -> dict[str, Any]:
+    """The notice for a reply cut short by a restart (hal.i18n.text); `name` None when the
+    turn's connection was deleted since."""
+    if not name:
+        return i18n.text(
+            gettext_noop("A reply was interrupted because HAL restarted. Retry to ask again.")
+        )
     return i18n.text(
         gettext_noop(
             "The reply of @{name} was interrupted because HAL restarted. Retry to ask again."

@@ -311,7 +311,7 @@ def do_recover_interrupted(
             )
         turns = list(queryset.select_related("connection"))
         for turn in turns:
-            name = turn.connection.name if turn.connection else "a model"
+            name = turn.connection.name if turn.connection else None
             turn.status = Turn.INTERRUPTED
             turn.error_code = "interrupted"
             turn.finished_at = timezone.now()
