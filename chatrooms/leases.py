@@ -132,6 +132,11 @@ class LeaseKeeper:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    # The loop is shutting down: redis-py may turn the cancel into a
+                    # ConnectionError; listening again would block the shutdown.
+                    raise asyncio.CancelledError from None
                 log.exception("control channel failed")
                 await asyncio.sleep(1)
                 continue

@@ -123,3 +123,39 @@ def test_heartbeat_creates_then_renews_the_lease(db):
     )
     leases.do_heartbeat("proc:9:cc")
     assert ProcessLease.objects.get(owner="proc:9:cc").heartbeat_at >= first
+
+
+async def test_the_control_listener_ends_when_cancelled_even_if_the_layer_turns_it_into_an_error(
+    monkeypatch,
+):
+    # redis-py can answer a cancel with ConnectionError ("Connection closed by server"): the
+    # listener must end, not listen again (that held a test loop's shutdown on Redis).
+    import asyncio
+
+    class Layer:
+        def __init__(self):
+            self.receives = 0
+
+        async def new_channel(self):
+            return "ctl!1"
+
+        async def group_add(self, group, channel):
+            pass
+
+        async def receive(self, channel):
+            self.receives += 1
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                raise ConnectionError("Connection closed by server.") from None
+
+    layer = Layer()
+    monkeypatch.setattr("channels.layers.get_channel_layer", lambda *a, **k: layer)
+    keeper = leases.LeaseKeeper(orchestrator=None)
+    task = asyncio.get_running_loop().create_task(keeper._listen())
+    while layer.receives == 0:
+        await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)  # a bound for a hang, not a speed check
+    assert task in done and task.cancelled()
+    assert layer.receives == 1
