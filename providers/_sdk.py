@@ -20,6 +20,7 @@ from .base import (
     StreamEvent,
     ToolSpec,
     bounded_stream,
+    kind_for_status,
     redact,
 )
 
@@ -45,18 +46,6 @@ BODY_TYPES = {
     "invalid_request_error": "bad_request",
     "not_found_error": "bad_request",
 }
-
-
-def kind_for_status(status: int) -> str:
-    if status in (401, 403):
-        return "auth"
-    if status == 429:
-        return "rate_limited"
-    if status in (408, 504):
-        return "timeout"
-    if status >= 500:
-        return "unavailable"
-    return "bad_request"
 
 
 def body_error(body: object) -> tuple[str | None, str]:

@@ -241,3 +241,16 @@ async def bounded_stream(
         closer = getattr(source, "aclose", None)
         if closer is not None:
             await closer()
+
+
+def kind_for_status(status: int) -> str:
+    """The ProviderError kind of an HTTP status from a model API (SDKs and the CLI alike)."""
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "unavailable"
+    return "bad_request"

@@ -6,6 +6,7 @@ from typing import Any
 
 from providers.base import (
     ProviderError,
+    kind_for_status,
 )
 
 NOT_FOUND = "claude CLI not found on PATH"
@@ -40,17 +41,8 @@ _ERROR_TYPES = {
 }
 
 
-def kind_of_status(status: int) -> str:
-    """The error kind of an HTTP status the CLI got from the API."""
-    if status in (401, 403):
-        return "auth"
-    if status == 429:
-        return "rate_limited"
-    if status in (408, 504):
-        return "timeout"
-    if status >= 500:
-        return "unavailable"
-    return "bad_request"
+# The error kind of an HTTP status the CLI got from the API: the same rule as the SDKs'.
+kind_of_status = kind_for_status
 
 
 def _kind_of_text(text: str) -> str:
