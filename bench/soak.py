@@ -131,6 +131,7 @@ class Operator:
         self.session: Any = None
         self.room = 0
         self.last_seen = 0
+        self.open: set[int] = set()  # replies this socket has seen start and not end
         self.waiting: dict[int, asyncio.Future] = {}  # operator message id -> done
         self.replies: dict[int, int] = {}  # reply id -> operator message id
         self.sent_at: dict[int, float] = {}
@@ -217,7 +218,13 @@ class Operator:
                 continue
             if not first:
                 stats.reconnects += 1
-                await ws.send_json({"type": "resume", "rooms": {str(self.room): self.last_seen}})
+                await ws.send_json(
+                    {
+                        "type": "resume",
+                        "rooms": {str(self.room): self.last_seen},
+                        "open": sorted(self.open),
+                    }
+                )
             first = False
             try:
                 while True:
@@ -241,6 +248,11 @@ class Operator:
                 self.last_seen = max(self.last_seen, m["id"])
                 if m.get("author_kind") == "model" and m.get("reply_to"):
                     self.replies[m["id"]] = m["reply_to"]
+                if m.get("author_kind") == "model":
+                    if m.get("status") == "streaming":
+                        self.open.add(m["id"])
+                    else:
+                        self.open.discard(m["id"])
             if kind == "message.delta" and m["id"] in self.replies:
                 trigger = self.replies.pop(m["id"])
                 self.replies[m["id"]] = trigger

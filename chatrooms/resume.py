@@ -2,9 +2,12 @@
 gets what it missed, including the partial text of replies still streaming — from the
 web process that runs them, wherever the client reconnected.
 
-Client → {"type": "resume", "rooms": {"<room_id>": <last message id seen>, ...}}
+Client → {"type": "resume", "rooms": {"<room_id>": <last message id seen>, ...},
+          "open": [<ids of replies it still shows as streaming>, ...]}
 Server → {"type": "resume", "data": {"room_id", "messages": [...]}} per room: the
-         messages after that id, and the replies at or before it that are still streaming;
+         messages after that id, the replies at or before it that are still streaming,
+         and the `open` ones as they are now — a reply the client saw start that finished
+         while it was away is neither newer nor streaming, and would be missed otherwise;
          then a `message.snapshot` {"id", "room_id", "text", "offset": 0, "seq"} for each
          streaming reply, sent by its owner after it joined the room's group again, so
          deltas that follow carry offsets the client merges without gaps or repeats.
@@ -15,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.db.models import Q
+
 from chatrooms.models import Message, Room
 from chatrooms.owner import CONTROL_GROUP
 
@@ -23,10 +28,20 @@ log = logging.getLogger("hal.chatrooms")
 RESUME_LIMIT = 200
 
 
-def missed(user: Any, rooms: Any) -> list[dict[str, Any]]:
+def _ids(value: Any) -> set[int]:
+    """The client's `open` list, bounded and cleaned (anything not an id is dropped)."""
+    out: set[int] = set()
+    for item in value[:RESUME_LIMIT] if isinstance(value, list) else ():
+        if isinstance(item, int) and not isinstance(item, bool) and item > 0:
+            out.add(item)
+    return out
+
+
+def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
     """Per room of this operator named in `rooms`: the messages the client has not seen."""
     if not isinstance(rooms, dict):
         return []
+    held = _ids(open_ids)
     wanted: dict[int, int] = {}
     for key, value in list(rooms.items())[:64]:
         try:
@@ -40,10 +55,9 @@ def missed(user: Any, rooms: Any) -> list[dict[str, Any]]:
         newer = list(
             Message.objects.filter(room_id=room_id, id__gt=after).order_by("id")[:RESUME_LIMIT]
         )
-        streaming = list(
-            Message.objects.filter(room_id=room_id, id__lte=after, status=Message.STREAMING)
-        )
-        rows = sorted(streaming + newer, key=lambda m: m.pk)
+        unfinished = Q(status=Message.STREAMING) | Q(pk__in=held)
+        older = list(Message.objects.filter(unfinished, room_id=room_id, id__lte=after))
+        rows = sorted(older + newer, key=lambda m: m.pk)
         out.append({"room_id": room_id, "messages": [m.as_dict() for m in rows]})
     return out
 
@@ -82,7 +96,9 @@ async def handle_resume(consumer: Any, content: dict[str, Any]) -> None:
 
     from hal.i18n import localize
 
-    rooms = await database_sync_to_async(missed)(consumer.user, content.get("rooms"))
+    rooms = await database_sync_to_async(missed)(
+        consumer.user, content.get("rooms"), content.get("open")
+    )
     streaming: list[int] = []
     for room in rooms:
         data = localize(room, getattr(consumer, "language", "en"))

@@ -65,6 +65,58 @@ async def test_a_socket_dropped_mid_stream_resumes_without_loss(
     assert events[-1]["data"]["text"] == text
 
 
+async def test_a_reply_that_finished_while_the_socket_was_away_is_resent_on_resume(
+    models, aclient, operator, orchestrator
+):
+    """The client saw the reply start (its id is the last it saw); it completed during the
+    gap, so it is neither newer nor streaming: the ids the client still holds open bring
+    its final state (the soak's `unseen_on_socket`)."""
+    alpha = models[0]
+    text = " ".join(f"word{i}" for i in range(20))
+    alpha.fake.replies.push(Reply(text=text, token_delay=0.01))
+    room = await room_for(aclient, alpha.id)
+    first = communicator(operator)
+    assert (await first.connect())[0]
+    await send(aclient, room, "answer while I am away")
+    seen = await events_until(first, lambda e: e["type"] == "message.delta")
+    reply_id = next(
+        e["data"]["id"]
+        for e in seen
+        if e["type"] == "message.created" and e["data"]["author_kind"] == "model"
+    )
+    await first.disconnect()
+    await orchestrator.wait_idle()  # the reply completes while no socket listens
+    second = communicator(operator)
+    assert (await second.connect())[0]
+    await second.send_json_to(
+        {"type": "resume", "rooms": {str(room): reply_id}, "open": [reply_id]}
+    )
+    event = await second.receive_json_from(timeout=10)
+    await second.disconnect()
+    assert event["type"] == "resume" and event["data"]["room_id"] == room
+    [resent] = event["data"]["messages"]
+    assert (resent["id"], resent["status"], resent["text"]) == (reply_id, "complete", text)
+
+
+async def test_open_ids_of_another_operators_room_are_not_returned(
+    models, aclient, operator, orchestrator, django_user_model
+):
+    alpha = models[0]
+    room = await room_for(aclient, alpha.id)
+    await send(aclient, room, "mine")
+    await orchestrator.wait_idle()
+    ids = [m.pk async for m in Message.objects.filter(room_id=room).order_by("id")]
+    other = await django_user_model.objects.acreate(username="someone-else")
+    comm = communicator(other)
+    assert (await comm.connect())[0]
+    # Their own rooms by id, with this operator's message ids as "open": nothing leaks.
+    await comm.send_json_to({"type": "resume", "rooms": {str(room): 0}, "open": ids})
+    await comm.send_json_to({"type": "ping"})
+    event = await comm.receive_json_from(timeout=10)
+    await comm.disconnect()
+    assert event["type"] == "pong"
+
+
 async def test_resume_returns_messages_after_the_last_seen_only_for_own_rooms(
     models, aclient, operator, orchestrator, django_user_model
 ):

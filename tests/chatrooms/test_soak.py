@@ -42,9 +42,6 @@ def test_one_minute_soak_with_a_killed_process_loses_and_duplicates_nothing(
     assert result["send_errors"] == 0, result
     assert result["missing"] == result["without_reply"] == result["running"] == 0, result
     assert result["duplicated"] == 0, result
-    # What the sockets saw is reported, not asserted yet: about one run in three, one
-    # completed reply of ~140 is not re-delivered to a socket that reconnected after the
-    # kill (`unseen_on_socket` = 1; the reply is complete in the database and shows on a
-    # reload). A known defect of the resume path, open in issue 15 — see its note.
-    if result["unseen_on_socket"]:
-        print(f"KNOWN DEFECT (issue 15): unseen_on_socket = {result['unseen_on_socket']}")
+    # And what the sockets saw: every completed reply reached its operator's socket, the
+    # ones that finished while a socket was away through the resume's `open` ids.
+    assert result["unseen_on_socket"] == 0, result
