@@ -165,13 +165,23 @@ REDIS_URL = env("REDIS_URL")
 # Annotated: the two branches' values differ, and readers (health) index into them.
 CHANNEL_LAYERS: dict[str, dict[str, Any]]
 if REDIS_URL:
+    # Pub/sub (default): an event is one PUBLISH that each process holding a member of the
+    # group receives; the list layer ("lists") costs four round trips per group_send plus
+    # a blocking pop, ≈ 7× the latency per event (docs/performance.md), and drops a
+    # socket from its groups after a day (group_expiry). Events missed while a socket
+    # reconnects come back through the chat's resume, not through the layer.
+    _layer_kind = env("HAL_CHANNEL_LAYER", "pubsub")
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": (
+                "channels_redis.core.RedisChannelLayer"
+                if _layer_kind == "lists"
+                else "hal.channel_layer.PubSubLayer"
+            ),
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
-                # channels_redis blocks in BZPOPMIN: idle sockets then fail with "Timeout
-                # reading" and every idle WebSocket is closed. Read longer than that.
+                # channels_redis's list layer blocks in BZPOPMIN: idle sockets then fail
+                # with "Timeout reading" and every idle WebSocket is closed.
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
                 "prefix": env("HAL_REDIS_PREFIX", "hal"),
             },

@@ -35,8 +35,14 @@ async def _layer_round_trip() -> None:
     # The configured layers (in-memory, Redis) take a prefix; the base class's stub does not.
     channel = await layer.new_channel("health.")  # type: ignore[call-arg]
     await layer.send(channel, {"type": "health.ping"})
-    async with asyncio.timeout(2):
-        await layer.receive(channel)
+    try:
+        async with asyncio.timeout(2):
+            await layer.receive(channel)
+    finally:
+        # The pub/sub layer would stay subscribed to this one-off channel for good.
+        discard = getattr(layer, "discard_channel", None)
+        if discard is not None:
+            await discard(channel)
 
 
 def check_channel_layer() -> dict:

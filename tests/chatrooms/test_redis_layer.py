@@ -1,6 +1,8 @@
-"""The Redis channel layer survives an idle receive (redis-py's default 5 s read timeout
-equals channels_redis's 5 s BZPOPMIN: without a longer read timeout every idle consumer
-fails with "Timeout reading" and its WebSocket is closed)."""
+"""The Redis channel layer (PostgreSQL + Redis deployments): channels_redis's pub/sub
+layer by default (one PUBLISH per event instead of four round trips and a blocking pop),
+the list-based layer on request. Both survive an idle receive; the pub/sub layer keeps a
+socket's group membership for as long as the socket lives (no group expiry) and forgets
+a channel read once (the health check's) instead of staying subscribed to it."""
 
 from __future__ import annotations
 
@@ -15,11 +17,58 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-async def test_an_idle_receive_outlasts_the_blocking_pop():
+def _subscriptions(layer) -> set[str]:
+    """The Redis channels this process's pub/sub connection listens on."""
+    inner = layer._get_layer()
+    return {name for shard in inner._shards for name in shard._subscribed_to}
+
+
+async def test_the_default_layer_is_pub_sub():
+    from hal.channel_layer import PubSubLayer
+
+    assert isinstance(get_channel_layer(), PubSubLayer)
+
+
+async def test_an_idle_receive_outlasts_redis_read_timeouts():
     layer = get_channel_layer()
     channel = await layer.new_channel("idle.")
     receive = asyncio.ensure_future(layer.receive(channel))
-    done, _ = await asyncio.wait({receive}, timeout=layer.brpop_timeout + 2.5)
+    # channels_redis's blocking pop is 5 s, as was redis-py's default read timeout.
+    done, _ = await asyncio.wait({receive}, timeout=7.5)
     assert not done, f"the idle receive failed: {receive.exception()!r}"
     await layer.send(channel, {"type": "x.ping"})
     assert (await asyncio.wait_for(receive, 10))["type"] == "x.ping"
+
+
+async def test_a_group_send_reaches_every_member_once():
+    layer = get_channel_layer()
+    first, second = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add("test-room", first)
+    await layer.group_add("test-room", second)
+    await layer.group_send("test-room", {"type": "x.event", "n": 1})
+    got = await asyncio.wait_for(asyncio.gather(layer.receive(first), layer.receive(second)), 10)
+    assert [m["n"] for m in got] == [1, 1]
+    await layer.group_discard("test-room", first)
+    await layer.group_send("test-room", {"type": "x.event", "n": 2})
+    assert (await asyncio.wait_for(layer.receive(second), 10))["n"] == 2
+    await layer.group_discard("test-room", second)
+
+
+async def test_a_channel_read_once_is_unsubscribed_when_discarded():
+    layer = get_channel_layer()
+    channel = await layer.new_channel("health.")
+    assert channel in _subscriptions(layer)
+    await layer.send(channel, {"type": "health.ping"})
+    await asyncio.wait_for(layer.receive(channel), 10)
+    await layer.discard_channel(channel)
+    assert channel not in _subscriptions(layer)
+
+
+async def test_the_health_check_leaves_no_subscription_behind():
+    from hal.views.health import _layer_round_trip
+
+    layer = get_channel_layer()
+    before = _subscriptions(layer)
+    for _ in range(3):
+        await _layer_round_trip()
+    assert _subscriptions(layer) == before
