@@ -16,7 +16,8 @@ from .test_api_ws import communicator, events_until
 
 
 def merge(text: str, event: dict) -> str:
-    """The panel's rule (static/hal/panel.js): deltas by offset, snapshots if longer."""
+    """The panel's rule (static/hal/panel_messages.js appendDelta, panel_events.js
+    onSnapshot): deltas by offset, snapshots if longer."""
     kind, data = event["type"], event.get("data") or {}
     if kind == "message.snapshot":
         return data["text"] if len(data["text"]) >= len(text) else text

@@ -1,0 +1,122 @@
+// What each live event from /ws/ai/ does to the AI panel: new, streamed and finished
+// messages (deltas batched per frame), resumes after a reconnect, proposal cards, and
+// changes to rooms and connections.
+import { refreshDaySeparators } from "./chat_meta.js";
+import { renderReview } from "./proposal_card.js";
+import { logEl, state } from "./panel_state.js";
+import { panelVisible, setUnread, unreadCount } from "./panel_dock.js";
+import { announce, countUnseen, isFollowing, stickToEnd } from "./panel_scroll.js";
+import { applyDeltas, refreshWaiting, renderMessage, setText } from "./panel_messages.js";
+import { renderProposal } from "./panel_proposals.js";
+import { refreshRooms, reloadRoom, renderEmpty, renderTabs, selectRoom } from "./panel_rooms.js";
+
+const FRAME_MS = 40;
+
+const pendingDeltas = [];
+let flushTimer = null;
+function queueDelta(d) {
+  pendingDeltas.push(d);
+  if (!flushTimer) {
+    flushTimer = setTimeout(() => {
+      flushTimer = null;
+      applyDeltas(pendingDeltas.splice(0));
+    }, FRAME_MS);
+  }
+}
+
+function flushDeltas() {
+  if (flushTimer) {
+    clearTimeout(flushTimer);
+    flushTimer = null;
+  }
+  applyDeltas(pendingDeltas.splice(0));
+}
+
+export function onEvent(type, data) {
+  switch (type) {
+    case "message.created":
+    case "message.completed":
+    case "message.failed":
+      flushDeltas();
+      if (renderMessage(data)) {
+        if (type === "message.created") {
+          refreshDaySeparators(logEl);
+          if (!isFollowing()) countUnseen();
+        }
+        stickToEnd();
+      }
+      if (type === "message.completed" && data.author_kind === "model") {
+        if (!panelVisible()) setUnread(unreadCount() + 1);
+        announce(data);
+      }
+      break;
+    case "message.delta":
+      if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
+      break;
+    case "resume":
+      onResume(data);
+      break;
+    case "message.snapshot":
+      flushDeltas();
+      onSnapshot(data);
+      break;
+    case "proposal.created":
+    case "proposal.updated":
+      renderProposal(data);
+      refreshWaiting();
+      break;
+    case "proposal.review": {
+      const card = state.proposals.get(data.id);
+      if (card) renderReview(card, data.review);
+      break;
+    }
+    case "notice":
+      if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` }))
+        stickToEnd();
+      break;
+    case "room.updated": {
+      const room = state.rooms.find((r) => r.id === data.id);
+      if (room) {
+        Object.assign(room, data);
+        renderTabs();
+      }
+      break;
+    }
+    case "message.versions":
+      if (data.room_id === state.roomId) reloadRoom();
+      break;
+    case "room.reset":
+      if ((data.room_id ?? data.id) === state.roomId) selectRoom(state.roomId, { save: false, force: true });
+      break;
+    case "connection.updated":
+      refreshRooms().then(() => {
+        if (!state.rooms.some((r) => r.id === state.roomId) && state.rooms[0]) selectRoom(state.rooms[0].id);
+        renderEmpty();
+      });
+      break;
+    default:
+      break;
+  }
+}
+
+function onResume(data) {
+  if (data.room_id !== state.roomId) return;
+  flushDeltas();
+  for (const m of data.messages || []) {
+    const li = state.messages.get(m.id);
+    const shown = li ? (state.texts.get(li.dataset.messageId) ?? "") : "";
+    // A streaming reply may already show more than the database has: keep the longer text.
+    if (li && m.status === "streaming" && shown.length > (m.text || "").length) continue;
+    renderMessage(m);
+  }
+  stickToEnd();
+}
+
+function onSnapshot(d) {
+  state.snapshotAsked.delete(d.id);
+  const li = state.messages.get(d.id);
+  if (!li || li.dataset.status !== "streaming") return;
+  const have = state.texts.get(li.dataset.messageId) ?? "";
+  if ((d.text || "").length >= have.length) setText(li, d.text);
+  stickToEnd();
+}

@@ -1,0 +1,36 @@
+// The AI panel's live socket (/ws/ai/): connects, reconnects with backoff, and after a gap
+// asks the server to resume the open room from the last message shown.
+import { panel, state } from "./panel_state.js";
+
+function lastSeenId() {
+  let last = 0;
+  for (const id of state.messages.keys()) if (typeof id === "number" && id > last) last = id;
+  return last;
+}
+
+export function requestResume(ws = state.ws) {
+  if (!ws || ws.readyState !== WebSocket.OPEN || !state.roomId) return;
+  ws.send(JSON.stringify({ type: "resume", rooms: { [state.roomId]: lastSeenId() } }));
+}
+
+// The event handler is passed in: it renders through modules that ask this one to resume.
+export function connectSocket(onEvent, attempt = 0) {
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`);
+  state.ws = ws;
+  ws.addEventListener("open", () => {
+    // After a reconnect, ask for what was missed: messages after the last one shown and
+    // the text so far of replies still streaming (from whichever process runs them).
+    if (attempt > 0 && state.roomId) requestResume(ws);
+    attempt = 0;
+    panel.dataset.live = "true";
+  });
+  ws.addEventListener("message", (ev) => {
+    const msg = JSON.parse(ev.data);
+    onEvent(msg.type, msg.data ?? msg);
+  });
+  ws.addEventListener("close", () => {
+    panel.dataset.live = "false";
+    setTimeout(() => connectSocket(onEvent, attempt + 1), Math.min(5000, 500 * 2 ** attempt));
+  });
+}

@@ -1,0 +1,37 @@
+// The AI panel's shared ground: its UI strings, its elements, and the state every part of
+// it reads (which room is open, the rendered messages and proposal cards, the socket).
+import { ApiError } from "./app.js";
+
+export const T = JSON.parse(document.getElementById("ai-panel-strings")?.textContent || "{}");
+export const $ = (sel, root = document) => root.querySelector(sel);
+export const layout = $("#layout");
+export const panel = $("#ai-panel");
+export const tabsEl = $("#ai-tabs");
+export const logEl = $("#ai-log");
+export const input = $("#ai-input");
+export const sendError = $("#ai-send-error");
+export const completeEl = $("#ai-complete");
+
+export const state = {
+  panel: { open: true, width: 400, active_room_id: null },
+  rooms: [],
+  connections: [],
+  roomId: null,
+  messages: new Map(), // message id -> element
+  texts: new Map(), // message id -> raw Markdown text as received
+  proposals: new Map(), // proposal id -> element
+  oldestId: null,
+  renaming: false,
+  loadingOlder: false,
+  exhausted: false,
+  ws: null, // the live /ws/ai/ socket
+  snapshotAsked: new Set(), // reply ids whose text so far was asked for after a gap
+};
+
+export const list = (data, key) => (Array.isArray(data) ? data : data?.[key] || []);
+
+// The composer's error line is where every part of the panel reports a failed call.
+export function showError(err) {
+  sendError.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : String(err);
+  sendError.dataset.code = err.code || "";
+}

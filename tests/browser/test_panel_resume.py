@@ -1,0 +1,105 @@
+"""The panel's socket dropped mid-reply, in a real browser: it reconnects, asks to resume,
+and a reply streamed across the gap is shown whole and in order before it completes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import login
+from tests.browser.helpers import connect_model
+from tests.fakes.script import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+READY = "#ai-panel[data-ready=true]"
+LIVE = "#ai-panel[data-live=true]"
+DEAD = "#ai-panel[data-live=false]"
+
+
+class SocketRelay:
+    """Stands between the panel and /ws/ai/: the first socket is cut after three deltas;
+    on the second, the first answers to a resume are lost (so the panel meets a gap in
+    the deltas and must ask again); `message.completed` is held until released."""
+
+    def __init__(self) -> None:
+        self.sockets = 0
+        self.deltas_before_cut = 0
+        self.sent: list[dict] = []  # what the panel sent, over every socket
+        self.lost: list[str] = []  # types of the answers this relay dropped
+        self.held: list[tuple[object, str]] = []  # (socket, frame) of message.completed
+
+    def route(self, ws) -> None:
+        number = self.sockets
+        self.sockets += 1
+        server = ws.connect_to_server()
+
+        def from_page(frame: str) -> None:
+            self.sent.append(json.loads(frame))
+            server.send(frame)
+
+        def from_server(frame: str) -> None:
+            kind = json.loads(frame).get("type")
+            if number == 0 and kind == "message.delta":
+                self.deltas_before_cut += 1
+                if self.deltas_before_cut > 3:
+                    return
+                ws.send(frame)
+                if self.deltas_before_cut == 3:
+                    ws.close()  # the network drops; the reply goes on streaming
+                    server.close()
+                return
+            if number == 1 and kind in ("resume", "message.snapshot") and kind not in self.lost:
+                self.lost.append(kind)
+                return
+            if kind == "message.completed":
+                self.held.append((ws, frame))
+                return
+            ws.send(frame)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    def release(self) -> None:
+        for ws, frame in self.held:
+            ws.send(frame)
+
+
+def test_a_reply_streamed_across_a_dropped_socket_is_shown_whole(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    base = live_asgi.url
+    page = page_factory()
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    relay = SocketRelay()
+    page.route_web_socket("**/ws/ai/", relay.route)
+    # Long enough to still be streaming after the panel's reconnect (0.5 s after the cut).
+    full = "Alpha reads the fleet: " + " ".join(f"server{i} answers." for i in range(120))
+    fake_anthropic.replies.push(Reply(text=full, token_delay=0.04))
+    page.goto(base + "/")
+    page.wait_for_selector(READY, state="attached")
+    page.wait_for_selector(LIVE, state="attached")
+    page.fill("#ai-input", "Read the fleet.")
+    page.press("#ai-input", "Enter")
+
+    reply = page.locator("#ai-log .ai-msg.from-model")
+    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
+    page.wait_for_selector(LIVE, state="attached", timeout=20_000)
+    # The whole text arrives through resume, snapshot and deltas alone: the completed
+    # message, which would carry it too, is held back.
+    expect(reply.locator(".ai-text")).to_have_text(full, timeout=30_000)
+    expect(reply).to_have_attribute("data-status", "streaming")
+    assert relay.lost == ["resume", "message.snapshot"]
+    resumes = [m for m in relay.sent if m.get("type") == "resume"]
+    # One resume when the socket came back, one when a delta showed the gap.
+    assert len(resumes) == 2, relay.sent
+    reply_id = int(reply.get_attribute("data-message-id"))
+    room_id, last_seen = next(iter(resumes[0]["rooms"].items()))
+    assert last_seen == reply_id and room_id.isdigit()
+
+    relay.release()
+    expect(reply).to_have_attribute("data-status", "complete", timeout=15_000)
+    expect(reply.locator(".ai-text")).to_have_text(full)
