@@ -8,9 +8,19 @@ function lastSeenId() {
   return last;
 }
 
+// Replies shown as streaming: one that finished while the socket was away is neither newer
+// than the last id nor streaming any more, so the server is told to send it back as it is.
+function openIds() {
+  const ids = [];
+  for (const [id, li] of state.messages) {
+    if (typeof id === "number" && li.dataset.status === "streaming") ids.push(id);
+  }
+  return ids.slice(-200);
+}
+
 export function requestResume(ws = state.ws) {
   if (!ws || ws.readyState !== WebSocket.OPEN || !state.roomId) return;
-  ws.send(JSON.stringify({ type: "resume", rooms: { [state.roomId]: lastSeenId() } }));
+  ws.send(JSON.stringify({ type: "resume", rooms: { [state.roomId]: lastSeenId() }, open: openIds() }));
 }
 
 // The event handler is passed in: it renders through modules that ask this one to resume.

@@ -103,3 +103,76 @@ def test_a_reply_streamed_across_a_dropped_socket_is_shown_whole(
     relay.release()
     expect(reply).to_have_attribute("data-status", "complete", timeout=15_000)
     expect(reply.locator(".ai-text")).to_have_text(full)
+
+
+class SlowReconnect:
+    """Cuts the first socket after two deltas and keeps the page offline until `back` is
+    set: the reply finishes while no socket listens, so its `message.completed` is lost."""
+
+    def __init__(self) -> None:
+        self.sockets = 0
+        self.sent: list[dict] = []
+        self.back = False
+
+    def route(self, ws) -> None:
+        number = self.sockets
+        self.sockets += 1
+        if number > 0 and not self.back:
+            ws.close()  # still offline: the panel retries with backoff
+            return
+        server = ws.connect_to_server()
+        deltas = [0]
+
+        def from_page(frame: str) -> None:
+            self.sent.append(json.loads(frame))
+            server.send(frame)
+
+        def from_server(frame: str) -> None:
+            if number == 0 and json.loads(frame).get("type") == "message.delta":
+                deltas[0] += 1
+                if deltas[0] > 2:
+                    return
+                ws.send(frame)
+                if deltas[0] == 2:
+                    ws.close()
+                    server.close()
+                return
+            ws.send(frame)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+
+def test_a_reply_that_finished_while_the_socket_was_away_shows_complete(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    base = live_asgi.url
+    page = page_factory()
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    relay = SlowReconnect()
+    page.route_web_socket("**/ws/ai/", relay.route)
+    full = "Alpha is done: " + " ".join(f"item{i}." for i in range(30))
+    fake_anthropic.replies.push(Reply(text=full, token_delay=0.02))
+    page.goto(base + "/")
+    page.wait_for_selector(READY, state="attached")
+    page.wait_for_selector(LIVE, state="attached")
+    page.fill("#ai-input", "Finish while I am away.")
+    page.press("#ai-input", "Enter")
+
+    reply = page.locator("#ai-log .ai-msg.from-model")
+    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
+    expect(reply).to_have_attribute("data-status", "streaming")
+    # Offline until the reply is complete in the database.
+    from chatrooms.models import Message
+
+    reply_id = int(reply.get_attribute("data-message-id"))
+    for _ in range(200):
+        if Message.objects.get(pk=reply_id).status == Message.COMPLETE:
+            break
+        page.wait_for_timeout(100)
+    relay.back = True
+    expect(reply).to_have_attribute("data-status", "complete", timeout=20_000)
+    expect(reply.locator(".ai-text")).to_have_text(full)
+    resume = next(m for m in relay.sent if m.get("type") == "resume")
+    assert resume["open"] == [reply_id]
