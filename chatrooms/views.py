@@ -16,6 +16,7 @@ from chatrooms.models import Message
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, require_perm
 from hal.api import dispatch, error_response, json_body
+from hal.dbthreads import db
 from hal.errors import HalError, InvalidInput, NotAuthenticated
 from hal.i18n import localize
 
@@ -184,7 +185,9 @@ async def _start(
             )
         )
     try:
-        payload, start = await sync_to_async(handler)(request, room_id, *args)
+        # On the chat's DB threads (kept-open connections), not in a new request thread
+        # that connects to the database first: that is on the way to the first token.
+        payload, start = await db(handler)(request, room_id, *args)
     except HalError as exc:
         return error_response(exc)
     start()

@@ -30,7 +30,9 @@ def assert_error(response, code: str) -> None:
     assert response.json()["error"]["code"] == code
 
 
-@pytest.mark.django_db
+# The room's send runs on the chat's DB threads (their own connections), which see only
+# committed rows: these tests commit, as every chat test does.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("body", "code"),
     [
@@ -53,7 +55,7 @@ def test_api_body_is_refused_with_a_json_400(client_op, room_url, body, code):
     assert not Message.objects.exists()
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_paired_surrogate_is_just_an_emoji(client_op, room_url):
     response = post_raw(client_op, room_url, b'{"text": "\\ud83d\\ude00 hi"}')
     # Accepted by the parser; the room has no model to answer (not an input error).
