@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import importlib
 import importlib.util
 import io
 import json
@@ -30,11 +31,11 @@ INSTALL = REPO / "deploy" / "install.py"
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
 
 
-def load_install():
-    spec = importlib.util.spec_from_file_location("hal_deploy_install", INSTALL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_install(name: str):
+    """A module of the installer package, imported from deploy/ (install.py's way: beside it)."""
+    if str(INSTALL.parent) not in sys.path:
+        sys.path.insert(0, str(INSTALL.parent))
+    return importlib.import_module(f"hal_install.{name}")
 
 
 def free_port() -> int:
@@ -312,26 +313,27 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
 
 
 def test_untested_and_downgrade_refusals_have_an_override():
-    install = load_install()
+    artifact = load_install("artifact")
+    errors = load_install("errors")
 
     def args(**kw):
         return type("Args", (), {"allow_untested": False, "allow_downgrade": False, **kw})()
 
     tested = {"tested": True}
-    install.check_installable("1.2.0", tested, "1.1.9", args())
-    install.check_installable("1.2.0", tested, None, args())
+    artifact.check_installable("1.2.0", tested, "1.1.9", args())
+    artifact.check_installable("1.2.0", tested, None, args())
     for build in (None, {"tested": False}, {}):
-        with pytest.raises(install.InstallError, match="suite did not run"):
-            install.check_installable("1.2.0", build, "1.1.0", args())
-        install.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
+        with pytest.raises(errors.InstallError, match="suite did not run"):
+            artifact.check_installable("1.2.0", build, "1.1.0", args())
+        artifact.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
     for new, old in (("1.1.0", "1.2.0"), ("1.2.0rc1", "1.2.0"), ("1.2", "1.2.0.post1")):
-        with pytest.raises(install.InstallError, match="older"):
-            install.check_installable(new, tested, old, args())
-        install.check_installable(new, tested, old, args(allow_downgrade=True))
+        with pytest.raises(errors.InstallError, match="older"):
+            artifact.check_installable(new, tested, old, args())
+        artifact.check_installable(new, tested, old, args(allow_downgrade=True))
     for new, old in (("1.2.0.post1", "1.2.0"), ("1.10.0", "1.9.0"), ("1.2.0", "1.2.0rc2")):
-        install.check_installable(new, tested, old, args())
-    with pytest.raises(install.InstallError, match="cannot tell"):
-        install.check_installable("nightly", tested, "1.2.0", args())
+        artifact.check_installable(new, tested, old, args())
+    with pytest.raises(errors.InstallError, match="cannot tell"):
+        artifact.check_installable("nightly", tested, "1.2.0", args())
 
 
 def test_refuses_plain_http_except_loopback(tmp_path):
@@ -409,21 +411,22 @@ def health_server():
 
 
 def test_health_failing_hard_gives_up_before_the_timeout(health_server):
-    install = load_install()
+    errors = load_install("errors")
+    health = load_install("health")
     url = f"http://127.0.0.1:{health_server.server_address[1]}/api/health"
     # Proxy gateway errors (nothing answers yet) do not count; HAL's own 5xx do, in a row.
     _Health.statuses = [502, 504, 502, 500, 503, 200, 500, 503, 500, 500, 503]
-    with pytest.raises(install.InstallError, match="5 times in a row"):
-        install.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
+    with pytest.raises(errors.InstallError, match="5 times in a row"):
+        health.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
     assert _Health.statuses == [503]  # it took exactly the run of five after the 200
     # The process is gone: no need to wait for anything.
     _Health.statuses = [502]
-    with pytest.raises(install.InstallError, match="the process exited"):
-        install.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
+    with pytest.raises(errors.InstallError, match="the process exited"):
+        health.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
 
 
 def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_path, monkeypatch):
-    install = load_install()
+    artifact = load_install("artifact")
     archive = tmp_path / "a.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for name, mode, kind in (
@@ -438,7 +441,7 @@ def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_pat
     monkeypatch.delattr(tarfile, "data_filter", raising=False)
     dest = tmp_path / "release"
     dest.mkdir()
-    install.unpack(archive, "hal-1/", dest)
+    artifact.unpack(archive, "hal-1/", dest)
     assert (dest / "app.py").stat().st_mode & 0o7777 == 0o644
     assert (dest / "run.sh").stat().st_mode & 0o7777 == 0o755
     if os.geteuid() == 0:
@@ -446,13 +449,14 @@ def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_pat
 
 
 def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):
-    install = load_install()
+    errors = load_install("errors")
+    inputs = load_install("inputs")
     env = tmp_path / "hal.env"
     env.write_text(
         '# comment\n; also a comment\n\nA=1\nexport B = two words\nC="quoted # not a comment"\n'
         "D='single'\nE=\n"
     )
-    assert install.load_env_file(env) == {
+    assert inputs.load_env_file(env) == {
         "A": "1",
         "B": "two words",
         "C": "quoted # not a comment",
@@ -460,12 +464,12 @@ def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):
         "E": "",
     }
     env.write_text("HAL_DATA_DIR=/var/lib/hal    # SQLite DB\n")
-    with pytest.raises(install.InstallError, match="inline comment"):
-        install.load_env_file(env)
+    with pytest.raises(errors.InstallError, match="inline comment"):
+        inputs.load_env_file(env)
 
 
 def test_switch_is_atomic_and_prune_keeps_current_and_previous(tmp_path):
-    install = load_install()
+    releases = load_install("releases")
     root = tmp_path / "srv"
     for i, name in enumerate(["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]):
         rel = root / "releases" / name
@@ -473,37 +477,39 @@ def test_switch_is_atomic_and_prune_keeps_current_and_previous(tmp_path):
         marker = rel / ".hal-release.json"
         marker.write_text("{}")
         os.utime(marker, (1000 + i, 1000 + i))
-    assert install.current_release(root) is None
-    install.switch_current(root, "1.0.0")
+    assert releases.current_release(root) is None
+    releases.switch_current(root, "1.0.0")
     assert os.readlink(root / "current") == "releases/1.0.0"
-    install.switch_current(root, "1.4.0")
-    assert install.current_release(root) == "1.4.0"
+    releases.switch_current(root, "1.4.0")
+    assert releases.current_release(root) == "1.4.0"
     assert not [p for p in root.iterdir() if p.name.startswith(".current")]
     # Keep 2: current (1.4.0) and the rollback target (1.0.0) survive though oldest.
-    removed = install.prune_releases(root, keep=2, protect={"1.0.0"})
+    removed = releases.prune_releases(root, keep=2, protect={"1.0.0"})
     assert sorted(removed) == ["1.1.0", "1.2.0", "1.3.0"]
     assert sorted(p.name for p in (root / "releases").iterdir()) == ["1.0.0", "1.4.0"]
 
 
 def test_health_check_reads_version_and_refuses_plain_http_elsewhere():
-    install = load_install()
-    with pytest.raises(install.InstallError, match="https"):
-        install.check_url("http://hal.example.org/api/health", what="health URL")
-    install.check_url("http://127.0.0.1:8000/api/health", what="health URL")
-    install.check_url("https://hal.example.org/api/health", what="health URL")
+    errors = load_install("errors")
+    inputs = load_install("inputs")
+    with pytest.raises(errors.InstallError, match="https"):
+        inputs.check_url("http://hal.example.org/api/health", what="health URL")
+    inputs.check_url("http://127.0.0.1:8000/api/health", what="health URL")
+    inputs.check_url("https://hal.example.org/api/health", what="health URL")
 
 
 def test_unknown_service_user_is_refused():
-    install = load_install()
-    with pytest.raises(install.InstallError, match="no such user"):
-        install.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
+    errors = load_install("errors")
+    service = load_install("service")
+    with pytest.raises(errors.InstallError, match="no such user"):
+        service.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
 
 
 def test_env_file_values_that_would_break_a_production_install_are_refused():
-    install = load_install()
+    inputs = load_install("inputs")
     good = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "HAL_DATA_DIR": "/var/lib/hal"}
-    assert install.check_env(good) == []
-    problems = install.check_env(
+    assert inputs.check_env(good) == []
+    problems = inputs.check_env(
         {
             "HAL_DATA_DIR": "./data",
             "HAL_SQLITE_PATH": "./data/hal.sqlite3",
@@ -525,4 +531,4 @@ def test_env_file_values_that_would_break_a_production_install_are_refused():
         assert needle in text, needle
     # Present but empty is not the default: settings would read it as the working directory.
     assert "HAL_VAULT_KEY_FILE= must be an absolute path" in text
-    assert install.check_env({**good, "HAL_VAULT_KEY_FILE": "/var/lib/hal/vault.keys"}) == []
+    assert inputs.check_env({**good, "HAL_VAULT_KEY_FILE": "/var/lib/hal/vault.keys"}) == []
