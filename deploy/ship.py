@@ -7,10 +7,11 @@
         [--remote-env NAME=VALUE ...] -- <install.py arguments: --user hal --root /srv/hal …>
 
 Without --artifact it runs `release.py build` (clean tree, `make test`, git archive) in
---repo. Then: verify the sha256 (and that the suite ran) → copy the artifact and its
-install.py to the host with the OpenSSH client (BatchMode: no password prompts;
-StrictHostKeyChecking: the host key must already be known) → run install.py there (backup,
-stage, switch, restart, health, automatic rollback) → read back from outside through the
+--repo. Then: verify the sha256 (and that the suite ran) → copy the artifact and its own
+installer (install.pyz: its deploy/install.py with the hal_install package, one zipapp) to
+the host with the OpenSSH client (BatchMode: no password prompts; StrictHostKeyChecking:
+the host key must already be known) → run it there (backup, stage, switch, restart,
+health, automatic rollback) → read back from outside through the
 public HTTPS name: /api/health reports the artifact's version, the login page renders, a
 WebSocket upgrade to /ws/ai/ is answered by HAL, and TLS is valid for the name.
 Prints a release report; exits non-zero when any step fails. Standard library only.
@@ -35,6 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipapp
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,18 +159,41 @@ def connect(ssh: Ssh) -> tuple[str, None]:
     return f"connected to {done.stdout.strip()} (host key verified)", None
 
 
+INSTALLER_PACKAGE = "hal_install"
+
+
 def extract_installer(artifact: Path, work: Path) -> Path:
-    """install.py from the artifact itself: the new release installs itself."""
+    """The installer from the artifact itself: the new release installs itself.
+
+    An artifact with deploy/hal_install/ gives `install.pyz`, a zipapp of that package whose
+    `__main__` is the artifact's deploy/install.py (one file to copy, run by python3 as is);
+    an older one, whose install.py is the whole installer, gives that install.py.
+    """
+    entry: bytes | None = None
+    package: dict[str, bytes] = {}
     with tarfile.open(artifact) as tar:
         for member in tar:
             parts = member.name.strip("/").split("/")
-            if parts[1:] == ["deploy", "install.py"] and member.isfile():
-                data = tar.extractfile(member).read()  # type: ignore[union-attr]
-                break
-        else:
-            raise ShipError(f"{artifact.name} has no deploy/install.py")
-    path = work / "install.py"
-    path.write_bytes(data)
+            if not member.isfile():
+                continue
+            if parts[1:] == ["deploy", "install.py"]:
+                entry = tar.extractfile(member).read()  # type: ignore[union-attr]
+            elif parts[1:3] == ["deploy", INSTALLER_PACKAGE] and len(parts) == 4:
+                if parts[3].endswith(".py"):
+                    package[parts[3]] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    if entry is None:
+        raise ShipError(f"{artifact.name} has no deploy/install.py")
+    if not package:
+        path = work / "install.py"
+        path.write_bytes(entry)
+        return path
+    source = work / "installer"
+    (source / INSTALLER_PACKAGE).mkdir(parents=True)
+    (source / "__main__.py").write_bytes(entry)
+    for name, data in package.items():
+        (source / INSTALLER_PACKAGE / name).write_bytes(data)
+    path = work / "install.pyz"
+    zipapp.create_archive(source, path)
     return path
 
 
@@ -182,18 +207,18 @@ def copy(ssh: Ssh, artifact: Path, installer: Path, remote_dir: str) -> tuple[st
             error = done.stderr.decode(errors="replace").strip() or done.returncode
             raise ShipError(f"copying {source.name} failed: {error}")
     size = artifact.stat().st_size / 1e6
-    return f"{artifact.name} ({size:.1f} MB) and install.py → {ssh.host}:{remote_dir}", None
+    return f"{artifact.name} ({size:.1f} MB) and {installer.name} → {ssh.host}:{remote_dir}", None
 
 
 def remote_install(
-    ssh: Ssh, args: argparse.Namespace, artifact: Path, digest: str
+    ssh: Ssh, args: argparse.Namespace, artifact: Path, installer: str, digest: str
 ) -> tuple[str, None]:
     remote_artifact = f"{args.remote_dir}/{artifact.name}"
     env = [f"{k}={v}" for k, v in (e.split("=", 1) for e in args.remote_env)]
     argv = [
         *(["env", *env] if env else []),
         args.remote_python,
-        f"{args.remote_dir}/install.py",
+        f"{args.remote_dir}/{installer}",
         "--artifact",
         remote_artifact,
         "--sha256",
@@ -209,8 +234,8 @@ def remote_install(
             3: "ROLLED BACK",
             4: "rolled back, previous release unhealthy",
         }.get(done.returncode, "failed")
-        raise ShipError(f"install.py exited {done.returncode} ({meaning})")
-    return "install.py: installed, switched, restarted, healthy on the host", None
+        raise ShipError(f"{installer} exited {done.returncode} ({meaning})")
+    return f"{installer}: installed, switched, restarted, healthy on the host", None
 
 
 # --- read-back from outside -------------------------------------------------------------
@@ -331,7 +356,7 @@ def ship(args: argparse.Namespace, report: Report) -> None:
     with tempfile.TemporaryDirectory(prefix="hal-ship-") as work:
         installer = extract_installer(artifact, Path(work))
         step(report, "copy", copy, ssh, artifact, installer, args.remote_dir)
-    step(report, "install on host", remote_install, ssh, args, artifact, digest)
+    step(report, "install on host", remote_install, ssh, args, artifact, installer.name, digest)
     results = step(report, "read back (outside)", read_back, args.url, info["version"], args.cacert)
     report.facts.update(readback=" | ".join(results.values()))
 

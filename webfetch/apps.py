@@ -1,3 +1,5 @@
+"""Guarded web fetch, search and budgets: registers its tools and the fleet health check."""
+
 from django.apps import AppConfig
 
 
@@ -10,3 +12,10 @@ class WebfetchConfig(AppConfig):
         from webfetch import tools
 
         tools.register()
+
+        # HAL's module health checks go through the guard with the fleet's allowance; hal
+        # never imports webfetch, so the guarded check is handed to it here.
+        from hal.fleet_http import register_health_fetcher
+        from webfetch.fleet import http_health_check
+
+        register_health_fetcher(http_health_check)

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import hosts
+from tests.deploy.install_host import load_release, retarget, sha256
 from tests.deploy.marks import slow_once
-from tests.deploy.test_install import load_release, retarget, sha256
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "deploy.md"

@@ -2,216 +2,27 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import http.server
-import importlib.util
 import io
 import json
 import os
 import secrets
-import signal
-import socket
-import subprocess
-import sys
-import sysconfig
 import tarfile
 import threading
 import time
-import tomllib
-from pathlib import Path
 
 import pytest
 
+from tests.deploy.install_host import (
+    alive_cmd,
+    common_args,
+    load_install,
+    restart_cmd,
+    run_install,
+    sha256,
+    write_env_file,
+)
 from tests.deploy.marks import slow_once
-
-REPO = Path(__file__).resolve().parents[2]
-INSTALL = REPO / "deploy" / "install.py"
-FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
-
-
-def load_install():
-    spec = importlib.util.spec_from_file_location("hal_deploy_install", INSTALL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def clean_env() -> dict[str, str]:
-    """No DATABASE_URL/REDIS_URL/HAL_* from the outer run (CI runs on PostgreSQL too).
-
-    PYTHONPATH lends the release venv this checkout's installed dependencies, so pip finds
-    every requirement satisfied and (with --no-index) nothing is downloaded.
-    """
-    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
-    keep["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
-    keep["PIP_NO_INDEX"] = "1"
-    keep["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return keep
-
-
-def run_install(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, str(INSTALL), *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=clean_env(),
-    )
-    print(done.stdout, done.stderr, sep="\n")
-    return done
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def write_env_file(path: Path, data: Path) -> None:
-    path.write_text(
-        "# test hal.env\n"
-        "HAL_PRODUCTION=1\n"
-        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
-        "HAL_ALLOWED_HOSTS=127.0.0.1,localhost\n"
-        f"HAL_DATA_DIR={data}\n"
-        "HAL_HEALTH_REQUIRE_WORKER=0\n"
-    )
-
-
-@pytest.fixture(scope="module")
-def version() -> str:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-
-
-def load_release():
-    spec = importlib.util.spec_from_file_location(
-        "hal_deploy_release", REPO / "deploy" / "release.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def retarget(src_path: Path, dest_path: Path, old: str, new: str, **build) -> None:
-    """A copy of the artifact src_path as version `new` (and build record fields changed)."""
-    with tarfile.open(src_path) as src, tarfile.open(dest_path, "w:gz") as dst:
-        for member in src.getmembers():
-            data = src.extractfile(member).read() if member.isfile() else None
-            member.name = member.name.replace(f"hal-{old}", f"hal-{new}", 1)
-            if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
-                data = data.replace(f'version = "{old}"'.encode(), f'version = "{new}"'.encode())
-            if member.name.endswith("/.hal-build.json") and member.name.count("/") == 1:
-                info = {**json.loads(data), "version": new, **build}
-                data = json.dumps(info).encode()
-            if data is not None:
-                member.size = len(data)
-            dst.addfile(member, io.BytesIO(data) if data is not None else None)
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory, version):
-    """hal-<v>.tar.gz as release.py builds it from HEAD (suite marked as run), and copies."""
-    out = tmp_path_factory.mktemp("artifacts")
-    first = out / f"hal-{version}.tar.gz"
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO, check=True, capture_output=True, text=True
-    ).stdout.strip()
-    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
-    load_release().write_artifact(REPO, commit, f"hal-{version}/", info, first)
-    second_version = f"{version}.post1"
-    second = out / f"hal-{second_version}.tar.gz"
-    retarget(first, second, version, second_version)
-    older = out / "hal-0.0.1.tar.gz"
-    retarget(first, older, version, "0.0.1")
-    untested = out / f"hal-{version}.post2.tar.gz"
-    retarget(first, untested, version, f"{version}.post2", tested=False, tests={})
-    return {
-        "first": first,
-        "second": second,
-        "second_version": second_version,
-        "older": older,
-        "untested": untested,
-    }
-
-
-@pytest.fixture(scope="module")
-def artifact_server(artifacts):
-    """A real loopback HTTP server for the artifact download (http:// only on loopback)."""
-    handler = functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(artifacts["first"].parent)
-    )
-    handler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """An ops host in a temp dir: root, data dir, env file, and the fake service."""
-    base = tmp_path_factory.mktemp("ops")
-    data = base / "data"
-    data.mkdir()
-    env_file = base / "hal.env"
-    write_env_file(env_file, data)
-    port = free_port()
-    state = base / "service"
-    info = {
-        "root": base / "srv",
-        "data": data,
-        "env_file": env_file,
-        "port": port,
-        "state": state,
-        "health": f"http://127.0.0.1:{port}/api/health",
-    }
-    yield info
-    stop_fake_services(state)
-
-
-def stop_fake_services(state: Path) -> None:
-    for pidfile in state.glob("pid-*"):
-        try:
-            os.killpg(int(pidfile.read_text()), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-
-def restart_cmd(site, *, port: int | str | None = None, **misbehaving: str) -> str:
-    """The fake `systemctl restart` (--bad-release/--crash-release/--failing-release NAME)."""
-    cmd = (
-        f"{sys.executable} {FAKE_SERVICE} --root {site['root']} --env-file {site['env_file']}"
-        f" --port {port or site['port']} --state {site['state']}"
-    )
-    for option, release in misbehaving.items():
-        cmd += f" --{option.replace('_', '-')} {release}"
-    return cmd
-
-
-def alive_cmd(site, port: int | str | None = None) -> str:
-    """The fake `systemctl is-active --quiet hal-web`: exits non-zero once the process died."""
-    port = port or site["port"]
-    return f"{sys.executable} {FAKE_SERVICE} --alive --port {port} --state {site['state']}"
-
-
-def common_args(site) -> list[str]:
-    return [
-        "--root",
-        str(site["root"]),
-        "--env-file",
-        str(site["env_file"]),
-        "--health-url",
-        site["health"],
-        "--health-timeout",
-        "30",
-        "--pip-args=--no-index",
-    ]
 
 
 @slow_once
@@ -312,26 +123,27 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
 
 
 def test_untested_and_downgrade_refusals_have_an_override():
-    install = load_install()
+    artifact = load_install("artifact")
+    errors = load_install("errors")
 
     def args(**kw):
         return type("Args", (), {"allow_untested": False, "allow_downgrade": False, **kw})()
 
     tested = {"tested": True}
-    install.check_installable("1.2.0", tested, "1.1.9", args())
-    install.check_installable("1.2.0", tested, None, args())
+    artifact.check_installable("1.2.0", tested, "1.1.9", args())
+    artifact.check_installable("1.2.0", tested, None, args())
     for build in (None, {"tested": False}, {}):
-        with pytest.raises(install.InstallError, match="suite did not run"):
-            install.check_installable("1.2.0", build, "1.1.0", args())
-        install.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
+        with pytest.raises(errors.InstallError, match="suite did not run"):
+            artifact.check_installable("1.2.0", build, "1.1.0", args())
+        artifact.check_installable("1.2.0", build, "1.1.0", args(allow_untested=True))
     for new, old in (("1.1.0", "1.2.0"), ("1.2.0rc1", "1.2.0"), ("1.2", "1.2.0.post1")):
-        with pytest.raises(install.InstallError, match="older"):
-            install.check_installable(new, tested, old, args())
-        install.check_installable(new, tested, old, args(allow_downgrade=True))
+        with pytest.raises(errors.InstallError, match="older"):
+            artifact.check_installable(new, tested, old, args())
+        artifact.check_installable(new, tested, old, args(allow_downgrade=True))
     for new, old in (("1.2.0.post1", "1.2.0"), ("1.10.0", "1.9.0"), ("1.2.0", "1.2.0rc2")):
-        install.check_installable(new, tested, old, args())
-    with pytest.raises(install.InstallError, match="cannot tell"):
-        install.check_installable("nightly", tested, "1.2.0", args())
+        artifact.check_installable(new, tested, old, args())
+    with pytest.raises(errors.InstallError, match="cannot tell"):
+        artifact.check_installable("nightly", tested, "1.2.0", args())
 
 
 def test_refuses_plain_http_except_loopback(tmp_path):
@@ -409,21 +221,22 @@ def health_server():
 
 
 def test_health_failing_hard_gives_up_before_the_timeout(health_server):
-    install = load_install()
+    errors = load_install("errors")
+    health = load_install("health")
     url = f"http://127.0.0.1:{health_server.server_address[1]}/api/health"
     # Proxy gateway errors (nothing answers yet) do not count; HAL's own 5xx do, in a row.
     _Health.statuses = [502, 504, 502, 500, 503, 200, 500, 503, 500, 500, 503]
-    with pytest.raises(install.InstallError, match="5 times in a row"):
-        install.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
+    with pytest.raises(errors.InstallError, match="5 times in a row"):
+        health.wait_healthy(url, "1.0", timeout=3600, fail_after=5)
     assert _Health.statuses == [503]  # it took exactly the run of five after the 200
     # The process is gone: no need to wait for anything.
     _Health.statuses = [502]
-    with pytest.raises(install.InstallError, match="the process exited"):
-        install.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
+    with pytest.raises(errors.InstallError, match="the process exited"):
+        health.wait_healthy(url, "1.0", timeout=3600, alive=lambda: False)
 
 
 def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_path, monkeypatch):
-    install = load_install()
+    artifact = load_install("artifact")
     archive = tmp_path / "a.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for name, mode, kind in (
@@ -438,7 +251,7 @@ def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_pat
     monkeypatch.delattr(tarfile, "data_filter", raising=False)
     dest = tmp_path / "release"
     dest.mkdir()
-    install.unpack(archive, "hal-1/", dest)
+    artifact.unpack(archive, "hal-1/", dest)
     assert (dest / "app.py").stat().st_mode & 0o7777 == 0o644
     assert (dest / "run.sh").stat().st_mode & 0o7777 == 0o755
     if os.geteuid() == 0:
@@ -446,13 +259,14 @@ def test_release_files_are_root_owned_0755_0644_even_without_data_filter(tmp_pat
 
 
 def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):
-    install = load_install()
+    errors = load_install("errors")
+    inputs = load_install("inputs")
     env = tmp_path / "hal.env"
     env.write_text(
         '# comment\n; also a comment\n\nA=1\nexport B = two words\nC="quoted # not a comment"\n'
         "D='single'\nE=\n"
     )
-    assert install.load_env_file(env) == {
+    assert inputs.load_env_file(env) == {
         "A": "1",
         "B": "two words",
         "C": "quoted # not a comment",
@@ -460,12 +274,12 @@ def test_env_file_parsing_matches_systemd_and_refuses_inline_comments(tmp_path):
         "E": "",
     }
     env.write_text("HAL_DATA_DIR=/var/lib/hal    # SQLite DB\n")
-    with pytest.raises(install.InstallError, match="inline comment"):
-        install.load_env_file(env)
+    with pytest.raises(errors.InstallError, match="inline comment"):
+        inputs.load_env_file(env)
 
 
 def test_switch_is_atomic_and_prune_keeps_current_and_previous(tmp_path):
-    install = load_install()
+    releases = load_install("releases")
     root = tmp_path / "srv"
     for i, name in enumerate(["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]):
         rel = root / "releases" / name
@@ -473,37 +287,39 @@ def test_switch_is_atomic_and_prune_keeps_current_and_previous(tmp_path):
         marker = rel / ".hal-release.json"
         marker.write_text("{}")
         os.utime(marker, (1000 + i, 1000 + i))
-    assert install.current_release(root) is None
-    install.switch_current(root, "1.0.0")
+    assert releases.current_release(root) is None
+    releases.switch_current(root, "1.0.0")
     assert os.readlink(root / "current") == "releases/1.0.0"
-    install.switch_current(root, "1.4.0")
-    assert install.current_release(root) == "1.4.0"
+    releases.switch_current(root, "1.4.0")
+    assert releases.current_release(root) == "1.4.0"
     assert not [p for p in root.iterdir() if p.name.startswith(".current")]
     # Keep 2: current (1.4.0) and the rollback target (1.0.0) survive though oldest.
-    removed = install.prune_releases(root, keep=2, protect={"1.0.0"})
+    removed = releases.prune_releases(root, keep=2, protect={"1.0.0"})
     assert sorted(removed) == ["1.1.0", "1.2.0", "1.3.0"]
     assert sorted(p.name for p in (root / "releases").iterdir()) == ["1.0.0", "1.4.0"]
 
 
 def test_health_check_reads_version_and_refuses_plain_http_elsewhere():
-    install = load_install()
-    with pytest.raises(install.InstallError, match="https"):
-        install.check_url("http://hal.example.org/api/health", what="health URL")
-    install.check_url("http://127.0.0.1:8000/api/health", what="health URL")
-    install.check_url("https://hal.example.org/api/health", what="health URL")
+    errors = load_install("errors")
+    inputs = load_install("inputs")
+    with pytest.raises(errors.InstallError, match="https"):
+        inputs.check_url("http://hal.example.org/api/health", what="health URL")
+    inputs.check_url("http://127.0.0.1:8000/api/health", what="health URL")
+    inputs.check_url("https://hal.example.org/api/health", what="health URL")
 
 
 def test_unknown_service_user_is_refused():
-    install = load_install()
-    with pytest.raises(install.InstallError, match="no such user"):
-        install.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
+    errors = load_install("errors")
+    service = load_install("service")
+    with pytest.raises(errors.InstallError, match="no such user"):
+        service.Runner({}, "hal-no-such-user-" + secrets.token_hex(4))
 
 
 def test_env_file_values_that_would_break_a_production_install_are_refused():
-    install = load_install()
+    inputs = load_install("inputs")
     good = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "HAL_DATA_DIR": "/var/lib/hal"}
-    assert install.check_env(good) == []
-    problems = install.check_env(
+    assert inputs.check_env(good) == []
+    problems = inputs.check_env(
         {
             "HAL_DATA_DIR": "./data",
             "HAL_SQLITE_PATH": "./data/hal.sqlite3",
@@ -525,4 +341,4 @@ def test_env_file_values_that_would_break_a_production_install_are_refused():
         assert needle in text, needle
     # Present but empty is not the default: settings would read it as the working directory.
     assert "HAL_VAULT_KEY_FILE= must be an absolute path" in text
-    assert install.check_env({**good, "HAL_VAULT_KEY_FILE": "/var/lib/hal/vault.keys"}) == []
+    assert inputs.check_env({**good, "HAL_VAULT_KEY_FILE": "/var/lib/hal/vault.keys"}) == []

@@ -24,8 +24,7 @@ import pytest
 
 from tests.deploy import hosts
 from tests.deploy.fake_service import load_env
-from tests.deploy.marks import slow_once
-from tests.deploy.test_install import (
+from tests.deploy.install_host import (
     FAKE_SERVICE,
     load_release,
     retarget,
@@ -33,6 +32,7 @@ from tests.deploy.test_install import (
     stop_fake_services,
     write_env_file,
 )
+from tests.deploy.marks import slow_once
 
 REPO = Path(__file__).resolve().parents[2]
 SHIP = REPO / "deploy" / "ship.py"
@@ -184,6 +184,9 @@ def test_ship_installs_over_ssh_and_reads_back_through_https(ops_host, built, sh
     for name in ("verify", "ssh", "copy", "install on host", "read back (outside)"):
         assert f"ok   {name}" in out, name
     assert "host key verified" in out
+    # The installer went as one zipapp (install.py + hal_install) and found its package inside.
+    assert "and install.pyz →" in out
+    assert "taken from the verified artifact" not in out
     assert f"/api/health: 200, status ok, version {built['version']}" in out
     assert "/login/: 200, title 'Log in · HAL'" in out
     assert "WebSocket /ws/ai/:" in out
@@ -376,3 +379,56 @@ def test_rolling_upgrade_through_the_proxy_fails_no_request(ops_host, built, shi
         f"rolling upgrade via ship: {upgrade_seconds:.1f}s, {poller.ok} polls, 0 failed, "
         f"socket connections {sockets.connections} ({served})"
     )
+
+
+# ship.py as it was before the installer became a package: it copies deploy/install.py alone.
+OLDER_SHIP = """
+import importlib.util, sys, tarfile
+
+spec = importlib.util.spec_from_file_location("hal_deploy_ship", {ship!r})
+ship = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = ship
+spec.loader.exec_module(ship)
+
+
+def extract_installer(artifact, work):
+    with tarfile.open(artifact) as tar:
+        for member in tar:
+            parts = member.name.strip("/").split("/")
+            if parts[1:] == ["deploy", "install.py"] and member.isfile():
+                data = tar.extractfile(member).read()
+                break
+        else:
+            raise ship.ShipError(f"{{artifact.name}} has no deploy/install.py")
+    path = work / "install.py"
+    path.write_bytes(data)
+    return path
+
+
+ship.extract_installer = extract_installer
+sys.exit(ship.main())
+"""
+
+
+@slow_once
+def test_an_older_ship_py_copying_install_py_alone_installs_a_new_artifact(
+    ops_host, built, shipped, tmp_path
+):
+    assert shipped[0].returncode == 0, "the first ship failed"
+    # Newer than the first ship and than the rolling upgrade's .post1, whichever ran.
+    upgrade_version = f"{built['version']}.post2"
+    upgrade = tmp_path / f"hal-{upgrade_version}.tar.gz"
+    retarget(built["artifact"], upgrade, built["version"], upgrade_version)
+    (tmp_path / f"{upgrade.name}.sha256").write_text(f"{sha256(upgrade)}  {upgrade.name}\n")
+    older_ship = tmp_path / "older_ship.py"
+    older_ship.write_text(OLDER_SHIP.format(ship=str(SHIP)))
+    argv = ship_argv(ops_host, upgrade)
+    argv[1] = str(older_ship)
+    done = run(argv)
+    assert done.returncode == 0, done.stderr
+    assert "HAL release report — OK" in done.stdout
+    assert "and install.py →" in done.stdout  # install.py alone on the host...
+    # ...which took hal_install from the artifact it was given, after checking its sha256.
+    assert "install: hal_install taken from the verified artifact" in done.stdout
+    root = ops_host["root"]
+    assert (root / "current").resolve() == root / "releases" / upgrade_version

@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from hal import fleet_http
 from hal.actions import jobs, releases, servers
 from hal.agent import ops
 from hal.models import Job
 from tests.fleet.conftest import configure_module
+from webfetch import fleet
 from webfetch.guard import Allowance, GuardError, guard_url
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +141,7 @@ def test_fleet_allowance_lists_serving_servers_and_configured_urls(op):
     fleet_server(op, "db1.internal", "")
     servers.check_register_server(actor=op, hostname="pending.example.test", address="10.9.9.9")
     configure_module(op, "portal", health_check_url="http://portal-vip.internal:8080/health")
-    allowance = fleet_http.fleet_allowance()
+    allowance = fleet.fleet_allowance()
     assert ipaddress.ip_address("10.1.2.3") in allowance.addresses
     assert ipaddress.ip_address("10.9.9.9") not in allowance.addresses
     assert {"web1.example.test", "db1.internal"} <= allowance.hosts
@@ -157,3 +157,28 @@ def test_agent_health_check_does_not_follow_redirects(sites):
     result = ops.health_check(origin.url + "/health")
     assert result["status_code"] == 302 and result["redirect_to"] == outside.url + "/secret"
     assert outside.hits == []
+
+
+# --- the seam: hal never imports webfetch; webfetch fills hal's hook ----------------------------
+
+
+def test_hals_health_check_is_the_guarded_one_registered_by_webfetch():
+    from hal.fleet_http import health_fetcher
+
+    assert health_fetcher() is fleet.http_health_check
+
+
+def test_without_a_registered_fetch_a_health_check_fails_closed(op, sites):
+    from hal import fleet_http as seam
+
+    site = sites("127.0.0.6", {"/health": (200, {})})
+    registered = seam.health_fetcher()
+    seam.unregister_health_fetcher()
+    try:
+        job = run_hal_health(op, site.url + "/health")
+    finally:
+        assert registered is not None
+        seam.register_health_fetcher(registered)
+    assert job.status == Job.FAILED
+    assert job.error_code == "job_error" and "No guarded fetch is registered" in job.reason
+    assert site.hits == []  # never an unguarded request

@@ -1,0 +1,139 @@
+"""Helpers shared by the install/ship tests: the artifacts, the ops host in a temp dir, the
+fake service's commands, install.py as a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL = REPO / "deploy" / "install.py"
+FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
+
+
+def load_install(name: str):
+    """A module of the installer package, imported from deploy/ (install.py's way: beside it)."""
+    if str(INSTALL.parent) not in sys.path:
+        sys.path.insert(0, str(INSTALL.parent))
+    return importlib.import_module(f"hal_install.{name}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env() -> dict[str, str]:
+    """No DATABASE_URL/REDIS_URL/HAL_* from the outer run (CI runs on PostgreSQL too).
+
+    PYTHONPATH lends the release venv this checkout's installed dependencies, so pip finds
+    every requirement satisfied and (with --no-index) nothing is downloaded.
+    """
+    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
+    keep["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+    keep["PIP_NO_INDEX"] = "1"
+    keep["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return keep
+
+
+def run_install(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=clean_env(),
+    )
+    print(done.stdout, done.stderr, sep="\n")
+    return done
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_env_file(path: Path, data: Path) -> None:
+    path.write_text(
+        "# test hal.env\n"
+        "HAL_PRODUCTION=1\n"
+        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
+        "HAL_ALLOWED_HOSTS=127.0.0.1,localhost\n"
+        f"HAL_DATA_DIR={data}\n"
+        "HAL_HEALTH_REQUIRE_WORKER=0\n"
+    )
+
+
+def load_release():
+    spec = importlib.util.spec_from_file_location(
+        "hal_deploy_release", REPO / "deploy" / "release.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def retarget(src_path: Path, dest_path: Path, old: str, new: str, **build) -> None:
+    """A copy of the artifact src_path as version `new` (and build record fields changed)."""
+    with tarfile.open(src_path) as src, tarfile.open(dest_path, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            member.name = member.name.replace(f"hal-{old}", f"hal-{new}", 1)
+            if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
+                data = data.replace(f'version = "{old}"'.encode(), f'version = "{new}"'.encode())
+            if member.name.endswith("/.hal-build.json") and member.name.count("/") == 1:
+                info = {**json.loads(data), "version": new, **build}
+                data = json.dumps(info).encode()
+            if data is not None:
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+
+
+def stop_fake_services(state: Path) -> None:
+    for pidfile in state.glob("pid-*"):
+        try:
+            os.killpg(int(pidfile.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def restart_cmd(site, *, port: int | str | None = None, **misbehaving: str) -> str:
+    """The fake `systemctl restart` (--bad-release/--crash-release/--failing-release NAME)."""
+    cmd = (
+        f"{sys.executable} {FAKE_SERVICE} --root {site['root']} --env-file {site['env_file']}"
+        f" --port {port or site['port']} --state {site['state']}"
+    )
+    for option, release in misbehaving.items():
+        cmd += f" --{option.replace('_', '-')} {release}"
+    return cmd
+
+
+def alive_cmd(site, port: int | str | None = None) -> str:
+    """The fake `systemctl is-active --quiet hal-web`: exits non-zero once the process died."""
+    port = port or site["port"]
+    return f"{sys.executable} {FAKE_SERVICE} --alive --port {port} --state {site['state']}"
+
+
+def common_args(site) -> list[str]:
+    return [
+        "--root",
+        str(site["root"]),
+        "--env-file",
+        str(site["env_file"]),
+        "--health-url",
+        site["health"],
+        "--health-timeout",
+        "30",
+        "--pip-args=--no-index",
+    ]
