@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -116,24 +117,55 @@ def start_litellm(exe: Path, base_url: str, tmp: Path) -> tuple[subprocess.Popen
     raise RuntimeError("litellm did not start")
 
 
-async def sdk_round(client, n: int) -> list[tuple[float, float]]:
+class Probe:
+    """Where the added time sits: the fake stamps each request's arrival and its first
+    chunk (CLOCK_MONOTONIC, shared by the processes of this host); a round's marker in the
+    user text ties them to the client's own stamps."""
+
+    def __init__(self, fake_url: str) -> None:
+        self.base = fake_url.rsplit("/v1", 1)[0]
+        # (path, N) → (request → provider has it, provider's first chunk → client has it)
+        self.phases: dict[tuple[str, int], tuple[list[float], list[float]]] = {}
+
+    @staticmethod
+    def marker() -> str:
+        return "mk" + secrets.token_hex(5)
+
+    async def record(self, key, marker: str, t0: float, firsts: list[float]) -> None:
+        with await asyncio.to_thread(urllib.request.urlopen, f"{self.base}/trace/{marker}") as r:
+            stamps = json.loads(r.read())
+        pre, deliver = self.phases.setdefault(key, ([], []))
+        pre.extend(s[0] - t0 for s in stamps)
+        writes = sorted(s[1] for s in stamps if len(s) == 2)
+        # Paired by rank: the first chunk written first is the first one received.
+        deliver.extend(g - w for g, w in zip(sorted(firsts), writes, strict=False))
+
+
+async def sdk_round(client, n: int, probe: Probe | None = None, key=None) -> list[tuple]:
     """N concurrent streaming calls; (first token, whole reply) seconds of each."""
+    marker = Probe.marker()
+    firsts: list[float] = []
+    t0 = time.monotonic()
     started = time.perf_counter()
 
     async def one() -> tuple[float, float]:
         first = None
         stream = await client.chat.completions.create(
             model="bench-model",
-            messages=[{"role": "user", "content": "go"}],
+            messages=[{"role": "user", "content": f"go {marker}"}],
             stream=True,
             stream_options={"include_usage": True},
         )
         async for chunk in stream:
             if first is None and chunk.choices and chunk.choices[0].delta.content:
                 first = time.perf_counter() - started
+                firsts.append(time.monotonic())
         return first, time.perf_counter() - started
 
-    return list(await asyncio.gather(*(one() for _ in range(n))))
+    samples = list(await asyncio.gather(*(one() for _ in range(n))))
+    if probe is not None:
+        await probe.record(key, marker, t0, firsts)
+    return samples
 
 
 class HalPath:
@@ -150,12 +182,15 @@ class HalPath:
     async def _read(self) -> None:
         while True:
             message = await self.ws.receive_json()
-            await self.events.put((time.perf_counter(), message))
+            await self.events.put((time.perf_counter(), time.monotonic(), message))
 
-    async def round(self, n: int) -> list[tuple[float, float]]:
+    async def round(self, n: int, probe: Probe | None = None) -> list[tuple[float, float]]:
         while not self.events.empty():
             self.events.get_nowait()
-        text = " ".join("@" + name for name in self.names[:n]) + " go"
+        marker = Probe.marker()
+        text = " ".join("@" + name for name in self.names[:n]) + f" go {marker}"
+        firsts: list[float] = []
+        t0 = time.monotonic()
         started = time.perf_counter()
         status, body = await self.session.request(
             "POST", f"/api/ai/rooms/{self.room_id}/messages", {"text": text}
@@ -168,16 +203,20 @@ class HalPath:
         whole: dict[int, float] = {}
         async with asyncio.timeout(60):
             while len(whole) < n:
-                at, event = await self.events.get()
+                at, mono, event = await self.events.get()
                 kind, data = event.get("type"), event.get("data") or {}
                 if kind == "message.created" and data.get("reply_to") == sent_id:
                     replies.add(data["id"])
                 elif kind == "message.delta" and data.get("id") in replies:
-                    first.setdefault(data["id"], at - started)
+                    if data["id"] not in first:
+                        first[data["id"]] = at - started
+                        firsts.append(mono)
                 elif kind == "message.completed" and data.get("id") in replies:
                     whole[data["id"]] = at - started
                 elif kind == "message.failed" and data.get("id") in replies:
                     raise RuntimeError(f"reply failed: {data.get('error')}")
+        if probe is not None:
+            await probe.record(("hal", n), marker, t0, firsts)
         return [(first[i], whole[i]) for i in whole]
 
 
@@ -211,9 +250,13 @@ async def measure(
     unified = next(r["id"] for r in rooms["rooms"] if r["kind"] == "unified")
     ws = await session.websocket()
     hal = HalPath(session, ws, unified, names)
-    paths = {"direct": lambda n: sdk_round(direct, n), "hal": hal.round}
+    probe = Probe(fake_url)
+    paths = {
+        "direct": lambda n, p=None: sdk_round(direct, n, p, ("direct", n)),
+        "hal": hal.round,
+    }
     if proxy is not None:
-        paths["litellm"] = lambda n: sdk_round(proxy, n)
+        paths["litellm"] = lambda n, p=None: sdk_round(proxy, n, p, ("litellm", n))
     for _ in range(args.warmup):  # SDK pools, DB connections, caches
         for run in paths.values():
             await run(max(args.ns))
@@ -225,7 +268,7 @@ async def measure(
         for r in range(args.rounds):
             rotated = order[r % len(order) :] + order[: r % len(order)]
             for name in rotated:
-                results.setdefault((name, n), []).extend(await paths[name](n))
+                results.setdefault((name, n), []).extend(await paths[name](n, probe))
                 await asyncio.sleep(0.05)
     hal.reader.cancel()
     await ws.close()
@@ -233,7 +276,7 @@ async def measure(
     await direct.close()
     if proxy is not None:
         await proxy.close()
-    return results
+    return results, probe.phases
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -279,6 +322,24 @@ def report(args, results, db_label: str) -> bool:
         + ("" if ok else " — MISSED")
     )
     return ok
+
+
+def report_phases(args, phases) -> None:
+    """p50 of each side of the provider: what a path adds before the provider has the
+    request, and after the provider wrote its first chunk until the client has it."""
+    print(
+        "\nwhere it sits, p50 ms: request → provider has it | provider's first chunk → "
+        "client has it"
+    )
+    for n in args.ns:
+        cells = []
+        for name in ("direct", "litellm", "hal"):
+            if (name, n) in phases:
+                pre, deliver = phases[(name, n)]
+                cells.append(
+                    f"{name} {pct(pre, 0.5) * 1000:6.1f} | {pct(deliver, 0.5) * 1000:5.1f}"
+                )
+        print(f"N={n:<2} " + "    ".join(cells))
 
 
 def _cleanup(user, names: list[str]) -> None:
@@ -362,7 +423,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                         litellm = start_litellm(exe, fake_url, tmp)
                     except RuntimeError as exc:
                         print(f"LiteLLM skipped: {exc}")
-            results = asyncio.run(
+            results, phases = asyncio.run(
                 measure(
                     args,
                     fake_url=fake_url,
@@ -376,6 +437,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             )
             cpu = process_cpu_seconds(daphne.proc.pid) - cpu_start[0]
             ok = report(args, results, db_label)
+            report_phases(args, phases)
             replies = sum(len(v) for (path, _n), v in results.items() if path == "hal")
             # Load-independent capacity figure: the web process's CPU per streamed reply
             # (this reply shape), so concurrent streams per core ≈ reply time ÷ CPU per reply.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import re
 import secrets
 import time
 from typing import Any
@@ -21,6 +22,9 @@ class FakeProvider:
         self.tokens = tokens
         self.token_delay = token_delay
         self.calls = 0
+        # marker → [arrival, first chunk written] per request, CLOCK_MONOTONIC (the same
+        # clock in every process of this host): where a path's added time sits.
+        self.trace: dict[str, list[list[float]]] = {}
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -40,6 +44,8 @@ class FakeProvider:
                 body = await reader.readexactly(length) if length else b""
                 if method == "POST" and path.endswith("/chat/completions"):
                     await self._completion(writer, json.loads(body or b"{}"))
+                elif path.startswith("/trace/"):
+                    self._json(writer, 200, self.trace.pop(path.rsplit("/", 1)[1], []))
                 elif path.endswith("/models"):
                     payload = {
                         "object": "list",
@@ -63,8 +69,25 @@ class FakeProvider:
             + raw
         )
 
+    @staticmethod
+    def _marker(body: dict[str, Any]) -> str | None:
+        """The round marker (`mk` + hex) in the last user message (history has older ones)."""
+        for message in reversed(body.get("messages") or []):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            found = re.findall(r"\bmk[0-9a-f]{10}\b", str(content))
+            return found[-1] if found else None
+        return None
+
     async def _completion(self, writer: asyncio.StreamWriter, body: dict[str, Any]) -> None:
         self.calls += 1
+        stamps = [time.monotonic()]
+        marker = self._marker(body)
+        if marker:
+            self.trace.setdefault(marker, []).append(stamps)
         model = body.get("model", "bench-model")
         await asyncio.sleep(self.latency)
         if not body.get("stream"):
@@ -117,6 +140,8 @@ class FakeProvider:
                 delta["role"] = "assistant"
             send(chunk(delta))
             await writer.drain()
+            if i == 0:
+                stamps.append(time.monotonic())
             if i + 1 < self.tokens:
                 await asyncio.sleep(self.token_delay)
         send(chunk({}, "stop"))
