@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
@@ -16,17 +18,56 @@ from hal.jsonin import bad_text, text_is_clean
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-class RequestIdMiddleware:
+class BothModes:
+    """A middleware that runs in the mode of the chain it is in. Under daphne the chain is
+    async: a sync-only middleware would put every request through a thread and back (two
+    thread hops, each waiting for the GIL) before the view — ≈ 5 ms on a chat send
+    (docs/performance.md). Subclasses write `before` (may answer early) and `after`."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        early = self.before(request)
+        if early is not None:
+            return early
+        return self.after(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        early = await self.abefore(request)
+        if early is not None:
+            return early
+        response: HttpResponse = await self.get_response(request)
+        return self.after(request, response)
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return None
+
+    async def abefore(self, request: HttpRequest) -> HttpResponse | None:
+        return self.before(request)  # no database: the same code in both modes
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return response
+
+
+class RequestIdMiddleware(BothModes):
     """Give every request an id (or keep a sane X-Request-ID) and echo it back."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def before(self, request: HttpRequest) -> HttpResponse | None:
         incoming = request.headers.get("X-Request-ID", "")
         # HAL's own attribute on the request (logs and error pages read it).
         request.request_id = incoming if _REQUEST_ID.match(incoming) else secrets.token_hex(8)  # type: ignore[attr-defined]
-        response = self.get_response(request)
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         response["X-Request-ID"] = request.request_id  # type: ignore[attr-defined]
         return response
 
@@ -49,34 +90,44 @@ def browser_language(request: HttpRequest) -> str:
     return "en"
 
 
-class OperatorLanguageMiddleware:
+def _chosen_language(request: HttpRequest) -> str:
+    language = request.session.get("hal_language")
+    if not language:
+        # A logged-in session that chose nothing stays English (API scripts read it).
+        language = "en" if request.session.get("_auth_user_id") else browser_language(request)
+    return str(language)
+
+
+class OperatorLanguageMiddleware(BothModes):
     """Activate the language the operator chose (profile, kept in the session), else
     English; a visitor not logged in (the login page) gets the browser's language."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        self._activate(request, _chosen_language(request))
+        return None
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        language = request.session.get("hal_language")
-        if not language:
-            # A logged-in session that chose nothing stays English (API scripts read it).
-            language = "en" if request.session.get("_auth_user_id") else browser_language(request)
+    async def abefore(self, request: HttpRequest) -> HttpResponse | None:
+        # The session is read on HAL's DB threads (kept-open connections), where the chat
+        # send that follows reads it again from this request's cache: a request thread of
+        # its own would first open a database connection (≈ 4 ms on PostgreSQL).
+        from hal.dbthreads import db
+
+        self._activate(request, await db(_chosen_language)(request))
+        return None
+
+    @staticmethod
+    def _activate(request: HttpRequest, language: str) -> None:
         translation.activate(language)
         request.LANGUAGE_CODE = translation.get_language()
-        response = self.get_response(request)
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         response.headers.setdefault("Content-Language", request.LANGUAGE_CODE)
         translation.deactivate()
         return response
 
 
-class HalErrorMiddleware:
+class HalErrorMiddleware(BothModes):
     """Render an uncaught HalError as {"error": {...}} with its HTTP status."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, HalError):
@@ -84,7 +135,7 @@ class HalErrorMiddleware:
         return None
 
 
-class InputTextMiddleware:
+class InputTextMiddleware(BothModes):
     """Refuse NUL (and lone surrogates) in cookies, path, query and form fields with a 400
     `invalid_text` JSON body, before any view: PostgreSQL cannot store NUL where SQLite
     silently does, so the same request must fail the same way on both (JSON bodies are
@@ -93,14 +144,19 @@ class InputTextMiddleware:
     # Form fields of both encodings (CsrfViewMiddleware parses them before any view too).
     FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def before(self, request: HttpRequest) -> HttpResponse | None:
         # Cookies first: the session middleware looks the session key up in the database.
         if not all(text_is_clean(k + v) for k, v in request.COOKIES.items()):
             return JsonResponse(bad_text().as_dict(), status=400)
-        return self.get_response(request)
+        return None
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        if self.is_async:  # Django would run a sync process_view through a thread
+            self.process_view = self._aprocess_view  # type: ignore[method-assign,assignment]
+
+    async def _aprocess_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
+        return InputTextMiddleware.process_view(self, request, *args)
 
     def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
         fields = [request.path_info]
