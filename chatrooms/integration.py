@@ -103,6 +103,24 @@ def provider_for(connection: Any) -> Any:
     return get_provider(connection)
 
 
+def precheck_credential(connection: Any) -> Any:
+    """The credential of a call about to be made, checked in the caller's DB trip (None:
+    the call reads it itself — local CLI logins, overrides, a credential not readable now)."""
+    from providers.models import AIConnection
+    from providers.services import precheck_credential as check
+
+    if connection.pk in PROVIDER_OVERRIDES or connection.auth_method == AIConnection.LOGIN:
+        return None
+    return check(connection.pk)
+
+
+def hand_over_credential(connection: Any, revealed: Any) -> None:
+    """This task's next call of the connection uses `revealed` (see `precheck_credential`)."""
+    from providers.services import hand_over_credential as hand_over
+
+    hand_over(connection.pk, revealed)
+
+
 # ----- tools, skill, proposals -----------------------------------------------------------
 
 

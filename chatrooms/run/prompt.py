@@ -49,6 +49,7 @@ class Prepared:
     build: Any = None  # () -> (system, messages), run by the turn's task (assemble_prompt)
     charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
     began: float = 0.0  # perf_counter when this process took the turn (reply facts)
+    credential: Any = None  # checked in this trip, for the first call (no trip of its own)
 
 
 def speaker_label(message: Any) -> str:
@@ -238,6 +239,7 @@ def prepare_turns(
         )
         try:
             item.provider = integration.provider_for(connection)
+            item.credential = integration.precheck_credential(connection)
         except ProviderError as exc:
             item.provider = exc  # reported as this turn's failure, not raised here
         except Exception as exc:

@@ -129,6 +129,8 @@ class TurnRunner:
                 prepared.system, prepared.messages = prepared.build()
                 prepared.build = None
             messages = list(prepared.messages)
+            integration.hand_over_credential(prepared.connection, prepared.credential)
+            prepared.credential = None
             async with asyncio.timeout(turn_timeout()):
                 while True:
                     rounds += 1

@@ -1,8 +1,11 @@
-"""Sending a message runs on the chat's DB threads, whose connections stay open: under
-daphne every request's sync code otherwise runs in a new thread with a new connection
-(≈ 4 ms on PostgreSQL, ≈ 0.7 ms on SQLite) on the path to every reply's first token
-(docs/performance.md). The test client keeps its connection either way, so the thread
-is what is checked here; bench/e2e.py measures the effect."""
+"""The path from a send to the model call, trip by trip (docs/performance.md: each trip to
+a thread waits for the GIL, ≈ 1–3 ms under load; bench/e2e.py measures the effect).
+
+Sending runs on the chat's DB threads, whose connections stay open: under daphne every
+request's sync code otherwise runs in a new thread with a new connection (≈ 4 ms on
+PostgreSQL, ≈ 0.7 ms on SQLite). The test client keeps its connection either way, so the
+thread is what is checked. The credential is checked in the turn's prepare trip and
+handed to its first call, not read in a trip of its own."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import threading
 
 from chatrooms import actions
 
-from .conftest import send, unified_room
+from .conftest import messages, send, unified_room
 
 
 async def test_a_send_runs_on_the_chat_db_threads(models, aclient, orchestrator, monkeypatch):
@@ -28,3 +31,26 @@ async def test_a_send_runs_on_the_chat_db_threads(models, aclient, orchestrator,
     await orchestrator.wait_idle()
     assert len(threads) == 2
     assert all(name.startswith("hal-chat-db") for name in threads), threads
+
+
+async def test_the_first_call_of_a_turn_takes_its_credential_from_prepare(
+    models, aclient, orchestrator, monkeypatch
+):
+    from providers import services
+
+    alpha = models[0]
+    room = await unified_room(aclient)
+    trips: list[int] = []
+    original = services.get_credential
+
+    async def spy(connection_id):
+        trips.append(connection_id)
+        return await original(connection_id)
+
+    monkeypatch.setattr(services, "get_credential", spy)
+    await send(aclient, room, f"@{alpha.name} hello")
+    await orchestrator.wait_idle()
+    assert trips == []
+    # The fake accepts only the key the vault holds: a completed reply shows it was used.
+    rows = await messages(aclient, room)
+    assert [(m["author"], m["status"]) for m in rows[1:]] == [(alpha.name, "complete")]
