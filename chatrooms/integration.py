@@ -277,11 +277,16 @@ async def record_usage(
         log.exception("could not charge the budget of connection %s", connection_id)
 
 
-def resume_budgets() -> None:
+def resume_budgets() -> list[int]:
     """Bring back connections whose exhausted budget period has ended (lazy, at send)."""
     from providers.budgets import resume_expired
 
-    resume_expired()
+    return resume_expired()
+
+
+def is_paused(connection: Any) -> bool:
+    """Paused by an exhausted budget (providers/budgets.py)."""
+    return bool(connection.status == connection_model().PAUSED)
 
 
 def budget_exhausted(connection: Any) -> Conflict:

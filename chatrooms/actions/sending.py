@@ -121,9 +121,14 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     require_perm(actor, "view")
     text = _clean_text(text)
     context = clean_context(context)
-    integration.resume_budgets()  # a budget period that ended un-pauses its connection
     room = get_room(actor, room_id)
-    targets, everyone = resolve_targets(room, text)
+    # A budget period that ended un-pauses its connection (lazily, here): looked up only
+    # when a model of this room is paused, not on every send's way to the first token.
+    involved = [room.connection] if room.kind == Room.INDIVIDUAL else integration.list_connections()
+    if any(integration.is_paused(c) for c in involved) and integration.resume_budgets():
+        room = get_room(actor, room_id)
+        involved = None
+    targets, everyone = resolve_targets(room, text, involved)
     with transaction.atomic():
         sent = do_send_message(actor, room, text, context, targets)
         budget_notices.notice_budget_skips(room, text, everyone)
@@ -131,8 +136,11 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     return sent
 
 
-def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
-    """The models a message addresses in a room, and every connection (unified room)."""
+def resolve_targets(
+    room: Room, text: str, connections: list[Any] | None = None
+) -> tuple[list[Any], list[Any]]:
+    """The models a message addresses in a room, and every connection (unified room;
+    `connections`: that list when the caller has just read it)."""
     if room.kind == Room.INDIVIDUAL:
         connection = room.connection
         if not integration.addressable(connection):
@@ -140,11 +148,9 @@ def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
         targets = [connection]
         everyone: list[Any] = []
     else:
-        everyone = integration.list_connections()
-        connections = {c.pk: c for c in everyone}
-        addressing = parse_addressees(
-            text, [integration.participant(c) for c in connections.values()]
-        )
+        everyone = connections if connections is not None else integration.list_connections()
+        by_pk = {c.pk: c for c in everyone}
+        addressing = parse_addressees(text, [integration.participant(c) for c in by_pk.values()])
         if addressing.unknown:
             names = ", ".join("@" + name for name in addressing.unknown)
             raise InvalidInput(
@@ -153,8 +159,8 @@ def resolve_targets(room: Room, text: str) -> tuple[list[Any], list[Any]]:
                 details={"names": addressing.unknown},
             )
         if addressing.inactive:
-            raise _inactive(connections[addressing.inactive[0].connection_id])
-        targets = [connections[p.connection_id] for p in addressing.participants]
+            raise _inactive(by_pk[addressing.inactive[0].connection_id])
+        targets = [by_pk[p.connection_id] for p in addressing.participants]
         if not targets:
             raise Conflict(
                 _("No model is active; connect or enable one on /ops/ai."), code="no_active_models"

@@ -135,3 +135,47 @@ async def test_verify_does_not_unpause(models, aclient, operator, orchestrator):
     actor = Actor(user=operator, via="api", reauth_at=time.time())
     await sync_to_async(check_verify_connection)(actor=actor, connection=alpha.id)
     assert await status_of(alpha.id) == "paused"
+
+
+async def test_a_send_reads_no_budget_while_no_model_is_paused(models, aclient, operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chatrooms import actions
+
+    alpha = models[0]
+    room = await unified_room(aclient)
+    actor = Actor(user=operator, via="api")
+
+    def send_and_capture():
+        with CaptureQueriesContext(connection) as queries:
+            actions.check_send_message(actor=actor, room_id=room, text=f"@{alpha.name} hi")
+        return [q["sql"] for q in queries.captured_queries]
+
+    sql = await sync_to_async(send_and_capture)()
+    assert sql and not any("connectionbudget" in q for q in sql)
+
+
+async def test_a_paused_model_whose_period_ended_is_resumed_at_send(
+    models, aclient, operator, orchestrator
+):
+    from django.utils import timezone
+
+    from providers.budget_models import ConnectionBudget
+    from providers.models import AIConnection
+
+    alpha = models[0]
+    await set_budget(operator, alpha.id, tokens_per_day=1000)
+    await AIConnection.objects.filter(pk=alpha.id).aupdate(status=AIConnection.PAUSED)
+    await ConnectionBudget.objects.filter(connection_id=alpha.id).aupdate(
+        paused_until=timezone.now() - timezone.timedelta(seconds=1)
+    )
+    for room in (await unified_room(aclient), await room_for(aclient, alpha.id)):
+        response = await aclient.post(
+            f"/api/ai/rooms/{room}/messages",
+            {"text": f"@{alpha.name} back?"},
+            content_type="application/json",
+        )
+        assert response.status_code == 202, response.content
+    assert await status_of(alpha.id) == "active"
+    await orchestrator.wait_idle()
