@@ -124,8 +124,10 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     room = get_room(actor, room_id)
     # A budget period that ended un-pauses its connection (lazily, here): looked up only
     # when a model of this room is paused, not on every send's way to the first token.
-    involved = [room.connection] if room.kind == Room.INDIVIDUAL else integration.list_connections()
-    if any(integration.is_paused(c) for c in involved) and integration.resume_budgets():
+    involved: list[Any] | None = (
+        [room.connection] if room.kind == Room.INDIVIDUAL else integration.list_connections()
+    )
+    if any(integration.is_paused(c) for c in involved or ()) and integration.resume_budgets():
         room = get_room(actor, room_id)
         involved = None
     targets, everyone = resolve_targets(room, text, involved)
