@@ -108,7 +108,8 @@ def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[
     sent = actions.check_send_message(
         actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
     )
-    return sent.message.as_dict(), functools.partial(get_orchestrator().start_sent, sent)
+    # Prepared in this trip to the DB thread: the turn task goes straight to the model call.
+    return sent.message.as_dict(), get_orchestrator().prepare_sent(sent)
 
 
 def _retry(

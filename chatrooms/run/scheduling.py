@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, NamedTuple
 
 # The provider SDKs (`providers` below) and the async backend that their connection pool
 # loads at its first request (anyio) are imported with the web process, not at its first
@@ -34,6 +34,14 @@ from hal.dbthreads import db
 from providers import anthropic_provider, openai_compat  # noqa: F401
 
 log = logging.getLogger("hal.chatrooms")
+
+
+class Ready(NamedTuple):
+    """Turns prepared in the sender's trip (`Orchestrator.prepare_sent`)."""
+
+    prepared: list[prompt.Prepared]
+    began: float  # perf_counter when the prepare began (reply facts)
+    took: float
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:
@@ -122,9 +130,10 @@ class Orchestrator(TurnRunner, Recovery):
         if ids:
             self.spawn(self.run_turns(ids, prefetch=prefetch), room_id=room_id)
 
-    def start_sent(self, sent: actions.Sent) -> None:
+    def start_sent(self, sent: actions.Sent, ready: Ready | None = None) -> None:
         """Run the turns of a message just sent (`check_send_message`): born claimed, with
-        the sender's objects and connection list handed over instead of read back."""
+        the sender's objects and connection list handed over instead of read back, and
+        prepared already when `ready` (`prepare_sent`)."""
         if sent.turn_ids:
             self.spawn(
                 self.run_turns(
@@ -132,9 +141,28 @@ class Orchestrator(TurnRunner, Recovery):
                     prefetch=sent.has_urls,
                     known=sent.turns,
                     everyone=sent.connections,
+                    ready=ready,
                 ),
                 room_id=sent.message.room_id,
             )
+
+    def prepare_sent(self, sent: actions.Sent) -> Callable[[], None]:
+        """(Sync, in the sender's own trip to a DB thread, after its commit) prepare the
+        turns of a message just sent, so their task goes straight to the model calls — one
+        trip to a DB thread less on the way to the first token. Not for a message with
+        links (their pages are read first and go into the prompt), nor before this
+        process's recovery ran; a failure here leaves it to the task (which reports it)."""
+        ready: Ready | None = None
+        if sent.turn_ids and not sent.has_urls and self.recovered:
+            began = time.perf_counter()
+            try:
+                prepared = prompt.prepare_turns(
+                    list(sent.turn_ids), known=sent.turns, everyone=sent.connections
+                )
+                ready = Ready(prepared, began, time.perf_counter() - began)
+            except Exception:
+                log.exception("preparing turns %s in the send failed", sent.turn_ids)
+        return functools.partial(self.start_sent, sent, ready)
 
     def request_stop(self, turn_ids: Iterable[int]) -> None:
         """Stop these turns if this process runs them (callable from any thread)."""
@@ -204,9 +232,11 @@ class Orchestrator(TurnRunner, Recovery):
         prefetch: bool = True,
         known: list[tuple[Turn, Message]] | None = None,
         everyone: list[Any] | None = None,
+        ready: Ready | None = None,
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together (or take over the
-        sender's born-claimed `known` turns), run each concurrently."""
+        sender's born-claimed `known` turns), run each concurrently; `ready`: prepared in
+        the sender's trip already."""
         if known is not None:
             # Born-claimed turns are known only to this process; a second start of the
             # same turns (a caller's mistake) must not call the models twice.
@@ -224,13 +254,19 @@ class Orchestrator(TurnRunner, Recovery):
                 log.exception("recovering interrupted turns failed")
             stage = "prefetch"
             try:
-                if prefetch:
-                    await self._prefetch_web(turn_ids)
-                    for turn_id in turn_ids:
-                        self.watchdog.progress(turn_id)
-                stage = "prepare"
-                began = time.perf_counter()
-                prepared = await db(prompt.prepare_turns)(turn_ids, known=known, everyone=everyone)
+                if ready is not None:
+                    prepared, began, took = ready
+                else:
+                    if prefetch:
+                        await self._prefetch_web(turn_ids)
+                        for turn_id in turn_ids:
+                            self.watchdog.progress(turn_id)
+                    stage = "prepare"
+                    began = time.perf_counter()
+                    prepared = await db(prompt.prepare_turns)(
+                        turn_ids, known=known, everyone=everyone
+                    )
+                    took = time.perf_counter() - began
             except asyncio.CancelledError:
                 expired = [t for t in turn_ids if self.watchdog.take_expired(t)]
                 if not expired:
@@ -243,7 +279,7 @@ class Orchestrator(TurnRunner, Recovery):
                 log.exception("turns %s failed in the %s stage", turn_ids, stage)
                 await self.fail_turns(turn_ids, "internal_error", INTERNAL_REASON)
                 return
-            self.phases.append({"prepare": time.perf_counter() - began, "turns": len(prepared)})
+            self.phases.append({"prepare": took, "turns": len(prepared)})
             started = {item.turn_id for item in prepared}
             # Turns no longer claimed (a reset, a recovery) are not this run's business.
             self.watchdog.forget(t for t in turn_ids if t not in started)

@@ -54,3 +54,54 @@ async def test_the_first_call_of_a_turn_takes_its_credential_from_prepare(
     # The fake accepts only the key the vault holds: a completed reply shows it was used.
     rows = await messages(aclient, room)
     assert [(m["author"], m["status"]) for m in rows[1:]] == [(alpha.name, "complete")]
+
+
+async def test_a_sent_message_is_prepared_in_the_send_trip(
+    models, aclient, orchestrator, monkeypatch
+):
+    import inspect
+
+    from chatrooms.run import prompt
+
+    alpha = models[0]
+    room = await unified_room(aclient)
+    await send(aclient, room, f"@{alpha.name} warm up")  # the process's recovery runs first
+    await orchestrator.wait_idle()
+    callers: list[set[str]] = []
+    original = prompt.prepare_turns
+
+    def spy(*args, **kwargs):
+        callers.append({frame.function for frame in inspect.stack()})
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(prompt, "prepare_turns", spy)
+    await send(aclient, room, f"@{alpha.name} hello")
+    await orchestrator.wait_idle()
+    assert len(callers) == 1 and "_send" in callers[0]
+    rows = await messages(aclient, room)
+    assert [(m["author"], m["status"]) for m in rows[-2:]][-1] == (alpha.name, "complete")
+
+
+async def test_a_message_with_a_link_is_prepared_after_its_pages_are_read(
+    models, aclient, orchestrator, monkeypatch
+):
+    """Its pages are fetched first (their text goes into the prompt): no prepare in the send."""
+    import inspect
+
+    from chatrooms.run import prompt
+
+    alpha = models[0]
+    room = await unified_room(aclient)
+    await send(aclient, room, f"@{alpha.name} warm up")
+    await orchestrator.wait_idle()
+    callers: list[set[str]] = []
+    original = prompt.prepare_turns
+
+    def spy(*args, **kwargs):
+        callers.append({frame.function for frame in inspect.stack()})
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(prompt, "prepare_turns", spy)
+    await send(aclient, room, f"@{alpha.name} read http://127.0.0.1:9/nothing-here")
+    await orchestrator.wait_idle()
+    assert len(callers) == 1 and "_send" not in callers[0]
