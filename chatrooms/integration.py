@@ -103,15 +103,19 @@ def provider_for(connection: Any) -> Any:
     return get_provider(connection)
 
 
-def precheck_credential(connection: Any) -> Any:
-    """The credential of a call about to be made, checked in the caller's DB trip (None:
-    the call reads it itself — local CLI logins, overrides, a credential not readable now)."""
+def precheck_credentials(connections: list[Any]) -> dict[int, Any]:
+    """Credentials of calls about to be made, checked in the caller's DB trip, by connection
+    id (left out: the call reads it itself — local CLI logins, overrides, a credential not
+    readable now)."""
     from providers.models import AIConnection
-    from providers.services import precheck_credential as check
+    from providers.services import precheck_credentials as check
 
-    if connection.pk in PROVIDER_OVERRIDES or connection.auth_method == AIConnection.LOGIN:
-        return None
-    return check(connection.pk)
+    ids = [
+        c.pk
+        for c in connections
+        if c.pk not in PROVIDER_OVERRIDES and c.auth_method != AIConnection.LOGIN
+    ]
+    return check(ids) if ids else {}
 
 
 def hand_over_credential(connection: Any, revealed: Any) -> None:

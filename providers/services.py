@@ -1,38 +1,27 @@
-"""Connection services for the chat orchestrator: credentials (with OAuth refresh) and providers.
-
-`get_credential` hands out a `Revealed` for one provider call; OAuth access tokens are
-refreshed server-side before they expire, once per connection however many callers ask
-(a process lock plus a row lock, so several processes on PostgreSQL also refresh once).
+"""Connection services for the chat orchestrator: the provider of a connection and its
+model list; the credentials (with OAuth refresh) live in `providers.credentials` and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from contextvars import ContextVar
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
-from django.utils.text import format_lazy
-from django.utils.translation import gettext_lazy as _
-from django.views.decorators.debug import sensitive_variables
 
-from hal.actions.base import Actor, record_audit
-from hal.errors import HalError, NotFound, Unavailable
-from hal.events import OPS_GROUP, publish
-from hal.i18n import english
+from providers.credentials import (
+    ConnectionCredential,
+    CredentialCache,
+    CredentialUnavailable,
+    get_credential,
+    get_credential_sync,
+    hand_over_credential,
+    oauth_client_config,
+    precheck_credentials,
+)
 from providers.models import (
-    PURPOSE_ACCESS_TOKEN,
-    PURPOSE_API_KEY,
-    PURPOSE_CLIENT_SECRET,
-    PURPOSE_REFRESH_TOKEN,
-    VAULT_OWNER,
     AIConnection,
     secret_hints,  # re-exported: it lives with the model so as_dict needs no import back
 )
@@ -46,70 +35,16 @@ __all__ = [
     "get_credential",
     "get_credential_sync",
     "get_provider",
+    "hand_over_credential",
     "list_models_for",
     "oauth_client_config",
+    "precheck_credentials",
     "secret_hints",
 ]
 
 
-class CredentialUnavailable(HalError):
-    """The connection has no usable credential right now (missing, revoked, refresh failed)."""
-
-    code = "credential_unavailable"
-    http_status = 409
-
-
-# --- providers --------------------------------------------------------------------------------
-
-
 def _setting(name: str, default: Any) -> Any:
     return getattr(settings, name, default)
-
-
-@dataclass(frozen=True)
-class ConnectionCredential:
-    """The async credential getter handed to a provider: reads the vault at call time, or
-    takes the credential its caller checked in its own trip to the database just before
-    (`hand_over_credential`)."""
-
-    connection_id: int
-
-    async def __call__(self) -> str:
-        handed = _handed_over.get()
-        if handed is not None:
-            revealed = handed.pop(self.connection_id, None)
-            if revealed is not None:
-                return revealed.reveal()
-        return (await get_credential(self.connection_id)).reveal()
-
-
-# Credentials checked by a caller's own database trip (the chat's prepare step), for the
-# next call of that connection in this task only (a context variable: per task; popped
-# when used). It saves the call a trip to a DB thread of its own (≈ 1–3 ms waiting for the
-# GIL on the way to the first token); the check itself is the same `get_credential_sync`.
-_handed_over: ContextVar[dict[int, vault.Revealed] | None] = ContextVar(
-    "hal_handed_over_credentials", default=None
-)
-
-
-def precheck_credential(connection_id: int) -> vault.Revealed | None:
-    """(Sync, in a DB trip the caller makes anyway) the credential of a call about to be
-    made, or None when it cannot be read now — the call then reads it and reports why."""
-    try:
-        return get_credential_sync(connection_id)
-    except Exception:
-        return None
-
-
-def hand_over_credential(connection_id: int, revealed: vault.Revealed | None) -> None:
-    """Let this task's next call of the connection use `revealed` (from `precheck_credential`)."""
-    if revealed is None:
-        return
-    handed = _handed_over.get()
-    if handed is None:
-        _handed_over.set({connection_id: revealed})
-    else:
-        handed[connection_id] = revealed
 
 
 def provider_config(conn: AIConnection, *, for_verify: bool = False, credential: Any = None) -> Any:
@@ -191,291 +126,3 @@ async def list_models_for(
     if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
         return None, "bad_response", "the provider returned a malformed model list"
     return list(dict.fromkeys(models)), None, ""
-
-
-# --- OAuth ------------------------------------------------------------------------------------
-
-
-@sensitive_variables()
-def oauth_client_config(conn: AIConnection, *, redirect_uri: str = "") -> Any:
-    """Authlib-backed client config of a connection; the client secret comes from the vault."""
-    from providers.oauth import OAuthClientConfig
-
-    secret_row = vault.find_secret(
-        purpose=PURPOSE_CLIENT_SECRET, owner_type=VAULT_OWNER, owner_id=conn.pk
-    )
-    client_secret = None
-    if secret_row is not None:
-        client_secret = vault.get_plaintext(
-            secret_row, purpose=PURPOSE_CLIENT_SECRET, actor_label=f"@{conn.name}"
-        ).reveal()
-    return OAuthClientConfig(
-        authorize_url=conn.oauth_authorize_url,
-        token_url=conn.oauth_token_url,
-        client_id=conn.oauth_client_id,
-        client_secret=client_secret,
-        scopes=tuple(conn.scopes),
-        redirect_uri=redirect_uri or conn.oauth_redirect_uri,
-    )
-
-
-_locks_guard = threading.Lock()
-_refresh_locks: dict[int, threading.Lock] = {}
-
-
-def _refresh_lock(connection_id: int) -> threading.Lock:
-    # In-process single flight; the row lock below covers other processes (PostgreSQL).
-    with _locks_guard:
-        return _refresh_locks.setdefault(connection_id, threading.Lock())
-
-
-def _refresh_margin() -> timedelta:
-    return timedelta(seconds=int(_setting("HAL_OAUTH_REFRESH_MARGIN_SECONDS", 60)))
-
-
-def _needs_refresh(conn: AIConnection) -> bool:
-    expires = conn.oauth_expires_at
-    return expires is not None and expires - timezone.now() <= _refresh_margin()
-
-
-def _reveal(conn: AIConnection, purpose: str) -> vault.Revealed:
-    return _reveal_row(conn, purpose)[1]
-
-
-def _reveal_row(conn: AIConnection, purpose: str) -> tuple[Any, vault.Revealed]:
-    """The secret row of (conn, purpose) and its plaintext (CredentialUnavailable without)."""
-    row = vault.find_secret(purpose=purpose, owner_type=VAULT_OWNER, owner_id=conn.pk)
-    if row is None:
-        what = "an API key" if purpose == PURPOSE_API_KEY else "an OAuth authorization"
-        raise CredentialUnavailable(
-            format_lazy(
-                _("@{name} has no credential yet: give it {what}."), name=conn.name, what=what
-            ),
-            code="credential_missing",
-        )
-    return row, vault.get_plaintext(row, purpose=purpose, actor_label=f"@{conn.name}")
-
-
-def _load(connection_id: int) -> AIConnection:
-    conn = AIConnection.objects.filter(pk=connection_id).first()
-    if conn is None:
-        raise NotFound(_("No such AI connection."), code="connection_not_found")
-    return conn
-
-
-@sensitive_variables()
-def get_credential_sync(connection_id: int) -> vault.Revealed:
-    """The credential for one provider call: the API key, or a fresh OAuth access token.
-
-    Call it outside any transaction: an OAuth refresh holds the connection's row lock only
-    for its own short transaction. Served from this process's `CredentialCache`.
-    """
-    return _credentials.get(connection_id)
-
-
-@dataclass(frozen=True)
-class _Cached:
-    auth_method: str
-    purpose: str
-    secret_id: Any
-    version: int
-    revealed: vault.Revealed
-
-
-class CredentialCache:
-    """Decrypted credentials of one process, in memory only (never pickled or written).
-
-    Every call still reads the connection's auth method, token expiry and the secret's
-    (id, version) in one query — the database is the truth shared by every web process —
-    and serves the cached plaintext only when they are what was decrypted; a replaced,
-    deleted or re-encrypted-under-another-purpose secret takes the full path (read,
-    decrypt, OAuth refresh), so a change is honoured by every process once it commits.
-    What it saves: the second and third reads and the keyring + AES-GCM decrypt.
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, _Cached] = {}
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    @sensitive_variables()
-    def get(self, connection_id: int) -> vault.Revealed:
-        """The credential of one provider call (see `get_credential_sync`)."""
-        entry = self._entries.get(connection_id)
-        if entry is not None:
-            current = self._current(connection_id, entry.purpose)
-            if current is not None:
-                auth_method, expires, secret_id, version = current
-                refresh_due = expires is not None and expires - timezone.now() <= _refresh_margin()
-                if (
-                    auth_method == entry.auth_method
-                    and secret_id == entry.secret_id
-                    and version == entry.version
-                    and not (entry.purpose == PURPOSE_ACCESS_TOKEN and refresh_due)
-                ):
-                    return entry.revealed
-        with self._lock:
-            self._entries.pop(connection_id, None)
-        conn, purpose, row, revealed = _fetch_credential(connection_id)
-        if row is not None:
-            with self._lock:
-                self._entries[connection_id] = _Cached(
-                    conn.auth_method, purpose, row.pk, row.version, revealed
-                )
-        return revealed
-
-    @staticmethod
-    def _current(connection_id: int, purpose: str) -> tuple[str, Any, Any, int] | None:
-        from django.db.models import CharField, OuterRef, Subquery
-        from django.db.models.functions import Cast
-
-        from vault.models import Secret
-
-        secret = Secret.objects.filter(
-            owner_type=VAULT_OWNER,
-            owner_id=Cast(OuterRef("pk"), output_field=CharField()),
-            purpose=purpose,
-        )
-        row = (
-            AIConnection.objects.filter(pk=connection_id)
-            .annotate(
-                secret_id=Subquery(secret.values("pk")[:1]),
-                secret_version=Subquery(secret.values("version")[:1]),
-            )
-            .values_list("auth_method", "oauth_expires_at", "secret_id", "secret_version")
-            .first()
-        )
-        return row
-
-
-_credentials = CredentialCache()
-
-
-@sensitive_variables()
-def _fetch_credential(connection_id: int) -> tuple[AIConnection, str, Any, vault.Revealed]:
-    """The uncached path: (connection, purpose, secret row, plaintext); OAuth refreshes here."""
-    conn = _load(connection_id)
-    if conn.auth_method == AIConnection.API_KEY:
-        return conn, PURPOSE_API_KEY, *_reveal_row(conn, PURPOSE_API_KEY)
-    if conn.auth_method != AIConnection.OAUTH:
-        raise CredentialUnavailable(
-            _("A local CLI connection uses its own login session."), code="no_credential"
-        )
-    if not _needs_refresh(conn):
-        return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
-    failure: HalError | None = None
-    with _refresh_lock(conn.pk), transaction.atomic():
-        locked = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if locked is None:
-            raise NotFound(_("No such AI connection."), code="connection_not_found")
-        conn = locked
-        # Another caller may have refreshed while we waited for the lock.
-        if not _needs_refresh(conn):
-            return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
-        failure = _refresh_locked(conn)
-        if failure is None:
-            return conn, PURPOSE_ACCESS_TOKEN, *_reveal_row(conn, PURPOSE_ACCESS_TOKEN)
-    # Raised after the commit, so the recorded status change survives.
-    raise failure
-
-
-@sensitive_variables()
-def _refresh_locked(conn: AIConnection) -> HalError | None:
-    """Refresh the access token of a locked row; returns the failure instead of raising."""
-    from providers.oauth import OAuthError, refresh_access_token
-
-    actor = Actor.for_system("system", "oauth-refresh")
-    if conn.status == AIConnection.REAUTH_REQUIRED:
-        return CredentialUnavailable(
-            format_lazy(_("@{name} needs to be authorized again."), name=conn.name),
-            code="oauth_reauth_required",
-        )
-    try:
-        refresh_token = _reveal(conn, PURPOSE_REFRESH_TOKEN)
-    except CredentialUnavailable:
-        return _mark_reauth(conn, actor, "no refresh token")
-    config = oauth_client_config(conn)
-    timeout = float(_setting("HAL_OAUTH_TIMEOUT_SECONDS", 15))
-    try:
-        tokens = async_to_sync(refresh_access_token)(
-            config, refresh_token=refresh_token.reveal(), timeout=timeout
-        )
-    except OAuthError as exc:
-        if exc.kind in ("invalid_grant", "auth"):
-            return _mark_reauth(conn, actor, f"OAuth refresh refused ({exc.kind})")
-        failed = format_lazy(_("OAuth refresh failed ({kind})"), kind=exc.kind)
-        conn.last_error = english(failed)
-        conn.save(update_fields=["last_error", "updated_at"])
-        record_audit(
-            actor,
-            "connections.oauth_refresh",
-            target=conn,
-            result="failed",
-            error_code=f"oauth_{exc.kind}",
-            message=conn.last_error,
-        )
-        return Unavailable(failed, code="oauth_refresh_failed")
-    access = vault.put_secret(
-        purpose=PURPOSE_ACCESS_TOKEN,
-        owner_type=VAULT_OWNER,
-        owner_id=conn.pk,
-        plaintext=tokens.access_token,
-        actor=actor,
-    )
-    new_refresh = getattr(tokens, "refresh_token", None)
-    if new_refresh:
-        vault.put_secret(
-            purpose=PURPOSE_REFRESH_TOKEN,
-            owner_type=VAULT_OWNER,
-            owner_id=conn.pk,
-            plaintext=new_refresh,
-            actor=actor,
-        )
-    expires_at = getattr(tokens, "expires_at", None)
-    conn.oauth_expires_at = datetime.fromtimestamp(expires_at, tz=UTC) if expires_at else None
-    conn.save(update_fields=["oauth_expires_at", "updated_at"])
-    record_audit(
-        actor,
-        "connections.oauth_refresh",
-        target=conn,
-        after={"secret_hint": access.hint, "expires_at": str(conn.oauth_expires_at)},
-    )
-    log.info("connections: refreshed the OAuth access token of @%s", conn.name)
-    return None
-
-
-def _mark_reauth(conn: AIConnection, actor: Actor, reason: str) -> HalError:
-    before = conn.status
-    if conn.status != AIConnection.DISABLED:
-        conn.status = AIConnection.REAUTH_REQUIRED
-    conn.last_error = reason[:500]
-    conn.save(update_fields=["status", "last_error", "updated_at"])
-    record_audit(
-        actor,
-        "connections.oauth_refresh",
-        target=conn,
-        before={"status": before},
-        after={"status": conn.status},
-        result="failed",
-        error_code="oauth_invalid_grant",
-        message=conn.last_error,
-    )
-    publish(OPS_GROUP, "connection.updated", conn.as_dict())
-    return CredentialUnavailable(
-        format_lazy(
-            _("@{name} needs to be authorized again ({reason})."), name=conn.name, reason=reason
-        ),
-        code="oauth_reauth_required",
-    )
-
-
-async def get_credential(connection_id: int) -> vault.Revealed:
-    """Async `get_credential_sync` for the orchestrator and providers."""
-    # In HAL's DB threads (kept-open connections, not queued behind the sync views).
-    from hal.dbthreads import db
-
-    revealed: vault.Revealed = await db(get_credential_sync)(connection_id)
-    return revealed

@@ -239,7 +239,6 @@ def prepare_turns(
         )
         try:
             item.provider = integration.provider_for(connection)
-            item.credential = integration.precheck_credential(connection)
         except ProviderError as exc:
             item.provider = exc  # reported as this turn's failure, not raised here
         except Exception as exc:
@@ -261,6 +260,13 @@ def prepare_turns(
             extra_sections=sections[key],
         )
         prepared.append(item)
+    # Checked here, together, and handed to each turn's first call (no trip of its own).
+    callable_now = [
+        item.connection for item in prepared if not isinstance(item.provider, Exception)
+    ]
+    credentials = integration.precheck_credentials(callable_now)
+    for item in prepared:
+        item.credential = credentials.get(item.connection.pk)
     return prepared
 
 

@@ -36,18 +36,18 @@ async def test_a_send_runs_on_the_chat_db_threads(models, aclient, orchestrator,
 async def test_the_first_call_of_a_turn_takes_its_credential_from_prepare(
     models, aclient, orchestrator, monkeypatch
 ):
-    from providers import services
+    from providers import credentials
 
     alpha = models[0]
     room = await unified_room(aclient)
     trips: list[int] = []
-    original = services.get_credential
+    original = credentials.get_credential
 
     async def spy(connection_id):
         trips.append(connection_id)
         return await original(connection_id)
 
-    monkeypatch.setattr(services, "get_credential", spy)
+    monkeypatch.setattr(credentials, "get_credential", spy)
     await send(aclient, room, f"@{alpha.name} hello")
     await orchestrator.wait_idle()
     assert trips == []

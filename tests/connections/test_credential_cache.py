@@ -32,8 +32,8 @@ def decrypts(monkeypatch):
     return seen
 
 
-def _keyed(reauthed, make_connection, key: str) -> int:
-    c = make_connection()
+def _keyed(reauthed, make_connection, key: str, name: str = "claude") -> int:
+    c = make_connection(name=name)
     assert call(reauthed, "PUT", f"{API}/{c['id']}/secret", {"api_key": key}).status_code == 200
     return c["id"]
 
@@ -85,3 +85,33 @@ def test_switch_to_oauth_is_not_served_from_cache(reauthed, make_connection, can
     with pytest.raises(Exception) as info:
         cache.get(cid)
     assert getattr(info.value, "code", "") == "credential_missing"
+
+
+def test_checked_together_a_rotated_key_is_read_again_and_a_deleted_one_left_out(
+    reauthed, make_connection, canary, decrypts
+):
+    """`get_many` (a fan-out's prepare): the same rules as `get`, the cached ones checked
+    in two queries together."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kept = _keyed(reauthed, make_connection, canary, "kept")
+    rotated = _keyed(reauthed, make_connection, canary[::-1], "rotated")
+    deleted = _keyed(reauthed, make_connection, canary.upper(), "deleted")
+    first, second = CredentialCache(), CredentialCache()
+    for cache in (first, second):
+        got = cache.get_many([kept, rotated, deleted])
+        assert [got[c].reveal() for c in (kept, rotated, deleted)] == [
+            canary,
+            canary[::-1],
+            canary.upper(),
+        ]
+    with CaptureQueriesContext(connection) as queries:
+        assert sorted(first.get_many([kept, rotated, deleted])) == [kept, rotated, deleted]
+    assert len(queries.captured_queries) == 2  # nothing changed: no per-connection query
+    call(reauthed, "PUT", f"{API}/{rotated}/secret", {"api_key": canary + "x"})
+    assert call(reauthed, "DELETE", f"{API}/{deleted}/secret").status_code == 200
+    for cache in (first, second):
+        got = cache.get_many([kept, rotated, deleted])
+        assert sorted(got) == [kept, rotated]
+        assert got[kept].reveal() == canary and got[rotated].reveal() == canary + "x"

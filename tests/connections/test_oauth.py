@@ -230,7 +230,7 @@ def test_twenty_concurrent_callers_refresh_once(reauthed, fake_oauth, monkeypatc
         # As if every caller were its own process: only SELECT … FOR UPDATE serialises them.
         if db.vendor != "postgresql":
             pytest.skip("SQLite has no row locks; a single process relies on the process lock")
-        monkeypatch.setattr("providers.services._refresh_lock", lambda pk: threading.Lock())
+        monkeypatch.setattr("providers.credentials._refresh_lock", lambda pk: threading.Lock())
     conn = connect(reauthed, fake_oauth)
     old_token = fake_oauth.access_tokens[-1]
     _expire(conn["id"])

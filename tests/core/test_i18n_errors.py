@@ -24,7 +24,7 @@ PASSTHROUGH = {
     ("providers/actions/oauth.py", "_state_refused", "message"): "marked at each caller",
     ("hal/actions/releases/artifacts.py", "_artifact_refused", "message"): "marked at each caller",
     ("hal/actions/settings.py", "coerce", "str(exc)"): "a setting validator's own text",
-    ("providers/services.py", "_refresh_locked", "failed"): "format_lazy(_()) built just above",
+    ("providers/credentials.py", "_refresh_locked", "failed"): "format_lazy(_()) built just above",
 }
 MARKERS = {"_", "gettext_lazy"}
 
