@@ -365,6 +365,8 @@ async def soak(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> dict
         await asyncio.sleep(min(20.0, args.minutes * 60 / 4))  # warm-up
         rss_start = [d.rss_kib() for d in daphnes]
         await asyncio.sleep(max(0.0, start + args.minutes * 30 - time.monotonic()))
+        # Halfway, before the kill: a leak grows on in the second half, warm-up does not.
+        rss_mid = [d.rss_kib() for d in daphnes]
         victim = daphnes[-1]
         print(f"killing daphne :{victim.port} (-9) at {time.monotonic() - start:.0f} s", flush=True)
         victim.kill()
@@ -395,7 +397,15 @@ async def soak(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> dict
         "first_token_p50_ms": pct(stats.first_token, 0.5) * 1000,
         "first_token_p99_ms": pct(stats.first_token, 0.99) * 1000,
         "rss_start_kib": rss_start,
+        "rss_mid_kib": rss_mid,
         "rss_end_kib": rss_end,
+        # The processes that ran the whole soak (the last one was killed and restarted).
+        "rss_growth_first_half_pct": [
+            round(100 * (m - s) / s, 1) for s, m in zip(rss_start[:-1], rss_mid[:-1], strict=True)
+        ],
+        "rss_growth_second_half_pct": [
+            round(100 * (e - m) / m, 1) for m, e in zip(rss_mid[:-1], rss_end[:-1], strict=True)
+        ],
         "db_connections": report["db_connections"],
         "redis_memory": redis_memory(),
         **{k: report[k] for k in ("missing", "without_reply", "running", "double_replies")},
