@@ -21,6 +21,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
@@ -135,7 +136,15 @@ class SessionGuardMixin:
             if time.monotonic() - getattr(self, "_guard_checked_at", 0.0) >= every:
                 if not await self.session_alive():
                     return
-        await super().dispatch(message)  # type: ignore[misc]
+        # AsyncConsumer.dispatch minus its `aclose_old_connections()`: that is a trip into
+        # a thread and back before every handler — every streamed frame on every socket,
+        # each waiting for the GIL on the loop that also runs the model calls. HAL's
+        # handlers reach the database only through database_sync_to_async (which closes
+        # old connections around its own call) or HAL's DB threads (hal.dbthreads).
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message.get('type')}")
+        await handler(message)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kw: Any
