@@ -8,7 +8,7 @@ let concurrent turns use the database at once.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,13 +21,25 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
-def _db_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+_local = threading.local()
+
+
+def calling_loop() -> asyncio.AbstractEventLoop | None:
+    """In a DB thread: the event loop whose coroutine waits for the current call (it keeps
+    running meanwhile, so work may be handed to it without waiting: hal.events)."""
+    return getattr(_local, "loop", None)
+
+
+def _db_call(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    _local.loop = loop
     try:
         return fn(*args, **kwargs)
     except Exception:
         if connection.connection is not None and not connection.is_usable():
             connection.close()  # the next call in this thread reconnects
         raise
+    finally:
+        _local.loop = None
 
 
 def db_executor() -> ThreadPoolExecutor:
@@ -46,9 +58,12 @@ def db_executor() -> ThreadPoolExecutor:
 
 def db(fn: Any) -> Any:
     """`fn` as an awaitable that runs in the DB threads."""
-    return sync_to_async(
-        functools.partial(_db_call, fn), thread_sensitive=False, executor=db_executor()
-    )
+    run = sync_to_async(_db_call, thread_sensitive=False, executor=db_executor())
+
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await run(asyncio.get_running_loop(), fn, *args, **kwargs)
+
+    return call
 
 
 def close_db_connections() -> None:

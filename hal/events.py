@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+from hal.dbthreads import calling_loop
 
 log = logging.getLogger("hal.events")
 
@@ -33,25 +37,61 @@ def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
 
 
 def send_message_now(group: str, message: dict[str, Any]) -> None:
-    """Send one channel-layer message (any handler type) to a group immediately."""
+    """Send one channel-layer message (any handler type) to a group immediately.
+
+    From the event loop's thread, or from HAL's DB threads while a coroutine on that loop
+    waits for them (the chat send), the message is handed to the loop's outbox and this
+    returns at once: the trip must not wait for the channel layer (a hop back to the loop
+    and, with Redis, a network round trip) while a model call waits behind it. The outbox
+    sends in the order messages were queued. Elsewhere (a worker, a command) it is sent
+    before this returns."""
     layer = get_channel_layer()
     if layer is None:
         return
-    event_type = message.get("event", message["type"])
     try:
-        loop = asyncio.get_running_loop()
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
     try:
         if loop is not None:
-            # Sync code running on an event-loop thread: schedule, never block that loop.
-            task = loop.create_task(layer.group_send(group, message))
-            _pending.add(task)
-            task.add_done_callback(_pending.discard)
-        else:
-            async_to_sync(layer.group_send)(group, message)
+            _enqueue(loop, group, message)  # never block the loop this code runs on
+            return
+        home = calling_loop()
+        if home is not None and home.is_running() and not home.is_closed():
+            home.call_soon_threadsafe(_enqueue, home, group, message)
+            return
+        async_to_sync(layer.group_send)(group, message)
     except Exception:  # a dead layer must not undo committed work
-        log.exception("could not publish %s to %s", event_type, group)
+        log.exception("could not publish %s to %s", message.get("event", message["type"]), group)
+
+
+# One outbox per event loop: (group, message) pairs that one task sends in order.
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Queue[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
+    """(On `loop`) queue a message for that loop's sender task, starting it if needed."""
+    box = _outboxes.get(loop)
+    if box is None:
+        box = _outboxes[loop] = asyncio.Queue()
+        task = loop.create_task(_drain(box), context=contextvars.Context())
+        _pending.add(task)
+        task.add_done_callback(_pending.discard)
+    box.put_nowait((group, message))
+
+
+async def _drain(box: asyncio.Queue[Any]) -> None:
+    while True:
+        group, message = await box.get()
+        layer = get_channel_layer()
+        if layer is None:
+            continue
+        try:
+            await layer.group_send(group, message)
+        except Exception:  # logged; the next message still goes
+            log.exception("could not publish %s to %s", message.get("event"), group)
 
 
 def publish(group: str, event_type: str, payload: dict[str, Any]) -> None:

@@ -49,3 +49,41 @@ def test_send_now_from_plain_sync_code():
     send_now("t-events-sync", "other.thing", {"id": 2})
     listener.join(15)
     assert got["message"]["event"] == "other.thing"
+
+
+class _GatedLayer:
+    """A channel layer whose group_send waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.sent: list[tuple[str, dict]] = []
+
+    async def group_send(self, group: str, message: dict) -> None:
+        await self.gate.wait()
+        self.sent.append((group, message))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_event_published_in_a_db_thread_trip_does_not_hold_the_trip(monkeypatch):
+    """The chat send publishes `message.created` from HAL's DB threads: the trip (and the
+    model call waiting behind it) must not wait for the channel layer — a round trip to
+    the loop, and to Redis — and the events still go out in the order they were queued."""
+    from hal import events
+    from hal.dbthreads import db
+
+    layer = _GatedLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+
+    def publish_three() -> str:
+        for n in range(3):
+            send_now("t-order", "step", {"n": n})
+        return "returned"
+
+    async with asyncio.timeout(5):  # it hung here while the trip waited for the layer
+        assert await db(publish_three)() == "returned"
+    assert layer.sent == []
+    layer.gate.set()
+    async with asyncio.timeout(5):
+        while len(layer.sent) < 3:
+            await asyncio.sleep(0.01)
+    assert [m["data"]["n"] for _, m in layer.sent] == [0, 1, 2]
