@@ -2,10 +2,15 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hal.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+# After setup: it imports Django's middleware classes (docs/performance.md: no thread hops).
+from hal.asgi_handler import get_hal_asgi_application  # noqa: E402
+
+django_asgi_app = get_hal_asgi_application()
 
 from django.conf import settings  # noqa: E402
 

@@ -1,0 +1,146 @@
+"""Through daphne's own entry point (hal.asgi.application), a chat send reaches the model
+call with no trip into a thread but HAL's DB threads: Django's stock middlewares and its
+request_started receivers ran each step in a thread and back (about a dozen trips, each
+waiting for the GIL behind the loop that also streams replies). The gates still hold: CSRF
+refuses a send without its token, and a login still saves its session (in a thread).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.testing import ApplicationCommunicator
+from django.contrib.sessions.models import Session
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import Client
+
+from chatrooms.actions import ensure_rooms
+from chatrooms.models import Message
+from hal.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RESPONSE_STARTED = "-- response started --"
+
+
+@pytest.fixture
+def hops(monkeypatch):
+    """What sync_to_async sends to a thread, in order, with the response start marked."""
+    seen: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def counting(self, *args, **kwargs):
+        seen.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counting)
+    return seen
+
+
+async def request(hops, method, path, *, body=b"", headers=()):
+    async def app(scope, receive, send):
+        async def marking(message):
+            if message["type"] == "http.response.start":
+                hops.append(RESPONSE_STARTED)
+            await send(message)
+
+        await application(scope, receive, marking)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    comm = ApplicationCommunicator(app, scope)
+    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+    start = await comm.receive_output(20)
+    chunks = []
+    while True:
+        message = await comm.receive_output(20)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    await comm.wait(20)
+    return start["status"], start["headers"], b"".join(chunks)
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def test_a_chat_send_crosses_into_no_thread_but_the_db_threads(
+    models, operator, orchestrator, hops
+):
+    room = (await sync_to_async(ensure_rooms)(operator))[0]
+    session = await sync_to_async(_session_cookie)(operator)
+    token = _get_new_csrf_string()
+    headers = [
+        (b"cookie", f"sessionid={session}; csrftoken={token}".encode()),
+        (b"x-csrftoken", token.encode()),
+        (b"content-type", b"application/json"),
+    ]
+    hops.clear()
+    status, _headers, body = await request(
+        hops,
+        "POST",
+        f"/api/ai/rooms/{room.pk}/messages",
+        body=json.dumps({"text": "@alpha status?"}).encode(),
+        headers=headers,
+    )
+    assert status == 202, body
+    before = hops[: hops.index(RESPONSE_STARTED)]
+    # The session read (language) and the send itself, on HAL's kept-open DB threads.
+    assert before and set(before) == {"_db_call"}, before
+    assert len(before) <= 2, before
+    await orchestrator.wait_idle()
+    reply = await Message.objects.filter(reply_to_id=json.loads(body)["id"]).afirst()
+    assert reply is not None and reply.status == Message.COMPLETE
+
+
+async def test_csrf_still_refuses_a_send_without_its_token(models, operator, hops):
+    room = (await sync_to_async(ensure_rooms)(operator))[0]
+    session = await sync_to_async(_session_cookie)(operator)
+    status, _headers, _body = await request(
+        hops,
+        "POST",
+        f"/api/ai/rooms/{room.pk}/messages",
+        body=json.dumps({"text": "@alpha status?"}).encode(),
+        headers=[(b"cookie", f"sessionid={session}".encode())],
+    )
+    assert status == 403
+    assert not await Message.objects.filter(text="@alpha status?").aexists()
+
+
+async def test_a_login_through_asgi_still_saves_its_session(operator, hops):
+    token = _get_new_csrf_string()
+    form = f"username={operator.username}&password={operator.raw_password}"
+    form += f"&csrfmiddlewaretoken={token}"
+    status, headers, _body = await request(
+        hops,
+        "POST",
+        "/login/",
+        body=form.encode(),
+        headers=[
+            (b"cookie", f"csrftoken={token}".encode()),
+            (b"content-type", b"application/x-www-form-urlencoded"),
+        ],
+    )
+    assert status == 302
+    cookies = [value for name, value in headers if name.lower() == b"set-cookie"]
+    assert any(value.startswith(b"sessionid=") for value in cookies)
+    assert await Session.objects.acount() == 1
+    # The save ran in a thread (the session middleware's response step), not on the loop.
+    assert "SessionMiddleware.process_response" in " ".join(hops)
