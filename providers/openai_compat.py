@@ -8,6 +8,7 @@ import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
+import httpx2
 from openai import AsyncOpenAI
 
 from ._sdk import BODY_TYPES, NO_CREDENTIAL, SDKProvider, body_error
@@ -23,7 +24,6 @@ from .base import (
     ToolCall,
     ToolSpec,
     Usage,
-    iterate_with_timeouts,
     parse_tool_arguments,
 )
 
@@ -61,6 +61,33 @@ def to_openai_messages(system: str, messages: Sequence[ChatMessage]) -> list[dic
                 for r in message.tool_results
             )
     return out
+
+
+def request_body(
+    model: str,
+    system: str,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    max_tokens: int | None = None,
+) -> bytes:
+    """The Chat Completions request of one streaming call, as JSON bytes."""
+    head: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if max_tokens:
+        head["max_tokens"] = max_tokens
+    parts = [
+        json.dumps(head)[:-1],
+        ', "messages": ',
+        json.dumps(to_openai_messages(system, messages)),
+    ]
+    if tools:
+        parts += [', "tools": [', ", ".join(tool.openai_json for tool in tools), "]"]
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
@@ -116,34 +143,22 @@ class OpenAICompatProvider(SDKProvider):
         model: str,
         deadline: float,
     ) -> AsyncGenerator[StreamEvent, None]:
-        # The conversation and the tools go as a pre-built body part (`extra_body`, whose
-        # keys replace the typed params'): the SDK's param transform walks every message
-        # and every tool schema on each call, a fifth of the web process's CPU in a fan-out.
-        # Our dicts already have the wire shape (to_openai_messages, ToolSpec.openai_wire).
-        body: dict[str, Any] = {"messages": to_openai_messages(system, messages)}
-        if tools:
-            body["tools"] = [tool.openai_wire for tool in tools]
-        params: dict[str, Any] = {
-            "model": model,
-            "messages": [],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "extra_body": body,
-        }
-        if self.max_tokens:
-            params["max_tokens"] = self.max_tokens
+        # The body is JSON bytes HAL builds itself and the SDK sends as they are (its
+        # documented raw `post`, cast to the HTTP response): its typed `create` walks every
+        # message and tool schema in a param transform and re-encodes the whole ~60 KB
+        # body on each call. The tools' JSON is encoded once per spec (ToolSpec.openai_json).
+        body = request_body(model, system, messages, tools, max_tokens=self.max_tokens)
         input_tokens = output_tokens = 0
         finish: str | None = None
         calls: dict[int, dict[str, Any]] = {}
-        # The raw SSE lines (the SDK's supported streaming-response route), decoded here with
-        # json.loads: the SDK would build a pydantic chunk object per token.
+        # The raw SSE lines, decoded here with json.loads: the SDK would build a pydantic
+        # chunk object per token. The stream's timeouts are SDKProvider.stream's.
         async with asyncio.timeout(self.timeout):
-            manager = client.chat.completions.with_streaming_response.create(**params)
-            response = await manager.__aenter__()
+            response = await client.post(
+                "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
+            )
         try:
-            async for chunk in iterate_with_timeouts(
-                _sse_data(response.iter_lines()), idle=self.idle_timeout, deadline=deadline
-            ):
+            async for chunk in _sse_data(response.aiter_lines()):
                 usage = chunk.get("usage")
                 if usage:
                     input_tokens = usage.get("prompt_tokens") or 0
@@ -170,7 +185,7 @@ class OpenAICompatProvider(SDKProvider):
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
         finally:
-            await manager.__aexit__(None, None, None)
+            await response.aclose()
         if finish is None:
             raise ProviderError("bad_response", "the stream ended before the model finished")
         for index in sorted(calls):

@@ -7,6 +7,7 @@ adapters import it from here (also as `providers.base.ToolSpec`).
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,3 +48,8 @@ class ToolSpec:
     @functools.cached_property
     def openai_wire(self) -> dict[str, Any]:
         return self.to_openai()
+
+    @functools.cached_property
+    def openai_json(self) -> str:
+        """The OpenAI wire form as JSON, encoded once (a part of every request body)."""
+        return json.dumps(self.openai_wire)

@@ -305,33 +305,53 @@ async def test_the_overall_cap_ends_a_stream_that_never_stops(wire):
     assert err.kind == "timeout"
 
 
-async def test_conversation_and_tools_skip_the_sdk_param_transform(
+async def test_the_request_body_goes_to_the_sdk_as_json_built_once(
     fake_openai, provider_api_key, monkeypatch
 ):
-    """The openai SDK's per-call param transform walks every message and tool schema (a
-    fifth of a web process's CPU in a fan-out): HAL hands them over pre-built instead, and
-    the request body on the wire is unchanged."""
+    """The openai SDK's typed `create` walks every message and tool schema in a param
+    transform and re-encodes the ~60 KB body on every call (a fifth of a web process's CPU
+    in a fan-out): HAL hands its raw `post` JSON bytes, the tools' part encoded once per
+    spec, and the request on the wire is the same Chat Completions request."""
+    import openai._base_client as base_client
     import openai.resources.chat.completions.completions as completions
 
-    seen: list = []
-    original = completions.async_maybe_transform
+    transformed: list = []
+    encoded: list = []
+    original_transform = completions.async_maybe_transform
+    original_dumps = base_client.openapi_dumps
 
-    async def spy(data, *args, **kwargs):
-        seen.append(data)
-        return await original(data, *args, **kwargs)
+    async def spy_transform(data, *args, **kwargs):
+        transformed.append(data)
+        return await original_transform(data, *args, **kwargs)
 
-    monkeypatch.setattr(completions, "async_maybe_transform", spy)
+    def spy_dumps(data, *args, **kwargs):
+        encoded.append(data)
+        return original_dumps(data, *args, **kwargs)
+
+    monkeypatch.setattr(completions, "async_maybe_transform", spy_transform)
+    monkeypatch.setattr(base_client, "openapi_dumps", spy_dumps)
     fake_openai.replies.push(Reply(text="ok"))
     provider = OpenAICompatProvider(
         base_url=fake_openai.base_url,
         credential=CountingCredential(provider_api_key),
         max_retries=0,
+        max_tokens=512,
     )
     history = [ChatMessage.user(f"line {i}", speaker="alice") for i in range(3)]
-    await collect(provider.stream(system="s", messages=history, tools=[SPEC], model="m-1"))
-    assert seen, "the SDK's transform was not reached (the spy is not wired)"
-    for data in seen:
-        assert not isinstance(data.get("tools"), list) and not data.get("messages")
-    body = fake_openai.completion_requests[-1].json
-    assert body["messages"][-1] == {"role": "user", "content": "[alice]: line 2"}
-    assert body["tools"] == [SPEC.to_openai()]
+    events = await collect(provider.stream(system="s", messages=history, tools=[SPEC], model="m-1"))
+    assert text_of(events) == "ok"
+    assert transformed == [] and encoded == []
+    request = fake_openai.completion_requests[-1]
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["authorization"] == f"Bearer {provider_api_key}"
+    assert request.json == {
+        "model": "m-1",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 512,
+        "messages": [
+            {"role": "system", "content": "s"},
+            *({"role": "user", "content": f"[alice]: line {i}"} for i in range(3)),
+        ],
+        "tools": [SPEC.to_openai()],
+    }
