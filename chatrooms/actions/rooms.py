@@ -70,12 +70,26 @@ def sort_rooms(rooms: list[Room]) -> list[Room]:
     return sorted(rooms, key=key)
 
 
-def get_room(actor: Actor, room_id: Any, *, lock: bool = False) -> Room:
-    """The actor's own room (another operator's room does not exist for them)."""
+def get_room(
+    actor: Actor, room_id: Any, *, lock: bool = False, connections: list[Any] | None = None
+) -> Room:
+    """The actor's own room (another operator's room does not exist for them).
+
+    `connections`: every connection, just read by the caller — the room's own is taken
+    from it instead of a joined read (the chat send reads them all anyway)."""
     try:
         pk = int(room_id)
     except (TypeError, ValueError):
         raise NotFound(_("No such room."), code="room_not_found") from None
+    if connections is not None and not lock:
+        room = Room.objects.filter(pk=pk, operator=actor.user).first()
+        if room is None:
+            raise NotFound(_("No such room."), code="room_not_found")
+        if room.connection_id is not None:
+            by_pk = {c.pk: c for c in connections}
+            if room.connection_id in by_pk:
+                room.connection = by_pk[room.connection_id]
+        return room
     queryset = Room.objects.select_related("connection")
     if lock:
         queryset = queryset.select_for_update(of=("self",))

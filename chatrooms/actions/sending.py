@@ -121,16 +121,17 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
     require_perm(actor, "view")
     text = _clean_text(text)
     context = clean_context(context)
-    room = get_room(actor, room_id)
+    # Every connection, fresh (the send checks never use a cached list); the room takes
+    # its own from it (no joined read).
+    connections: list[Any] | None = integration.list_connections()
+    room = get_room(actor, room_id, connections=connections)
     # A budget period that ended un-pauses its connection (lazily, here): looked up only
     # when a model of this room is paused, not on every send's way to the first token.
-    involved: list[Any] | None = (
-        [room.connection] if room.kind == Room.INDIVIDUAL else integration.list_connections()
-    )
+    involved = [room.connection] if room.kind == Room.INDIVIDUAL else connections
     if any(integration.is_paused(c) for c in involved or ()) and integration.resume_budgets():
         room = get_room(actor, room_id)
-        involved = None
-    targets, everyone = resolve_targets(room, text, involved)
+        connections = None
+    targets, everyone = resolve_targets(room, text, connections)
     with transaction.atomic():
         sent = do_send_message(actor, room, text, context, targets)
         budget_notices.notice_budget_skips(room, text, everyone)
