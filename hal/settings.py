@@ -314,6 +314,9 @@ HAL_CHAT_LEASE_TIMEOUT = float(env("HAL_CHAT_LEASE_TIMEOUT", "15"))  # a web pro
 HAL_CHAT_LEASE_HEARTBEAT = float(  # default: a third of the timeout
     env("HAL_CHAT_LEASE_HEARTBEAT", "") or HAL_CHAT_LEASE_TIMEOUT / 3
 )
+# The active runbooks listed in system prompts are re-read at most this often (seconds)
+# by a web process; changes made in the same process show at once (runbooks/active.py).
+HAL_RUNBOOK_PROMPT_CACHE_SECONDS = float(env("HAL_RUNBOOK_PROMPT_CACHE_SECONDS", "5"))
 HAL_CHAT_ARCHIVE_DAYS = int(env("HAL_CHAT_ARCHIVE_DAYS", "90"))  # 0: "New conversation" deletes
 HAL_CHAT_MAX_TOOL_ROUNDS = int(env("HAL_CHAT_MAX_TOOL_ROUNDS", "4"))
 HAL_CHAT_HISTORY_MESSAGES = int(env("HAL_CHAT_HISTORY_MESSAGES", "50"))

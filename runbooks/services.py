@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, require_perm
 from hal.errors import InvalidInput, NotFound
 from runbooks.actions import load_runbook
+from runbooks.active import active_runbooks
 from runbooks.models import Runbook, RunbookVersion
 
 MAX_QUERY = 200
@@ -130,7 +131,7 @@ def matching_runbooks(context: dict[str, Any]) -> list[Runbook]:
     """Active runbooks whose scope matches this page context (title order)."""
     if not context:
         return []
-    rows = Runbook.objects.filter(archived=False).only("id", "title", "version", "scopes")
+    rows = active_runbooks()  # cached a few seconds (runbooks/active.py)
     return [r for r in rows if matches(r.scopes or {}, context)][:PROMPT_MAX]
 
 

@@ -26,6 +26,17 @@ pytest_plugins = ["tests.fakes.fixtures"]
 
 
 @pytest.fixture(autouse=True)
+def _fresh_process_caches():
+    """Caches of rows kept in process memory start empty: a test's rolled-back rows must
+    not reach the next test through them."""
+    from runbooks import active
+
+    active.forget_now()
+    yield
+    active.forget_now()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path, settings):
     """Each test gets its own data directory (vault key file, snapshots, scratch)."""
     data = tmp_path / "data"
