@@ -252,6 +252,14 @@ async def prefetch_web(target: Any) -> dict[str, Any]:
     }
 
 
+# Usage charged within this many seconds shares one trip to the DB threads and one
+# transaction: in a fan-out the replies end together, and two transactions per reply
+# queued the later replies' completions behind the bookkeeping of the first ones.
+USAGE_BATCH_SECONDS = 0.02
+_usage_batches: dict[Any, tuple[list[tuple[Any, ...]], Any]] = {}
+_usage_flushers: set[Any] = set()  # their tasks, kept alive until done
+
+
 async def record_usage(
     connection_id: int,
     input_tokens: int,
@@ -261,24 +269,64 @@ async def record_usage(
     room_id: int | None = None,
 ) -> None:
     """Charge a model call's tokens to its connection: the web-fetch daily flag and the
-    token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`)."""
+    token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`).
+    Returns once they are recorded (with the calls batched alongside it)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    batch = _usage_batches.get(loop)
+    if batch is None:
+        batch = _usage_batches[loop] = ([], loop.create_future())
+        task = loop.create_task(_flush_usage(loop, batch))
+        _usage_flushers.add(task)
+        task.add_done_callback(_usage_flushers.discard)
+    batch[0].append((connection_id, input_tokens, output_tokens, model, room_id))
+    await asyncio.shield(batch[1])
+
+
+async def _flush_usage(loop: Any, batch: tuple[list[tuple[Any, ...]], Any]) -> None:
+    import asyncio
+
     from hal.dbthreads import db
+
+    try:
+        await asyncio.sleep(USAGE_BATCH_SECONDS)
+    finally:
+        if _usage_batches.get(loop) is batch:
+            del _usage_batches[loop]
+    try:
+        # In HAL's DB threads (kept-open connection), not on the sync views' thread: there
+        # it queued the next POST behind it and reconnected each time.
+        await db(_record_usage_batch)(batch[0])
+    except Exception:  # accounting must not fail a reply the model already gave
+        log.exception("could not record usage for %d model calls", len(batch[0]))
+    finally:
+        if not batch[1].done():
+            batch[1].set_result(None)
+
+
+def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
+    """(DB thread) each call's web-fetch flag and budget charge; one failure (logged)
+    loses only its own call's record."""
+    from django.db import transaction
+
     from providers import usage
     from webfetch import budgets
 
-    try:
-        # In HAL's DB threads (kept-open connection), not on the sync views' thread: there
-        # it queued the next POST behind it and reconnected each time (12 % of the web
-        # process's CPU in an N = 8 fan-out).
-        await db(budgets.record_usage)(connection_id, input_tokens, output_tokens)
-    except Exception:  # accounting must not fail a reply the model already gave
-        log.exception("could not record usage for connection %s", connection_id)
-    try:
-        await db(usage.record_usage)(
-            connection_id, input_tokens, output_tokens, model, room_id=room_id
-        )
-    except Exception:
-        log.exception("could not charge the budget of connection %s", connection_id)
+    with transaction.atomic():
+        for connection_id, input_tokens, output_tokens, model, room_id in items:
+            try:
+                with transaction.atomic():
+                    budgets.record_usage(connection_id, input_tokens, output_tokens)
+            except Exception:
+                log.exception("could not record usage for connection %s", connection_id)
+            try:
+                with transaction.atomic():
+                    usage.record_usage(
+                        connection_id, input_tokens, output_tokens, model, room_id=room_id
+                    )
+            except Exception:
+                log.exception("could not charge the budget of connection %s", connection_id)
 
 
 def resume_budgets() -> list[int]:

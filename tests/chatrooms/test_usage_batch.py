@@ -1,0 +1,53 @@
+"""Usage is charged in batches: the calls of a fan-out, ending together, share one trip to
+the DB threads and one transaction (two transactions per reply queued the later replies'
+completions behind the first ones' bookkeeping); one failing record loses only itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db.models import Sum
+
+from chatrooms import integration
+from providers import usage
+from providers.budget_models import UsageDay
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_a_fan_outs_usage_is_recorded_in_one_trip(models, monkeypatch):
+    from hal import dbthreads
+
+    trips: list[str] = []
+    original = dbthreads._db_call
+
+    def counting(loop, fn, *args, **kwargs):
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return original(loop, fn, *args, **kwargs)
+
+    monkeypatch.setattr(dbthreads, "_db_call", counting)
+    calls = [integration.record_usage(m.id, 100 + i, 10, model="m1") for i, m in enumerate(models)]
+    await asyncio.gather(*calls)
+    assert trips == ["_record_usage_batch"]
+    rows = UsageDay.objects.filter(connection_id__in=[m.id for m in models])
+    total = await rows.aaggregate(tokens_in=Sum("input_tokens"), tokens_out=Sum("output_tokens"))
+    assert total == {"tokens_in": 300 + 0 + 1 + 2, "tokens_out": 30}
+
+
+async def test_one_failing_record_loses_only_itself(models, monkeypatch):
+    original = usage.record_usage
+    broken = models[1].id
+
+    def flaky(connection_id, *args, **kwargs):
+        if connection_id == broken:
+            raise RuntimeError("boom")
+        return original(connection_id, *args, **kwargs)
+
+    monkeypatch.setattr(usage, "record_usage", flaky)
+    await asyncio.gather(*(integration.record_usage(m.id, 50, 5, model="m1") for m in models))
+    charged = {
+        row.connection_id
+        async for row in UsageDay.objects.filter(connection_id__in=[m.id for m in models])
+    }
+    assert charged == {models[0].id, models[2].id}
