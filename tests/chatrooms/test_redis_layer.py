@@ -72,3 +72,61 @@ async def test_the_health_check_leaves_no_subscription_behind():
     for _ in range(3):
         await _layer_round_trip()
     assert _subscriptions(layer) == before
+
+
+def _second_process_layer():
+    """Another web process's layer: the same Redis, prefix and settings, its own state."""
+    from django.conf import settings
+
+    from hal.channel_layer import PubSubLayer
+
+    return PubSubLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
+
+
+async def test_members_here_get_a_group_send_once_and_other_processes_too():
+    """Local first: this process's members get the message straight from group_send; its
+    echo from Redis is dropped (not delivered twice); another process gets it via Redis.
+    Redis delivers one channel's messages in publish order, so each echo would arrive
+    before the next message published after it: three messages received, each once,
+    prove no echo came through. (A process's own messages come first for its members.)"""
+    here, there = get_channel_layer(), _second_process_layer()
+    a1, b1 = await here.new_channel(), await there.new_channel()
+    await here.group_add("test-local-first", a1)
+    await there.group_add("test-local-first", b1)
+    try:
+        await here.group_send("test-local-first", {"type": "x.event", "n": 1})
+        await there.group_send("test-local-first", {"type": "x.event", "n": 2})
+        await here.group_send("test-local-first", {"type": "x.event", "n": 3})
+        got_here = [(await asyncio.wait_for(here.receive(a1), 10))["n"] for _ in range(3)]
+        got_there = [(await asyncio.wait_for(there.receive(b1), 10))["n"] for _ in range(3)]
+        assert sorted(got_here) == [1, 2, 3]
+        assert sorted(got_there) == [1, 2, 3]
+        assert got_here[0] == 1 and got_there[0] == 2  # local members first
+    finally:
+        await here.group_discard("test-local-first", a1)
+        await there.group_discard("test-local-first", b1)
+        await there.flush()
+
+
+async def test_local_members_do_not_wait_for_redis(monkeypatch):
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add("test-no-wait", channel)
+    inner = layer._get_layer()
+    gate = asyncio.Event()
+    shard = inner._get_shard(inner._get_group_channel_name("test-no-wait"))
+    original = shard.publish
+
+    async def slow_publish(name, data):
+        await gate.wait()
+        await original(name, data)
+
+    monkeypatch.setattr(shard, "publish", slow_publish)
+    sending = asyncio.ensure_future(layer.group_send("test-no-wait", {"type": "x.e", "n": 7}))
+    try:
+        assert (await asyncio.wait_for(layer.receive(channel), 10))["n"] == 7
+        assert not sending.done()  # still waiting for Redis
+    finally:
+        gate.set()
+        await asyncio.wait_for(sending, 10)
+        await layer.group_discard("test-no-wait", channel)
