@@ -19,6 +19,7 @@ from hal.api import dispatch, error_response, json_body
 from hal.dbthreads import db
 from hal.errors import HalError, InvalidInput, NotAuthenticated
 from hal.i18n import localize
+from hal.middleware import activate_in_trip, activates_language_in_its_trip
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
@@ -102,6 +103,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
 
 
 def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[[], None]]:
+    activate_in_trip(request)  # this trip reads the session anyway (hal.middleware)
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
@@ -195,10 +197,13 @@ async def _start(
     return JsonResponse(localize(payload), status=202)
 
 
+@activates_language_in_its_trip
 async def room_messages(request: HttpRequest, room_id: int) -> HttpResponse:
     """GET the messages; POST {text, context} → 202 with the stored message."""
-    if request.method == "GET":
-        return await sync_to_async(_get_messages_view)(request, room_id)
+    if request.method != "POST":  # the send activates it in its own trip (_send)
+        await db(activate_in_trip)(request)
+        if request.method == "GET":
+            return await sync_to_async(_get_messages_view)(request, room_id)
     return await _start(request, room_id, _send)
 
 

@@ -106,14 +106,32 @@ class OperatorLanguageMiddleware(BothModes):
         self._activate(request, _chosen_language(request))
         return None
 
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        if self.is_async:  # chosen once the view is known (process_view), on the loop
+            self.process_view = self._aprocess_view  # type: ignore[method-assign,assignment]
+
     async def abefore(self, request: HttpRequest) -> HttpResponse | None:
-        # The session is read on HAL's DB threads (kept-open connections), where the chat
-        # send that follows reads it again from this request's cache: a request thread of
-        # its own would first open a database connection (≈ 4 ms on PostgreSQL).
+        request.LANGUAGE_CODE = settings.LANGUAGE_CODE  # until process_view chooses
+        return None
+
+    async def _aprocess_view(
+        self, request: HttpRequest, view: Any, *args: object
+    ) -> HttpResponse | None:
+        if getattr(view, "activates_language_in_its_trip", False):
+            # The view's own first trip to HAL's DB threads calls `activate_in_trip`: one
+            # trip to the database less on its way (the chat send, before the model call).
+            return None
+        # The session is read on HAL's DB threads (kept-open connections), where a view
+        # that follows reads it again from this request's cache: a request thread of its
+        # own would first open a database connection (≈ 4 ms on PostgreSQL).
         from hal.dbthreads import db
 
         self._activate(request, await db(_chosen_language)(request))
         return None
+
+    def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
+        return None  # sync mode: `before` activated it
 
     @staticmethod
     def _activate(request: HttpRequest, language: str) -> None:
@@ -124,6 +142,19 @@ class OperatorLanguageMiddleware(BothModes):
         response.headers.setdefault("Content-Language", request.LANGUAGE_CODE)
         translation.deactivate()
         return response
+
+
+def activates_language_in_its_trip(view: Any) -> Any:
+    """Mark an async view whose first act is a trip to HAL's DB threads that calls
+    `activate_in_trip(request)` first (OperatorLanguageMiddleware then makes none)."""
+    view.activates_language_in_its_trip = True
+    return view
+
+
+def activate_in_trip(request: HttpRequest) -> None:
+    """(In the view's DB trip) activate the operator's language; the activation reaches the
+    request's context on the loop when the trip returns (asgiref copies it back)."""
+    OperatorLanguageMiddleware._activate(request, _chosen_language(request))
 
 
 class HalErrorMiddleware(BothModes):

@@ -51,3 +51,32 @@ def test_the_operator_language_applies_in_sync_mode(client, operator):
     assert client.get("/api/ai/rooms")["Content-Language"] == "ko"
     client.logout()
     assert client.get("/login/", headers={"accept-language": "en"})["Content-Language"] == "en"
+
+
+async def test_a_chat_send_speaks_the_operators_language_from_its_own_trip(operator):
+    """The send chooses the language in its own DB trip (no trip of the middleware's): a
+    refusal still comes back in the operator's language, and the next request too."""
+    from asgiref.sync import sync_to_async
+
+    from chatrooms.actions import ensure_rooms
+
+    client = AsyncClient()
+    await client.aforce_login(operator)
+    session = await client.asession()
+    await session.aset("hal_language", "ko")
+    await session.asave()
+    room = (await sync_to_async(ensure_rooms)(operator))[0]
+    response = await client.post(
+        f"/api/ai/rooms/{room.pk}/messages",
+        {"text": "@nobody-here hello"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unknown_addressee"
+    assert any("\uac00" <= ch <= "\ud7a3" for ch in error["message"]), error["message"]
+    assert response["Content-Language"] == "ko"
+    english = await AsyncClient().post("/api/ai/rooms/1/messages", {"text": "x"})
+    assert english["Content-Language"] == "en"
+    listing = await client.get(f"/api/ai/rooms/{room.pk}/messages")
+    assert listing.status_code == 200 and listing["Content-Language"] == "ko"
