@@ -8,9 +8,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hal.settings")
 django.setup(set_prefix=False)
 
 # After setup: it imports Django's middleware classes (docs/performance.md: no thread hops).
+from typing import Any  # noqa: E402
+
 from hal.asgi_handler import get_hal_asgi_application  # noqa: E402
 
-django_asgi_app = get_hal_asgi_application()
+django_asgi_app: Any = get_hal_asgi_application()
 
 from django.conf import settings  # noqa: E402
 

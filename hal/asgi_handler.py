@@ -15,7 +15,7 @@ look for them); only this handler swaps in the subclasses when it builds its cha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from csp.middleware import CSPMiddleware
@@ -96,7 +96,7 @@ class OnLoopCsrfViewMiddleware(OnLoop, CsrfViewMiddleware):
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         if settings.CSRF_USE_SESSIONS:  # the token lives in the database-backed session
-            return await CsrfViewMiddleware.__acall__(self, request)
+            return cast(HttpResponse, await CsrfViewMiddleware.__acall__(self, request))
         return await OnLoop.__acall__(self, request)
 
 
@@ -139,16 +139,17 @@ class HalASGIHandler(ASGIHandler):
         # BaseHandler.load_middleware looks each path up with the module's import_string;
         # for the length of this call it finds the on-loop subclass of a known middleware
         # (start-up, one thread), and every other path as usual.
-        original = base.import_string
+        module: Any = base  # django-stubs does not list the module's imports
+        original = module.import_string
 
         def lookup(path: str) -> Any:
             return ON_LOOP.get(path) or original(path)
 
-        base.import_string = lookup  # type: ignore[attr-defined]
+        module.import_string = lookup
         try:
             super().load_middleware(is_async=is_async)
         finally:
-            base.import_string = original  # type: ignore[attr-defined]
+            module.import_string = original
 
 
 def drop_request_started_hop() -> None:
