@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms import actions, leases, stopping, versions
 from chatrooms.models import Message
 from chatrooms.orchestrator import get_orchestrator
+from hal import launch
 from hal.actions.base import Actor, require_perm
 from hal.api import dispatch, error_response, json_body
 from hal.dbthreads import db
@@ -187,13 +188,22 @@ async def _start(
                 http_status=405,
             )
         )
+    # From here until the turns' requests are written, the loop's event delivery waits
+    # (hal/launch.py): the send's own events must not go out in front of its model calls.
+    sending = launch.begin()
     try:
         # On the chat's DB threads (kept-open connections), not in a new request thread
         # that connects to the database first: that is on the way to the first token.
         payload, start = await db(handler)(request, room_id, *args)
     except HalError as exc:
+        sending()
         return error_response(exc)
-    start()
+    except BaseException:
+        sending()
+        raise
+    start()  # each turn holds a launch of its own until its request is sent
+    sending()
+    await launch.settled()  # the 202 after the model calls, too
     return JsonResponse(localize(payload), status=202)
 
 

@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from hal import launch
 from hal.dbthreads import calling_loop
 
 log = logging.getLogger("hal.events")
@@ -85,6 +86,7 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any
 async def _drain(box: asyncio.Queue[Any]) -> None:
     while True:
         group, message = await box.get()
+        await launch.settled()  # a model call being sent goes first (hal/launch.py)
         layer = get_channel_layer()
         if layer is None:
             continue

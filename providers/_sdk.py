@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx2
 
+from hal import launch
+
 from .base import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
@@ -25,6 +27,9 @@ from .base import (
 )
 
 log = logging.getLogger("hal.providers")
+
+# The HTTP client's request hooks: a chat turn's launch ends when its request is written.
+LAUNCH_HOOKS: dict[str, list[Any]] = {"request": [launch.on_request_sent]}
 
 # The long-lived SDK client never holds a real credential: each call makes a cheap copy
 # (`with_options`) that shares the connection pool and carries the secret for that call only.

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from anthropic import AsyncAnthropic
+from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-from ._sdk import NO_CREDENTIAL, SDKProvider
+from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
 from .base import (
     STOP_END,
     STOP_MAX_TOKENS,
@@ -99,6 +99,7 @@ class AnthropicProvider(SDKProvider):
             base_url=self.base_url,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            http_client=DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS),  # hal/launch.py
         )
 
     def _client_for_call(self, secret: str) -> AsyncAnthropic:

@@ -9,9 +9,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import httpx2
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-from ._sdk import BODY_TYPES, NO_CREDENTIAL, SDKProvider, body_error
+from ._sdk import BODY_TYPES, LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider, body_error
 from .base import (
     STOP_END,
     STOP_MAX_TOKENS,
@@ -128,6 +128,9 @@ class OpenAICompatProvider(SDKProvider):
             base_url=self.base_url,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            # The SDK's own default client, plus the hook that tells HAL when a request's
+            # last byte is written (hal/launch.py).
+            http_client=DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS),
         )
 
     def _client_for_call(self, secret: str) -> AsyncOpenAI:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from chatrooms.models import Message
 from chatrooms.run.config import frame_seconds
+from hal import launch
 
 
 class Sink(Protocol):
@@ -50,6 +51,7 @@ class Framer:
 
     async def _deliver(self) -> None:
         while (item := await self.queue.get()) is not None:
+            await launch.settled()  # a model call being sent goes first (hal/launch.py)
             await self.orchestrator.send(self.group, *item)
 
     def post(self, event: str, data: dict[str, Any]) -> None:

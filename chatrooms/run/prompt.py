@@ -50,6 +50,7 @@ class Prepared:
     charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
     began: float = 0.0  # perf_counter when this process took the turn (reply facts)
     credential: Any = None  # checked in this trip, for the first call (no trip of its own)
+    launched: Any = None  # ends this turn's launch (hal/launch.py) once its request is sent
 
 
 def speaker_label(message: Any) -> str:

@@ -30,6 +30,7 @@ from chatrooms.run.framing import Framer
 from chatrooms.run.recovery import Recovery
 from chatrooms.run.turn import TurnRunner, _uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
+from hal import launch
 from hal.dbthreads import db
 from providers import anthropic_provider, openai_compat  # noqa: F401
 
@@ -42,6 +43,15 @@ class Ready(NamedTuple):
     prepared: list[prompt.Prepared]
     began: float  # perf_counter when the prepare began (reply facts)
     took: float
+
+
+def _begin_launches(turn_ids: Iterable[int]) -> dict[int, Callable[[], None]]:
+    """A launch per turn (hal/launch.py) when called on the loop that will run them."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a thread hands the turns over: no loop here to hold events on
+        return {}
+    return {turn_id: launch.begin() for turn_id in turn_ids}
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:
@@ -128,7 +138,10 @@ class Orchestrator(TurnRunner, Recovery):
         trigger holds no URL."""
         ids = list(turn_ids)
         if ids:
-            self.spawn(self.run_turns(ids, prefetch=prefetch), room_id=room_id)
+            self.spawn(
+                self.run_turns(ids, prefetch=prefetch, launches=_begin_launches(ids)),
+                room_id=room_id,
+            )
 
     def start_sent(self, sent: actions.Sent, ready: Ready | None = None) -> None:
         """Run the turns of a message just sent (`check_send_message`): born claimed, with
@@ -142,6 +155,7 @@ class Orchestrator(TurnRunner, Recovery):
                     known=sent.turns,
                     everyone=sent.connections,
                     ready=ready,
+                    launches=_begin_launches(sent.turn_ids),
                 ),
                 room_id=sent.message.room_id,
             )
@@ -233,10 +247,28 @@ class Orchestrator(TurnRunner, Recovery):
         known: list[tuple[Turn, Message]] | None = None,
         everyone: list[Any] | None = None,
         ready: Ready | None = None,
+        launches: dict[int, Callable[[], None]] | None = None,
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together (or take over the
         sender's born-claimed `known` turns), run each concurrently; `ready`: prepared in
-        the sender's trip already."""
+        the sender's trip already; `launches`: each turn's open launch (hal/launch.py),
+        ended here on every path the turn does not end it itself."""
+        launches = launches or {}
+        try:
+            await self._run_turns(turn_ids, prefetch, known, everyone, ready, launches)
+        finally:
+            for end in launches.values():
+                end()
+
+    async def _run_turns(
+        self,
+        turn_ids: list[int],
+        prefetch: bool,
+        known: list[tuple[Turn, Message]] | None,
+        everyone: list[Any] | None,
+        ready: Ready | None,
+        launches: dict[int, Callable[[], None]],
+    ) -> None:
         if known is not None:
             # Born-claimed turns are known only to this process; a second start of the
             # same turns (a caller's mistake) must not call the models twice.
@@ -285,6 +317,7 @@ class Orchestrator(TurnRunner, Recovery):
             self.watchdog.forget(t for t in turn_ids if t not in started)
             tasks = []
             for item in prepared:
+                item.launched = launches.get(item.turn_id)
                 task = asyncio.ensure_future(self._run_one(item, began))
                 self.watchdog.watch([item.turn_id], task)
                 self.turn_tasks[item.turn_id] = task

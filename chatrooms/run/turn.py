@@ -20,6 +20,7 @@ from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared, transcript_messages
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
+from hal import launch
 from hal.dbthreads import db
 from providers.base import ProviderError, TextDelta, ToolCall, Usage
 
@@ -111,9 +112,17 @@ class TurnRunner:
             except Exception:  # the reply itself is complete; a failed relay is only logged
                 log.exception("relay after turn %s failed", prepared.turn_id)
 
+    @staticmethod
+    def _end_launch(prepared: Prepared, token: Any) -> None:
+        if prepared.launched is not None:
+            prepared.launched()
+            prepared.launched = None
+        launch.unmark(token)
+
     async def _run_turn(self, prepared: Prepared, clock: dict[str, float]) -> Message | None:
         """Everything of one model call after its claim; the completed reply, or None."""
         provider_seconds = 0.0
+        launching: Any = None
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
@@ -131,6 +140,9 @@ class TurnRunner:
             messages = list(prepared.messages)
             integration.hand_over_credential(prepared.connection, prepared.credential)
             prepared.credential = None
+            # The HTTP client ends this turn's launch once the request is written
+            # (hal/launch.py): until then the loop's event delivery waits for it.
+            launching = launch.mark(prepared.launched)
             async with asyncio.timeout(turn_timeout()):
                 while True:
                     rounds += 1
@@ -156,6 +168,9 @@ class TurnRunner:
                                 break
                             provider_seconds += time.perf_counter() - waited
                             self.watchdog.progress(turn_id)
+                            if launching is not None:  # past the request, however sent
+                                self._end_launch(prepared, launching)
+                                launching = None
                             if isinstance(event, TextDelta):
                                 framer.add(event.text)
                                 if time.monotonic() - last_saved >= 1.0:
@@ -234,6 +249,8 @@ class TurnRunner:
             await self._fail(prepared, framer, "internal_error", INTERNAL_REASON)
             return None
         finally:
+            if launching is not None:
+                self._end_launch(prepared, launching)
             clock["provider"] = provider_seconds
             framer.flush()
         completing = time.perf_counter()

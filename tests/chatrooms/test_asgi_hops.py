@@ -18,12 +18,14 @@ from django.test import Client
 
 from chatrooms.actions import ensure_rooms
 from chatrooms.models import Message
+from hal import launch
 from hal.asgi import application
 from hal.asgi_handler import drop_request_started_hop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RESPONSE_STARTED = "-- response started --"
+REQUEST_SENT = "-- model request sent --"
 
 
 @pytest.fixture
@@ -83,7 +85,7 @@ def _session_cookie(user) -> str:
 
 
 async def test_a_chat_send_crosses_into_no_thread_but_the_db_threads(
-    models, operator, orchestrator, hops
+    models, operator, orchestrator, hops, monkeypatch
 ):
     room = (await sync_to_async(ensure_rooms)(operator))[0]
     session = await sync_to_async(_session_cookie)(operator)
@@ -96,6 +98,15 @@ async def test_a_chat_send_crosses_into_no_thread_but_the_db_threads(
     # As daphne's start-up left it (hal.asgi): Django's test Client, used by other tests in
     # this process, connects the receiver again after each of its requests.
     drop_request_started_hop()
+    original_trace = launch._trace
+
+    async def marking_trace(event, info):
+        if event.endswith("send_request_body.complete"):
+            hops.append(REQUEST_SENT)
+        await original_trace(event, info)
+
+    monkeypatch.setattr(launch, "_trace", marking_trace)
+    await orchestrator.ensure_recovered()  # as after a web process's first send
     hops.clear()
     status, _headers, body = await request(
         hops,
@@ -105,7 +116,9 @@ async def test_a_chat_send_crosses_into_no_thread_but_the_db_threads(
         headers=headers,
     )
     assert status == 202, body
-    before = hops[: hops.index(RESPONSE_STARTED)]
+    # The model's request goes out first (hal/launch.py), then the 202.
+    assert hops.index(REQUEST_SENT) < hops.index(RESPONSE_STARTED), hops
+    before = hops[: hops.index(REQUEST_SENT)]
     # One trip to HAL's kept-open DB threads: the send, which also reads the session for
     # the operator's language (hal.middleware.activate_in_trip).
     assert before == ["_db_call"], before
