@@ -25,6 +25,23 @@ if _WORKER:
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+@pytest.fixture
+def hops(monkeypatch):
+    """The sync functions sync_to_async sends to a thread while the test runs, in order
+    (the hot paths' thread-hop counts; tests may append markers of their own)."""
+    from asgiref.sync import SyncToAsync
+
+    seen: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def counting(self, *args, **kwargs):
+        seen.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counting)
+    return seen
+
+
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     """Caches of rows kept in process memory start empty: a test's rolled-back rows must

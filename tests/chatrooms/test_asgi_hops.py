@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.contrib.sessions.models import Session
 from django.middleware.csrf import _get_new_csrf_string
@@ -26,20 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 RESPONSE_STARTED = "-- response started --"
 REQUEST_SENT = "-- model request sent --"
-
-
-@pytest.fixture
-def hops(monkeypatch):
-    """What sync_to_async sends to a thread, in order, with the response start marked."""
-    seen: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counting(self, *args, **kwargs):
-        seen.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counting)
-    return seen
 
 
 async def request(hops, method, path, *, body=b"", headers=()):

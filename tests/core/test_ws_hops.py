@@ -7,7 +7,7 @@ through wrappers that manage their own connections, so an outbound event stays o
 from __future__ import annotations
 
 import pytest
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chatrooms.actions import ensure_rooms, room_group
@@ -15,20 +15,6 @@ from hal.events import OPS_GROUP
 from tests.core.test_ws_session import assert_alive, login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def hops(monkeypatch):
-    """The sync functions sent to a thread by sync_to_async while the test runs."""
-    seen: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counting(self, *args, **kwargs):
-        seen.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counting)
-    return seen
 
 
 async def test_room_and_ops_events_reach_their_sockets_without_a_thread_hop(operator, hops):
