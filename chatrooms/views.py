@@ -194,7 +194,7 @@ async def _start(
     try:
         # On the chat's DB threads (kept-open connections), not in a new request thread
         # that connects to the database first: that is on the way to the first token.
-        payload, start = await db(handler)(request, room_id, *args)
+        payload, start = await db(handler, serving_loop=True)(request, room_id, *args)
     except HalError as exc:
         sending()
         return error_response(exc)

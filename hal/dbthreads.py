@@ -25,12 +25,14 @@ _local = threading.local()
 
 
 def calling_loop() -> asyncio.AbstractEventLoop | None:
-    """In a DB thread: the event loop whose coroutine waits for the current call (it keeps
-    running meanwhile, so work may be handed to it without waiting: hal.events)."""
+    """In a DB thread running a `db(fn, serving_loop=True)` call: the event loop whose
+    coroutine waits for it, which outlives the call (a web process's), so work may be
+    handed to it without waiting (hal.events). None otherwise: a short-lived loop (an
+    `async_to_sync` around a call) could close before handed work ran."""
     return getattr(_local, "loop", None)
 
 
-def _db_call(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _db_call(loop: asyncio.AbstractEventLoop | None, fn: Any, *args: Any, **kwargs: Any) -> Any:
     _local.loop = loop
     try:
         return fn(*args, **kwargs)
@@ -56,12 +58,14 @@ def db_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def db(fn: Any) -> Any:
-    """`fn` as an awaitable that runs in the DB threads."""
+def db(fn: Any, *, serving_loop: bool = False) -> Any:
+    """`fn` as an awaitable that runs in the DB threads; `serving_loop`: the caller runs on
+    a loop that outlives the call (a web request's, the chat's): see `calling_loop`."""
     run = sync_to_async(_db_call, thread_sensitive=False, executor=db_executor())
 
     async def call(*args: Any, **kwargs: Any) -> Any:
-        return await run(asyncio.get_running_loop(), fn, *args, **kwargs)
+        loop = asyncio.get_running_loop() if serving_loop else None
+        return await run(loop, fn, *args, **kwargs)
 
     return call
 

@@ -40,10 +40,11 @@ def send_now(group: str, event_type: str, payload: dict[str, Any]) -> None:
 def send_message_now(group: str, message: dict[str, Any]) -> None:
     """Send one channel-layer message (any handler type) to a group immediately.
 
-    From the event loop's thread, or from HAL's DB threads while a coroutine on that loop
-    waits for them (the chat send), the message is handed to the loop's outbox and this
-    returns at once: the trip must not wait for the channel layer (a hop back to the loop
-    and, with Redis, a network round trip) while a model call waits behind it. The outbox
+    From the event loop's thread, or from HAL's DB threads while a coroutine on a serving
+    loop waits for them (`db(fn, serving_loop=True)`: the chat send), the message is
+    handed to the loop's outbox and this returns at once: the trip must not wait for the
+    channel layer (a hop back to the loop and, with Redis, a network round trip) while a
+    model call waits behind it. The outbox
     sends in the order messages were queued. Elsewhere (a worker, a command) it is sent
     before this returns."""
     layer = get_channel_layer()

@@ -80,10 +80,37 @@ async def test_an_event_published_in_a_db_thread_trip_does_not_hold_the_trip(mon
         return "returned"
 
     async with asyncio.timeout(5):  # it hung here while the trip waited for the layer
-        assert await db(publish_three)() == "returned"
+        assert await db(publish_three, serving_loop=True)() == "returned"
     assert layer.sent == []
     layer.gate.set()
     async with asyncio.timeout(5):
         while len(layer.sent) < 3:
             await asyncio.sleep(0.01)
     assert [m["data"]["n"] for _, m in layer.sent] == [0, 1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_published_in_a_trip_of_a_short_lived_loop_is_sent_before_it_returns(
+    monkeypatch,
+):
+    """`async_to_sync` around a DB trip (a command, a test) runs a loop that closes when the
+    call returns: an event handed to it would be lost (or its sender task left hanging at
+    the loop's shutdown), so such a trip sends before it returns, as plain sync code does."""
+    from asgiref.sync import async_to_sync
+
+    from hal import events
+    from hal.dbthreads import db
+
+    sent: list[dict] = []
+
+    class Layer:
+        async def group_send(self, group: str, message: dict) -> None:
+            sent.append(message)
+
+    monkeypatch.setattr(events, "get_channel_layer", lambda: Layer())
+
+    def publish() -> None:
+        send_now("t-short", "step", {"n": 1})
+
+    async_to_sync(db(publish))()
+    assert [m["data"] for m in sent] == [{"n": 1}]
