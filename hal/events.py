@@ -94,6 +94,11 @@ async def _drain(box: asyncio.Queue[Any]) -> None:
         try:
             await layer.group_send(group, message)
         except Exception:  # logged; the next message still goes
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # The loop is shutting down: redis-py may turn the cancel into a
+                # ConnectionError; waiting for the next message would hold the shutdown.
+                raise asyncio.CancelledError from None
             log.exception("could not publish %s to %s", message.get("event"), group)
 
 

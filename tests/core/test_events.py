@@ -114,3 +114,32 @@ def test_an_event_published_in_a_trip_of_a_short_lived_loop_is_sent_before_it_re
 
     async_to_sync(db(publish))()
     assert [m["data"] for m in sent] == [{"n": 1}]
+
+
+async def test_the_outbox_ends_when_cancelled_even_if_the_layer_turns_it_into_an_error(
+    monkeypatch,
+):
+    """redis-py may turn a cancel during PUBLISH into a ConnectionError: the outbox's
+    sender must end (a loop's shutdown waits for it), not wait for the next message."""
+    from hal import events
+
+    started = asyncio.Event()
+
+    class Layer:
+        async def group_send(self, group: str, message: dict) -> None:
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                raise ConnectionError("Connection closed by server.") from None
+
+    monkeypatch.setattr(events, "get_channel_layer", lambda: Layer())
+    send_now("t-cancel", "step", {"n": 1})
+    await asyncio.wait_for(started.wait(), 5)
+    box = events._outboxes[asyncio.get_running_loop()]
+    drain = next(t for t in events._pending if t.get_loop() is asyncio.get_running_loop())
+    drain.cancel()
+    await asyncio.wait_for(asyncio.gather(drain, return_exceptions=True), 5)
+    assert drain.cancelled()
+    events._outboxes.pop(asyncio.get_running_loop(), None)
+    assert box.empty()
