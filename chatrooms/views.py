@@ -196,13 +196,11 @@ async def _start(
         # that connects to the database first: that is on the way to the first token.
         payload, start = await db(handler, serving_loop=True)(request, room_id, *args)
     except HalError as exc:
-        sending()
         return error_response(exc)
-    except BaseException:
+    else:
+        start()  # each turn holds a launch of its own until its request is sent
+    finally:
         sending()
-        raise
-    start()  # each turn holds a launch of its own until its request is sent
-    sending()
     await launch.settled()  # the 202 after the model calls, too
     return JsonResponse(localize(payload), status=202)
 
