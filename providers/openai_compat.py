@@ -116,6 +116,23 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             yield payload
 
 
+# How long the bytes after `[DONE]` (the chunked body's last chunk) may take. A response
+# read to its end returns its connection to the pool; one closed early loses it, and the
+# next call pays a new TCP (and TLS) handshake. A server that holds the stream open after
+# `[DONE]` costs this much once, then its connection is dropped.
+END_OF_STREAM_SECONDS = 0.25
+
+
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """Read what is left of a stream after `[DONE]` (normally nothing but its end)."""
+    try:
+        async with asyncio.timeout(END_OF_STREAM_SECONDS):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx2.HTTPError):
+        pass  # the connection is closed instead of kept
+
+
 class OpenAICompatProvider(SDKProvider):
     """Chat Completions through `AsyncOpenAI(base_url=...)`; the credential is a Bearer token."""
 
@@ -160,8 +177,9 @@ class OpenAICompatProvider(SDKProvider):
             response = await client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
             )
+        lines = response.aiter_lines()
         try:
-            async for chunk in _sse_data(response.aiter_lines()):
+            async for chunk in _sse_data(lines):
                 usage = chunk.get("usage")
                 if usage:
                     input_tokens = usage.get("prompt_tokens") or 0
@@ -187,6 +205,7 @@ class OpenAICompatProvider(SDKProvider):
                                     slot["args"].append(function["arguments"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
+            await _read_to_end(lines)
         finally:
             await response.aclose()
         if finish is None:

@@ -216,3 +216,4 @@ class FakeAnthropic(FakeHTTPServer):
             },
         )
         emit("message_stop", {})
+        handler.end_sse()

@@ -24,6 +24,8 @@ class RecordedRequest:
     form: dict[str, str] = field(default_factory=dict)
     # When the request arrived (time.monotonic): tests prove overlap of calls with it.
     received_at: float = field(default_factory=time.monotonic)
+    # The client's TCP port: requests with the same one came over one kept-alive connection.
+    client_port: int = 0
 
     def bearer(self) -> str | None:
         """The token of an `Authorization: Bearer` header, if any."""
@@ -72,6 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw_body=raw,
             json=parsed,
             form=form,
+            client_port=self.client_address[1],
         )
         with self.server.fake.lock:
             self.server.fake.requests.append(request)
@@ -103,18 +106,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def start_sse(self) -> None:
-        # No length: the body ends when the connection closes, as many real gateways do.
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
+        self._chunked = self.server.fake.chunked_streams
+        if self._chunked:
+            # As the model APIs stream: chunked, and the connection stays open after it.
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            # No length: the body ends when the connection closes, as many gateways do.
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
-        self.close_connection = True
 
     def write_sse(self, data: str, event: str | None = None) -> None:
-        chunk = (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
-        self.wfile.write(chunk.encode())
+        chunk = ((f"event: {event}\n" if event else "") + f"data: {data}\n\n").encode()
+        if getattr(self, "_chunked", False):
+            chunk = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+        self.wfile.write(chunk)
         self.wfile.flush()
+
+    def end_sse(self) -> None:
+        """End a stream (a chunked one's last chunk; a closing one ends with its socket)."""
+        if getattr(self, "_chunked", False):
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            self._chunked = False
 
 
 class _Server(ThreadingHTTPServer):
@@ -134,6 +151,9 @@ class FakeHTTPServer:
         self.lock = threading.Lock()
         # Responses the client walked away from (a stopped stream closes its connection).
         self.disconnects = 0
+        # Streams sent chunked on a kept-alive connection (the model APIs' way) instead of
+        # ending with the connection.
+        self.chunked_streams = False
         self.stopping = threading.Event()
         self._failures: list[Failure] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)

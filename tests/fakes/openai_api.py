@@ -34,6 +34,8 @@ class FakeOpenAI(FakeHTTPServer):
         self.replies = ReplyQueue()
         self.accepted_credentials: set[str] = set()
         self.models = ["gpt-fake-large", "gpt-fake-mini", "local-llama-fake"]
+        # Seconds a chunked stream stays open after `[DONE]` before its last chunk.
+        self.hold_after_done = 0.0
 
     @property
     def base_url(self) -> str:
@@ -189,3 +191,6 @@ class FakeOpenAI(FakeHTTPServer):
                 )
             )
         handler.write_sse("[DONE]")
+        if self.hold_after_done:
+            self.sleep(self.hold_after_done)
+        handler.end_sse()

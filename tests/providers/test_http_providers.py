@@ -258,6 +258,45 @@ async def test_openai_wire_mapping_of_a_multi_speaker_tool_round_trip(
     ]
 
 
+async def test_streams_one_after_another_reuse_one_kept_alive_connection(wire):
+    # The model APIs stream chunked and keep the connection open: a reply read to its end
+    # must hand the connection back to the pool, or every turn pays a new TCP (and, on the
+    # real APIs, TLS) handshake before its request.
+    kind, fake, factory = wire
+    fake.chunked_streams = True
+    provider, _ = factory()
+    for n in range(3):
+        fake.replies.push(Reply(text=f"reply {n} in a few words"))
+        events = await collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+        assert text_of(events) == f"reply {n} in a few words"
+    requests = fake.message_requests if kind == "anthropic" else fake.completion_requests
+    assert len(requests) == 3
+    assert len({r.client_port for r in requests}) == 1, "each stream opened a new connection"
+
+
+async def test_a_stream_held_open_after_done_still_completes_at_once(fake_openai, provider_api_key):
+    # `[DONE]` ends the reply: a gateway that keeps the body open after it costs at most a
+    # short bound (its connection is then dropped), never an idle-timeout failure.
+    fake_openai.chunked_streams = True
+    fake_openai.hold_after_done = 5.0
+    provider = OpenAICompatProvider(
+        base_url=fake_openai.base_url,
+        credential=CountingCredential(provider_api_key),
+        timeout=5.0,
+        idle_timeout=0.5,
+        total_timeout=3.0,
+        max_retries=0,
+    )
+    fake_openai.replies.push(Reply(text="done already"))
+    events = await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+    )
+    assert text_of(events) == "done already"
+    assert events[-1] == Stop("end")
+
+
 async def test_usage_event_precedes_stop(wire):
     _, _, factory = wire
     provider, _ = factory()
