@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatrooms.addressing import Participant
+from hal import rows
 from hal.errors import Conflict
 
 log = logging.getLogger("hal.chatrooms")
@@ -29,7 +30,9 @@ def connection_model() -> Any:
 
 def list_connections() -> list[Any]:
     """Every connection in connection order (the tabs' order)."""
-    return list(connection_model().objects.order_by("position", "id"))
+    # hal.rows: `objects.order_by("position", "id")` with the statement built once (every
+    # send reads them all, on the way to the first token).
+    return rows.select(connection_model(), {}, order_by=("position", "id"))
 
 
 _CONNECTIONS_CACHE: dict[str, tuple[float, list[Any]]] = {}
@@ -103,10 +106,10 @@ def provider_for(connection: Any) -> Any:
     return get_provider(connection)
 
 
-def precheck_credentials(connections: list[Any]) -> dict[int, Any]:
+def precheck_credentials(connections: list[Any], *, fresh: bool = False) -> dict[int, Any]:
     """Credentials of calls about to be made, checked in the caller's DB trip, by connection
     id (left out: the call reads it itself — local CLI logins, overrides, a credential not
-    readable now)."""
+    readable now). `fresh`: `connections` were read in this same trip (the send's)."""
     from providers.models import AIConnection
     from providers.services import precheck_credentials as check
 
@@ -115,7 +118,9 @@ def precheck_credentials(connections: list[Any]) -> dict[int, Any]:
         for c in connections
         if c.pk not in PROVIDER_OVERRIDES and c.auth_method != AIConnection.LOGIN
     ]
-    return check(ids) if ids else {}
+    if not ids:
+        return {}
+    return check(ids, fresh=[c for c in connections if c.pk in ids] if fresh else None)
 
 
 def hand_over_credential(connection: Any, revealed: Any) -> None:

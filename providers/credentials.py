@@ -76,11 +76,14 @@ _handed_over: ContextVar[dict[int, vault.Revealed] | None] = ContextVar(
 )
 
 
-def precheck_credentials(connection_ids: list[int]) -> dict[int, vault.Revealed]:
+def precheck_credentials(
+    connection_ids: list[int], *, fresh: list[AIConnection] | None = None
+) -> dict[int, vault.Revealed]:
     """(Sync, in a DB trip the caller makes anyway) the credentials of calls about to be
     made, checked together; a connection missing from the answer could not be read now —
-    its call reads it and reports why."""
-    return _credentials.get_many(connection_ids)
+    its call reads it and reports why. `fresh`: these connections' rows as the same trip
+    has just read them, so their auth method and token expiry are not read again."""
+    return _credentials.get_many(connection_ids, fresh=fresh)
 
 
 def hand_over_credential(connection_id: int, revealed: vault.Revealed | None) -> None:
@@ -228,11 +231,14 @@ class CredentialCache:
                 )
         return revealed
 
-    def get_many(self, connection_ids: list[int]) -> dict[int, vault.Revealed]:
+    def get_many(
+        self, connection_ids: list[int], *, fresh: list[AIConnection] | None = None
+    ) -> dict[int, vault.Revealed]:
         """`get` for several calls at once (a fan-out's prepare): the cached ones checked in
-        two queries together, the rest (or changed) by `get` each; unreadable ones left out."""
+        two queries together (one when `fresh` holds their rows, read in the caller's
+        trip), the rest (or changed) by `get` each; unreadable ones left out."""
         entries = {pk: e for pk in connection_ids if (e := self._entries.get(pk)) is not None}
-        current = self._current_many(entries) if entries else {}
+        current = self._current_many(entries, fresh) if entries else {}
         out: dict[int, vault.Revealed] = {}
         for pk in dict.fromkeys(connection_ids):
             entry = entries.get(pk)
@@ -260,14 +266,22 @@ class CredentialCache:
         )
 
     @staticmethod
-    def _current_many(entries: dict[int, _Cached]) -> dict[int, tuple[str, Any, Any, int]]:
+    def _current_many(
+        entries: dict[int, _Cached], fresh: list[AIConnection] | None = None
+    ) -> dict[int, tuple[str, Any, Any, int]]:
         """(auth method, token expiry, secret id, version) per connection, in two plain
-        queries (the annotated one of `_current` costs ≈ 1 ms to compile, per connection)."""
+        queries (the annotated one of `_current` costs ≈ 1 ms to compile, per connection);
+        the connections' part from `fresh` when it has them all."""
         from vault.models import Secret
 
-        conns = AIConnection.objects.filter(pk__in=list(entries)).values_list(
-            "pk", "auth_method", "oauth_expires_at"
-        )
+        known = {c.pk: (c.pk, c.auth_method, c.oauth_expires_at) for c in fresh or ()}
+        conns: Any
+        if all(pk in known for pk in entries):
+            conns = [known[pk] for pk in entries]
+        else:
+            conns = AIConnection.objects.filter(pk__in=list(entries)).values_list(
+                "pk", "auth_method", "oauth_expires_at"
+            )
         secrets: dict[tuple[str, str], tuple[Any, int]] = {}
         rows = Secret.objects.filter(
             owner_type=VAULT_OWNER,

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection as db_connection
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,6 +16,7 @@ from chatrooms.actions.rooms import room_group
 from chatrooms.facts import with_facts
 from chatrooms.models import Message, Turn
 from chatrooms.owner import OWNER
+from hal import rows
 from hal.actions.base import Actor, record_audit
 from hal.events import publish
 
@@ -113,36 +113,6 @@ def do_save_partial(message_id: int, text: str) -> None:
     )
 
 
-_UPDATE_SQL: dict[tuple[Any, ...], str] = {}
-
-
-def _update_row(model: Any, pk: int, values: dict[str, Any], *, status: str | None = None) -> int:
-    """`model.objects.filter(pk=pk[, status=status]).update(**values)` with the SQL built
-    once per shape: on a reply's completion the queryset machinery cost more than the
-    statements themselves (bench/fanout.py). Values are prepared by their fields, as the
-    ORM does (JSON, datetimes), so every backend gets what it expects. Returns rowcount."""
-    meta = model._meta
-    key = (db_connection.vendor, meta.label, tuple(values), status is not None)
-    sql = _UPDATE_SQL.get(key)
-    if sql is None:
-        qn = db_connection.ops.quote_name
-        sets = ", ".join(f"{qn(meta.get_field(name).column)} = %s" for name in values)
-        where = f"{qn(meta.pk.column)} = %s"
-        if status is not None:
-            where += f" AND {qn(meta.get_field('status').column)} = %s"
-        # Only quoted identifiers from the model's metadata; every value is a parameter.
-        sql = f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608
-        _UPDATE_SQL[key] = sql
-    params = [meta.get_field(k).get_db_prep_save(v, db_connection) for k, v in values.items()]
-    params.append(pk)
-    if status is not None:
-        params.append(status)
-    with db_connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        count: int = cursor.rowcount
-        return count
-
-
 def do_complete_turn(
     turn_id: int,
     text: str,
@@ -156,7 +126,7 @@ def do_complete_turn(
     recovery that got there first wins)."""
     now = timezone.now()
     with transaction.atomic():
-        done = _update_row(
+        done = rows.update(
             Turn,
             turn_id,
             {
@@ -177,7 +147,7 @@ def do_complete_turn(
         if facts:
             # In the same UPDATE: the facts cost no statement of their own.
             reply.meta = values["meta"] = with_facts(reply.meta, facts)
-        _update_row(Message, reply.pk, values)
+        rows.update(Message, reply.pk, values)
     reply.text = text
     reply.status = Message.COMPLETE
     reply.updated_at = now

@@ -191,15 +191,24 @@ def prepare_turns(
     *,
     known: list[tuple[Turn, Message]] | None = None,
     everyone: list[Any] | None = None,
+    same_trip: bool = False,
 ) -> list[Prepared]:
     """Claim queued turns (or load turns created claimed) and their conversations in one
     trip (the DB thread).
 
-    Turns started together share the trigger, the history and the connection list."""
+    Turns started together share the trigger, the history and the connection list.
+    `same_trip`: `known` and their connections were written and read by the caller's own
+    trip a moment ago (the send's), so they are neither re-checked nor re-read."""
     # The sender's fresh list when there is one; otherwise a copy at most a second old.
     connections = everyone or integration.recent_connections()
     by_pk = {c.pk: c for c in connections}
-    if known is not None:
+    if known is not None and same_trip:
+        # Created claimed by this trip's transaction a moment ago. Re-reading their status
+        # could only narrow, not close, the window before their task exists (a reset then
+        # finds no task to cancel); what closes it is that every later write of the turn
+        # is conditional on its row still streaming.
+        started = known
+    elif known is not None:
         started = actions.still_claimed(known)
     else:
         started = actions.do_start_turns(list(turn_ids), connections=by_pk)
@@ -265,7 +274,7 @@ def prepare_turns(
     callable_now = [
         item.connection for item in prepared if not isinstance(item.provider, Exception)
     ]
-    credentials = integration.precheck_credentials(callable_now)
+    credentials = integration.precheck_credentials(callable_now, fresh=same_trip)
     for item in prepared:
         item.credential = credentials.get(item.connection.pk)
     return prepared

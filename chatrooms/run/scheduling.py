@@ -171,7 +171,10 @@ class Orchestrator(TurnRunner, Recovery):
             began = time.perf_counter()
             try:
                 prepared = prompt.prepare_turns(
-                    list(sent.turn_ids), known=sent.turns, everyone=sent.connections
+                    list(sent.turn_ids),
+                    known=sent.turns,
+                    everyone=sent.connections,
+                    same_trip=True,
                 )
                 ready = Ready(prepared, began, time.perf_counter() - began)
             except Exception:

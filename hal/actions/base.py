@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal import rows
 from hal.clientip import client_ip, scope_client_ip
 from hal.errors import HalError, NotAuthenticated, PermissionDenied, ReauthRequired
 from hal.i18n import english
@@ -159,22 +160,28 @@ def record_audit(
         target_id = target_id or target.pk
         target_label = target_label or str(target)
     user = actor.user if actor.user is not None and getattr(actor.user, "pk", None) else None
-    return AuditEntry.objects.create(
-        actor=user,
-        actor_label=actor.label[:150],
-        via=actor.via,
-        action=action_code,
-        target_type=target_type[:40],
-        target_id=str(target_id)[:64],
-        target_label=target_label[:255],
-        before=before,
-        after=after,
-        result=result,
-        error_code=error_code[:64],
-        message=english(message)[:500],  # the audit log is English, whoever reads it
-        request_id=actor.request_id[:64],
-        ip=actor.ip or None,
+    # hal.rows: the statement built once (every action writes one of these).
+    (entry,) = rows.insert(
+        [
+            AuditEntry(
+                actor=user,
+                actor_label=actor.label[:150],
+                via=actor.via,
+                action=action_code,
+                target_type=target_type[:40],
+                target_id=str(target_id)[:64],
+                target_label=target_label[:255],
+                before=before,
+                after=after,
+                result=result,
+                error_code=error_code[:64],
+                message=english(message)[:500],  # the audit log is English, whoever reads it
+                request_id=actor.request_id[:64],
+                ip=actor.ip or None,
+            )
+        ]
     )
+    return entry
 
 
 def record_refusal(actor: Actor, action_code: str, exc: HalError, **target: Any) -> None:

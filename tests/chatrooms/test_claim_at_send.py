@@ -97,3 +97,41 @@ async def test_the_prompt_names_the_participants_the_send_saw(models, operator, 
     await orchestrator.wait_idle()
 
     assert "@newcomer" in system_of(models[0].requests[0])
+
+
+async def test_the_sends_trip_reads_each_row_once_and_prepares_the_calls(
+    models, operator, orchestrator
+):
+    """In the send's own trip the turns it has just written are not read back, and the
+    connections it has just read are not read again for the credentials check."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    await orchestrator.ensure_recovered()
+    rooms = await database_sync_to_async(actions.ensure_rooms)(operator)
+
+    def send_and_prepare(text: str):
+        with CaptureQueriesContext(connection) as queries:
+            sent = actions.check_send_message(
+                actor=admin_actor(operator), room_id=rooms[0].pk, text=text
+            )
+            start = orchestrator.prepare_sent(sent)
+        return start, [q["sql"] for q in queries.captured_queries]
+
+    first, _ = await database_sync_to_async(send_and_prepare)("@alpha @beta warm up")
+    first()  # the credentials are cached from here on
+    await orchestrator.wait_idle()
+    start, sql = await database_sync_to_async(send_and_prepare)("@alpha @beta status?")
+
+    def reads(table: str) -> int:
+        return sum(1 for s in sql if s.startswith("SELECT") and f'FROM "{table}"' in s)
+
+    assert reads("providers_aiconnection") == 1
+    assert reads("chatrooms_turn") == 0
+    assert reads("chatrooms_room") == 1
+    ready = start.args[1]
+    assert ready is not None and len(ready.prepared) == 2
+    assert all(item.credential is not None for item in ready.prepared)
+    start()
+    await orchestrator.wait_idle()
+    assert len(models[0].requests) == len(models[1].requests) == 2

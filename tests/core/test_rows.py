@@ -1,0 +1,170 @@
+"""hal.rows writes and reads exactly what the ORM does (JSON, datetimes, booleans, keys)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.sessions.models import Session
+from django.utils import timezone
+
+from chatrooms import actions
+from chatrooms.models import Message, Room, Turn
+from hal import rows
+from hal.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+
+
+def values(obj) -> list:
+    return [getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields]
+
+
+def read_back(obj) -> list:
+    return values(type(obj).objects.get(pk=obj.pk))
+
+
+@pytest.fixture
+def room(operator) -> Room:
+    return actions.ensure_rooms(operator)[0]
+
+
+def test_insert_sets_keys_and_writes_what_the_orm_reads_back(room, operator):
+    trigger = Message(
+        room=room,
+        author_kind=Message.OPERATOR,
+        author="ops",
+        text="disk on web-3 — 한국어 ✓",
+        status=Message.COMPLETE,
+        context={"page": "/servers/3", "selection": [1, "two", None]},
+        addressed=[1, 2],
+    )
+    before = timezone.now()
+    assert rows.insert([trigger]) == [trigger]
+    assert trigger.pk and not trigger._state.adding
+    assert before <= trigger.created_at <= timezone.now()
+    assert read_back(trigger) == values(trigger)
+
+    replies = rows.insert(
+        [
+            Message(
+                room=room,
+                author_kind=Message.MODEL,
+                author=f"m{n}",
+                status=Message.STREAMING,
+                relay_depth=0,
+                reply_to=trigger,
+            )
+            for n in range(3)
+        ]
+    )
+    assert [m.author for m in Message.objects.filter(pk__in=[r.pk for r in replies])] == [
+        "m0",
+        "m1",
+        "m2",
+    ]
+    assert [read_back(r) for r in replies] == [values(r) for r in replies]
+    turns = rows.insert(
+        [
+            Turn(room=room, trigger=trigger, relay_depth=0, status=Turn.STREAMING, reply=r)
+            for r in replies
+        ]
+    )
+    assert [Turn.objects.get(pk=t.pk).reply_id for t in turns] == [r.pk for r in replies]
+    assert [read_back(t) for t in turns] == [values(t) for t in turns]
+
+    entry = rows.insert(
+        [
+            AuditEntry(
+                actor=operator,
+                actor_label="ops",
+                via="web",
+                action="chat.message.send",
+                before=None,
+                after={"message_id": trigger.pk, "addressed": ["a", "b"]},
+                ip="2001:db8::1",
+            )
+        ]
+    )[0]
+    assert read_back(entry) == values(entry)
+    assert AuditEntry.objects.get(pk=entry.pk).before is None  # JSON null stays SQL NULL
+
+
+def test_select_returns_what_the_orm_returns(room, operator):
+    now = timezone.now()
+    made = [
+        Message.objects.create(
+            room=room,
+            author_kind=Message.OPERATOR if n % 2 else Message.MODEL,
+            author=f"a{n}",
+            text=f"t{n}",
+            status=Message.COMPLETE if n != 3 else Message.STREAMING,
+            context={"n": n} if n % 2 else {},
+            superseded=n == 4,
+        )
+        for n in range(6)
+    ]
+    cases = [
+        ({"pk": made[2].pk}, (), None),
+        ({"room": room.pk, "status": Message.COMPLETE}, ("-id",), 3),
+        ({"room_id": room.pk, "pk__in": [made[1].pk, made[4].pk, 10**9]}, ("id",), None),
+        ({"room": room.pk, "pk__gt": made[1].pk, "pk__lte": made[4].pk}, ("author",), None),
+        ({"room": room.pk, "superseded": True}, (), None),
+        ({"room": room.pk, "pk__in": []}, (), None),
+    ]
+    for where, order, limit in cases:
+        got = rows.select(Message, where, order_by=order, limit=limit)
+        queryset = Message.objects.filter(**where).order_by(*order)
+        expected = list(queryset[:limit] if limit else queryset)
+        assert [values(m) for m in got] == [values(m) for m in expected], where
+        assert all(not m._state.adding for m in got)
+    assert rows.first(Room, {"pk": room.pk, "operator": operator}).kind == room.kind
+    assert rows.first(Room, {"pk": room.pk, "operator": operator.pk + 1}) is None
+    live = Session.objects.create(
+        session_key="k" * 32, session_data="x", expire_date=now + timedelta(hours=1)
+    )
+    Session.objects.create(
+        session_key="e" * 32, session_data="y", expire_date=now - timedelta(seconds=1)
+    )
+    for key in ("k" * 32, "e" * 32):
+        got = rows.first(Session, {"session_key": key, "expire_date__gt": now})
+        expected = Session.objects.filter(session_key=key, expire_date__gt=now).first()
+        assert (got and values(got)) == (expected and values(expected))
+    assert values(rows.first(Session, {"pk": live.pk})) == values(live)
+
+
+def test_update_changes_what_the_orm_would_and_honours_the_status_guard(room):
+    reply = Message.objects.create(
+        room=room, author_kind=Message.MODEL, author="m", status=Message.STREAMING
+    )
+    later = timezone.now() + timedelta(seconds=5)
+    assert (
+        rows.update(
+            Message,
+            reply.pk,
+            {
+                "text": "done ✓",
+                "status": Message.COMPLETE,
+                "meta": {"facts": [1]},
+                "updated_at": later,
+            },
+            status=Message.STREAMING,
+        )
+        == 1
+    )
+    reply.refresh_from_db()
+    assert (reply.text, reply.status, reply.meta, reply.updated_at) == (
+        "done ✓",
+        Message.COMPLETE,
+        {"facts": [1]},
+        later,
+    )
+    assert rows.update(Message, reply.pk, {"text": "late"}, status=Message.STREAMING) == 0
+    reply.refresh_from_db()
+    assert reply.text == "done ✓"
+
+
+def test_unsupported_conditions_are_refused_not_guessed():
+    for where in ({"text__icontains": "x"}, {"connection": None}):
+        with pytest.raises(ValueError):
+            rows.select(Message, where)
