@@ -217,6 +217,10 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("HAL_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 
+# Django's database sessions and model backend, their rows read through hal.rows (the
+# same rows and rules; each request's two reads cost a fraction of the ORM's).
+SESSION_ENGINE = "hal.sessions"
+AUTHENTICATION_BACKENDS = ["hal.sessions.ModelBackend"]
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = int(env("HAL_SESSION_AGE", str(12 * 3600)))
