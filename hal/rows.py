@@ -116,14 +116,26 @@ def select(
     *,
     order_by: Sequence[str] = (),
     limit: int | None = None,
+    only: Sequence[str] = (),
 ) -> list[M]:
     """`model.objects.filter(**where).order_by(*order_by)[:limit]` as model instances
-    (every concrete field loaded). Conditions: `name`, `name__gt|gte|lt|lte|in`; order:
-    field names, `-name` descending."""
+    (every concrete field loaded, or the primary key and `only`, as `.only()` would).
+    Conditions: `name`, `name__gt|gte|lt|lte|in`; order: field names, `-name` descending."""
     meta = model._meta
-    fields = meta.concrete_fields
+    fields: Sequence[Any] = meta.concrete_fields
+    if only:
+        wanted = {_field(model, name) for name in (*only, "pk")}
+        fields = [f for f in fields if f in wanted]
     shape, terms = _where(model, where)
-    key = ("select", db_connection.vendor, meta.label, shape, tuple(order_by), limit)
+    key = (
+        "select",
+        db_connection.vendor,
+        meta.label,
+        shape,
+        tuple(order_by),
+        limit,
+        tuple(f.attname for f in fields),
+    )
 
     def build() -> str:
         qn = db_connection.ops.quote_name

@@ -22,6 +22,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
+from hal import rows
 from hal.actions.base import Actor, record_audit
 from hal.errors import HalError, NotFound, Unavailable
 from hal.events import OPS_GROUP, publish
@@ -283,15 +284,18 @@ class CredentialCache:
                 "pk", "auth_method", "oauth_expires_at"
             )
         secrets: dict[tuple[str, str], tuple[Any, int]] = {}
-        rows = Secret.objects.filter(
-            owner_type=VAULT_OWNER,
-            owner_id__in=[str(pk) for pk in entries],
-            purpose__in={e.purpose for e in entries.values()},
+        # hal.rows: the statement built once (it is on the way to each chat's first token).
+        current = rows.select(
+            Secret,
+            {
+                "owner_type": VAULT_OWNER,
+                "owner_id__in": [str(pk) for pk in entries],
+                "purpose__in": sorted({e.purpose for e in entries.values()}),
+            },
+            only=("owner_id", "purpose", "version"),
         )  # one per (owner, purpose): a unique constraint
-        for owner_id, purpose, secret_id, version in rows.values_list(
-            "owner_id", "purpose", "pk", "version"
-        ):
-            secrets[(owner_id, purpose)] = (secret_id, version)
+        for row in current:
+            secrets[(row.owner_id, row.purpose)] = (row.pk, row.version)
         out = {}
         for pk, auth_method, expires in conns:
             found = secrets.get((str(pk), entries[pk].purpose))

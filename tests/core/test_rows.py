@@ -168,3 +168,15 @@ def test_unsupported_conditions_are_refused_not_guessed():
     for where in ({"text__icontains": "x"}, {"connection": None}):
         with pytest.raises(ValueError):
             rows.select(Message, where)
+
+
+def test_select_only_loads_the_key_and_the_named_fields(room):
+    made = Message.objects.create(
+        room=room, author_kind=Message.MODEL, author="m", text="long " * 50, status="complete"
+    )
+    (got,) = rows.select(Message, {"pk": made.pk}, only=("author", "status"))
+    assert (got.pk, got.author, got.status) == (made.pk, "m", "complete")
+    assert got.get_deferred_fields() == {
+        f.attname for f in Message._meta.concrete_fields if f.name not in ("id", "author", "status")
+    }
+    assert got.text == made.text  # a deferred field loads on access, as with .only()
