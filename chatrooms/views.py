@@ -108,11 +108,16 @@ def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
+    orchestrator = get_orchestrator()
     sent = actions.check_send_message(
-        actor=_actor(request), room_id=room_id, text=body.get("text"), context=body.get("context")
+        actor=_actor(request),
+        room_id=room_id,
+        text=body.get("text"),
+        context=body.get("context"),
+        open_calls=orchestrator.open_for_send,  # the model calls go out while rows are written
     )
     # Prepared in this trip to the DB thread: the turn task goes straight to the model call.
-    return sent.message.as_dict(), get_orchestrator().prepare_sent(sent)
+    return sent.message.as_dict(), orchestrator.prepare_sent(sent)
 
 
 def _retry(

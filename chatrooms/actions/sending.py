@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ class Sent:
     turns: list[tuple[Turn, Message]] = field(default_factory=list, repr=False)
     # Every connection as the send read it (the unified room's participants), fresh.
     connections: list[Any] = field(default_factory=list, repr=False)
+    # The model calls opened before the writes (chatrooms/run/opening.py), if any.
+    opening: Any = field(default=None, repr=False)
 
     @property
     def claimed(self) -> bool:
@@ -48,8 +51,12 @@ class Sent:
     @property
     def has_urls(self) -> bool:
         """Whether the message may name pages to pre-fetch (a cheap test; no I/O)."""
-        text = self.message.text or ""
-        return not text.lstrip().startswith("/") and ("http://" in text or "https://" in text)
+        return names_urls(self.message.text or "")
+
+
+def names_urls(text: str) -> bool:
+    """Whether a message may name pages to pre-fetch into its prompt (a cheap test)."""
+    return not text.lstrip().startswith("/") and ("http://" in text or "https://" in text)
 
 
 def clean_context(raw: Any) -> dict[str, Any]:
@@ -117,8 +124,18 @@ def _inactive(connection: Any) -> Conflict:
 
 
 @action("chat.message.send")
-def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = None) -> Sent:
-    """Store an operator message and queue one turn per addressed model (nothing is called)."""
+def check_send_message(
+    *,
+    actor: Actor,
+    room_id: Any,
+    text: Any,
+    context: Any = None,
+    open_calls: Callable[..., Any] | None = None,
+) -> Sent:
+    """Store an operator message and queue one turn per addressed model. `open_calls`
+    (room, targets, everyone, text, context, author) → an opening with `abandon()`: called
+    once the send is checked and before its writes, to open the model calls meanwhile
+    (chatrooms/run/opening.py); abandoned when the writes fail."""
     require_perm(actor, "view")
     text = _clean_text(text)
     context = clean_context(context)
@@ -133,10 +150,19 @@ def check_send_message(*, actor: Actor, room_id: Any, text: Any, context: Any = 
         room = get_room(actor, room_id)
         connections = None
     targets, everyone = resolve_targets(room, text, connections)
-    with transaction.atomic():
-        sent = do_send_message(actor, room, text, context, targets)
-        budget_notices.notice_budget_skips(room, text, everyone)
+    opening = None
+    if open_calls is not None:
+        opening = open_calls(room, targets, everyone, text, context, actor.label)
+    try:
+        with transaction.atomic():
+            sent = do_send_message(actor, room, text, context, targets)
+            budget_notices.notice_budget_skips(room, text, everyone)
+    except BaseException:
+        if opening is not None:
+            opening.abandon()
+        raise
     sent.connections = everyone
+    sent.opening = opening
     return sent
 
 

@@ -51,6 +51,7 @@ class Prepared:
     began: float = 0.0  # perf_counter when this process took the turn (reply facts)
     credential: Any = None  # checked in this trip, for the first call (no trip of its own)
     launched: Any = None  # ends this turn's launch (hal/launch.py) once its request is sent
+    opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
 
 
 def speaker_label(message: Any) -> str:
@@ -192,13 +193,16 @@ def prepare_turns(
     known: list[tuple[Turn, Message]] | None = None,
     everyone: list[Any] | None = None,
     same_trip: bool = False,
+    opening: Any = None,
 ) -> list[Prepared]:
     """Claim queued turns (or load turns created claimed) and their conversations in one
     trip (the DB thread).
 
     Turns started together share the trigger, the history and the connection list.
     `same_trip`: `known` and their connections were written and read by the caller's own
-    trip a moment ago (the send's), so they are neither re-checked nor re-read."""
+    trip a moment ago (the send's), so they are neither re-checked nor re-read;
+    `opening`: the calls that trip opened before its writes (chatrooms/run/opening.py),
+    whose history and prompts are taken over instead of being read and built again."""
     # The sender's fresh list when there is one; otherwise a copy at most a second old.
     connections = everyone or integration.recent_connections()
     by_pk = {c.pk: c for c in connections}
@@ -222,6 +226,9 @@ def prepare_turns(
         room = turn.room = rooms[turn.room_id]
         connection: Any = turn.connection  # a started turn has one (do_start_turns)
         key = (room.pk, turn.trigger_id)
+        if key not in histories and opening is not None and turn.trigger is not None:
+            histories[key] = opening.history_with(turn.trigger)
+            sections[key] = opening.sections
         if key not in histories:
             histories[key] = actions.history_queryset(room.pk, turn.trigger_id, history_limit())
         history = histories[key]
@@ -269,10 +276,17 @@ def prepare_turns(
             turn.transcript,
             extra_sections=sections[key],
         )
+        opened = opening.calls.get(connection.pk) if opening is not None else None
+        if opened is not None:
+            item.opened = opened  # its request is out already, with this prompt
+            item.system, item.messages, item.build = opened.system, opened.messages, None
+            item.provider = opened.provider
         prepared.append(item)
     # Checked here, together, and handed to each turn's first call (no trip of its own).
     callable_now = [
-        item.connection for item in prepared if not isinstance(item.provider, Exception)
+        item.connection
+        for item in prepared
+        if not isinstance(item.provider, Exception) and item.opened is None
     ]
     credentials = integration.precheck_credentials(callable_now, fresh=same_trip)
     for item in prepared:

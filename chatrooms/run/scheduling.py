@@ -23,10 +23,12 @@ import anyio._backends._asyncio  # noqa: F401
 from channels.layers import get_channel_layer
 
 from chatrooms import actions, integration, leases
+from chatrooms.actions.sending import names_urls
 from chatrooms.models import Message, Turn
 from chatrooms.run import prompt
 from chatrooms.run.config import INTERNAL_REASON
 from chatrooms.run.framing import Framer
+from chatrooms.run.opening import Opening, open_calls
 from chatrooms.run.recovery import Recovery
 from chatrooms.run.turn import TurnRunner, _uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
@@ -148,6 +150,7 @@ class Orchestrator(TurnRunner, Recovery):
         the sender's objects and connection list handed over instead of read back, and
         prepared already when `ready` (`prepare_sent`)."""
         if sent.turn_ids:
+            opened = sent.opening.calls if sent.opening is not None else {}
             self.spawn(
                 self.run_turns(
                     list(sent.turn_ids),
@@ -155,10 +158,30 @@ class Orchestrator(TurnRunner, Recovery):
                     known=sent.turns,
                     everyone=sent.connections,
                     ready=ready,
-                    launches=_begin_launches(sent.turn_ids),
+                    # A call opened ahead is launched already (its own launch ends it).
+                    launches=_begin_launches(
+                        t.pk for t, _ in sent.turns if t.connection_id not in opened
+                    ),
+                    opening=sent.opening,
                 ),
                 room_id=sent.message.room_id,
             )
+
+    def open_for_send(
+        self,
+        room: Any,
+        targets: list[Any],
+        everyone: list[Any],
+        text: str,
+        context: dict[str, Any],
+        author: str,
+    ) -> Opening | None:
+        """(Sync, the send's trip, before its writes) open the send's model calls on the
+        serving loop (chatrooms/run/opening.py) when its turns will be prepared in the
+        same trip: not for a message with links, nor before this process's recovery."""
+        if not self.recovered or names_urls(text):
+            return None
+        return open_calls(room, targets, everyone, text, context, author)
 
     def prepare_sent(self, sent: actions.Sent) -> Callable[[], None]:
         """(Sync, in the sender's own trip to a DB thread, after its commit) prepare the
@@ -175,6 +198,7 @@ class Orchestrator(TurnRunner, Recovery):
                     known=sent.turns,
                     everyone=sent.connections,
                     same_trip=True,
+                    opening=sent.opening,
                 )
                 ready = Ready(prepared, began, time.perf_counter() - began)
             except Exception:
@@ -251,17 +275,22 @@ class Orchestrator(TurnRunner, Recovery):
         everyone: list[Any] | None = None,
         ready: Ready | None = None,
         launches: dict[int, Callable[[], None]] | None = None,
+        opening: Opening | None = None,
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together (or take over the
         sender's born-claimed `known` turns), run each concurrently; `ready`: prepared in
         the sender's trip already; `launches`: each turn's open launch (hal/launch.py),
-        ended here on every path the turn does not end it itself."""
+        ended here on every path the turn does not end it itself; `opening`: the calls
+        the send opened ahead, closed here when no turn took one over."""
         launches = launches or {}
         try:
             await self._run_turns(turn_ids, prefetch, known, everyone, ready, launches)
         finally:
             for end in launches.values():
                 end()
+            if opening is not None:
+                for call in opening.leftovers():
+                    await call.close()
 
     async def _run_turns(
         self,

@@ -148,13 +148,18 @@ class TurnRunner:
                     rounds += 1
                     calls: list[ToolCall] = []
                     round_start = len(framer.text)
-                    stream = prepared.provider.stream(
-                        system=prepared.system,
-                        messages=messages,
-                        tools=prepared.tools,
-                        model=prepared.connection.model,
-                        operator=prepared.actor.label,  # the CLI mounts HAL's MCP server
-                    )
+                    if prepared.opened is not None:
+                        # Sent while the send's rows were written (chatrooms/run/opening.py).
+                        stream = prepared.opened.events()
+                        prepared.opened = None
+                    else:
+                        stream = prepared.provider.stream(
+                            system=prepared.system,
+                            messages=messages,
+                            tools=prepared.tools,
+                            model=prepared.connection.model,
+                            operator=prepared.actor.label,  # the CLI mounts HAL's MCP server
+                        )
                     iterator = aiter(stream)
                     if clock.get("to_provider") is None:
                         clock["to_provider"] = time.perf_counter()

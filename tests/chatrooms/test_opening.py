@@ -1,0 +1,99 @@
+"""A send's model calls go out while its rows are written (chatrooms/run/opening.py), and
+a send whose writes fail closes the calls it opened, leaving nothing behind."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chatrooms import actions
+from chatrooms.actions import sending
+from chatrooms.models import Message, Turn
+from tests.fakes.script import Reply
+
+from .conftest import messages, send, unified_room
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _requests(models) -> int:
+    return sum(len(m.requests) for m in models)
+
+
+async def test_the_requests_reach_the_providers_before_the_send_writes_its_rows(
+    models, aclient, orchestrator, monkeypatch
+):
+    await orchestrator.ensure_recovered()
+    room = await unified_room(aclient)
+    seen_at_write: list[int] = []
+    real = sending.do_send_message
+
+    def writing(*args, **kwargs):
+        # Until the rows are written, nothing could have started a model call but the
+        # opening: wait (bounded) for all three requests to arrive at the fakes.
+        deadline = time.monotonic() + 3
+        while _requests(models) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen_at_write.append(_requests(models))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sending, "do_send_message", writing)
+    assert (await send(aclient, room, "status, everyone?")).status_code == 202
+    await orchestrator.wait_idle()
+    assert seen_at_write == [3]
+    # Each model was asked once, and every reply completed as without the opening.
+    assert [len(m.requests) for m in models] == [1, 1, 1]
+    replies = [m for m in await messages(aclient, room) if m["author_kind"] == "model"]
+    assert sorted(r["author"] for r in replies) == sorted(m.name for m in models)
+    assert {r["status"] for r in replies} == {"complete"}
+    assert all(r["text"] for r in replies)
+
+
+async def test_a_send_whose_writes_fail_closes_the_calls_it_opened(
+    models, aclient, orchestrator, monkeypatch
+):
+    await orchestrator.ensure_recovered()
+    room = await unified_room(aclient)
+    for model in models:  # long replies: still streaming when the send gives up
+        model.fake.replies.push(Reply(text=" ".join(["word"] * 200), token_delay=0.02))
+
+    def failing(*args, **kwargs):
+        deadline = time.monotonic() + 3
+        while _requests(models) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(sending, "do_send_message", failing)
+    aclient.raise_request_exception = False
+    response = await send(aclient, room, "status, everyone?")
+    assert response.status_code == 500
+    assert _requests(models) == 3  # they had been opened …
+    deadline = time.monotonic() + 5
+    while sum(m.fake.disconnects for m in models) < 3 and time.monotonic() < deadline:
+        await orchestrator.wait_idle()
+        time.sleep(0.05)
+    assert sum(m.fake.disconnects for m in models) == 3  # … and each was hung up on
+    assert not await Turn.objects.aexists()
+    assert not await Message.objects.filter(room_id=room).aexists()
+    assert not orchestrator.turn_tasks
+
+
+async def test_a_send_from_a_thread_opens_nothing_and_still_answers(models, operator, orchestrator):
+    """Without a serving loop (a call from a thread) the turns call the models themselves."""
+    from channels.db import database_sync_to_async
+
+    from .conftest import admin_actor
+
+    await orchestrator.ensure_recovered()
+    rooms = await database_sync_to_async(actions.ensure_rooms)(operator)
+    sent = await database_sync_to_async(actions.check_send_message)(
+        actor=admin_actor(operator),
+        room_id=rooms[0].pk,
+        text="@alpha status?",
+        open_calls=orchestrator.open_for_send,
+    )
+    assert sent.opening is None and _requests(models) == 0
+    orchestrator.start_sent(sent)
+    await orchestrator.wait_idle()
+    assert len(models[0].requests) == 1
