@@ -30,8 +30,11 @@ hal_patterns = [
 hal_patterns += fleet_patterns + ops_patterns
 
 urlpatterns = [
-    path("", include((hal_patterns, "hal"))),
+    # The chat's routes first: Django tries patterns in order, and a chat send is the
+    # request that waits on everything before the model is asked. No route of another
+    # app matches a chat path, so the order changes no resolution.
     path("", include("chatrooms.urls")),
+    path("", include((hal_patterns, "hal"))),
     path("", include("providers.urls")),
     path("", include("webfetch.routes")),
     path("", include("runbooks.urls")),
