@@ -149,8 +149,14 @@ class Orchestrator(TurnRunner, Recovery):
         """Run the turns of a message just sent (`check_send_message`): born claimed, with
         the sender's objects and connection list handed over instead of read back, and
         prepared already when `ready` (`prepare_sent`)."""
+        opening = sent.opening
+        if opening is not None and ready is None:
+            # Not prepared in the send's trip (it failed there): the turns prepare and
+            # call anew, so the calls opened ahead are closed now, not left unread.
+            opening.abandon()
+            opening = None
         if sent.turn_ids:
-            opened = sent.opening.calls if sent.opening is not None else {}
+            opened = opening.calls if opening is not None else {}
             self.spawn(
                 self.run_turns(
                     list(sent.turn_ids),
@@ -162,7 +168,7 @@ class Orchestrator(TurnRunner, Recovery):
                     launches=_begin_launches(
                         t.pk for t, _ in sent.turns if t.connection_id not in opened
                     ),
-                    opening=sent.opening,
+                    opening=opening,
                 ),
                 room_id=sent.message.room_id,
             )

@@ -3,6 +3,7 @@ a send whose writes fail closes the calls it opened, leaving nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -97,3 +98,38 @@ async def test_a_send_from_a_thread_opens_nothing_and_still_answers(models, oper
     orchestrator.start_sent(sent)
     await orchestrator.wait_idle()
     assert len(models[0].requests) == 1
+
+
+async def test_when_the_sends_prepare_fails_the_opened_calls_are_closed_and_the_turns_answer(
+    models, aclient, orchestrator, monkeypatch
+):
+    from chatrooms.run import prompt
+
+    await orchestrator.ensure_recovered()
+    room = await unified_room(aclient)
+    real = prompt.prepare_turns
+    failures = []
+
+    def once(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("prepare failed in the send's trip")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(prompt, "prepare_turns", once)
+    for model in models:  # each reply takes seconds: the opened one, then the turn's own
+        model.fake.replies.push(
+            Reply(text=" ".join(["word"] * 100), token_delay=0.02),
+            Reply(text=" ".join(["word"] * 100), token_delay=0.02),
+        )
+    assert (await send(aclient, room, "status, everyone?")).status_code == 202
+    deadline = time.monotonic() + 1.5
+    while sum(m.fake.disconnects for m in models) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    # Closed at once, not left unread until the turns' own calls are done.
+    assert sum(m.fake.disconnects for m in models) == 3
+    assert orchestrator.turn_tasks
+    await orchestrator.wait_idle()
+    replies = [m for m in await messages(aclient, room) if m["author_kind"] == "model"]
+    assert {r["status"] for r in replies} == {"complete"} and len(replies) == 3
+    assert [len(m.requests) for m in models] == [2, 2, 2]  # opened, then asked anew
