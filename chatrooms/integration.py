@@ -319,7 +319,11 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
     from webfetch import budgets
 
     with transaction.atomic():
-        for connection_id, input_tokens, output_tokens, model, room_id in items:
+        # In connection order: two batches in flight at once (two DB threads, or two web
+        # processes) then lock the same usage rows in the same order. In arrival order
+        # they deadlocked, and PostgreSQL's detection (a second) dropped one call's charge.
+        ordered = sorted(items, key=lambda item: (item[0], item[3]))
+        for connection_id, input_tokens, output_tokens, model, room_id in ordered:
             try:
                 with transaction.atomic():
                     budgets.record_usage(connection_id, input_tokens, output_tokens)

@@ -51,3 +51,29 @@ async def test_one_failing_record_loses_only_itself(models, monkeypatch):
         async for row in UsageDay.objects.filter(connection_id__in=[m.id for m in models])
     }
     assert charged == {models[0].id, models[2].id}
+
+
+async def test_batches_charge_in_connection_order_whatever_order_the_replies_ended(
+    models, monkeypatch
+):
+    """Two batches in flight at once (two DB threads, two web processes) lock the same
+    usage rows in the same order: in arrival order they could deadlock, and PostgreSQL's
+    detection, a second later, dropped one call's charge."""
+    from webfetch import budgets
+
+    order: list[tuple[str, int]] = []
+    original_usage, original_budgets = usage.record_usage, budgets.record_usage
+
+    def charging(connection_id, *args, **kwargs):
+        order.append(("usage", connection_id))
+        return original_usage(connection_id, *args, **kwargs)
+
+    def flagging(connection_id, *args, **kwargs):
+        order.append(("web", connection_id))
+        return original_budgets(connection_id, *args, **kwargs)
+
+    monkeypatch.setattr(usage, "record_usage", charging)
+    monkeypatch.setattr(budgets, "record_usage", flagging)
+    ids = sorted(m.id for m in models)
+    await asyncio.gather(*(integration.record_usage(pk, 10, 1, model="m1") for pk in reversed(ids)))
+    assert order == [(kind, pk) for pk in ids for kind in ("web", "usage")]
