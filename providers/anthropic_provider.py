@@ -21,7 +21,6 @@ from .base import (
     ToolCall,
     ToolSpec,
     Usage,
-    iterate_with_timeouts,
     parse_tool_arguments,
 )
 
@@ -140,10 +139,10 @@ class AnthropicProvider(SDKProvider):
         stop_reason: str | None = None
         finished = False
         tool_blocks: dict[int, dict[str, Any]] = {}
+        # The stream's idle and total bounds are SDKProvider.stream's (one wrapper, around
+        # this generator): a second one here cost an asyncio.timeout per event.
         async with sdk_stream:
-            async for event in iterate_with_timeouts(
-                sdk_stream, idle=self.idle_timeout, deadline=deadline
-            ):
+            async for event in sdk_stream:
                 etype = event.type
                 if etype == "message_start":
                     usage = event.message.usage
