@@ -12,6 +12,7 @@ call over after the commit, and a send whose writes fail closes the calls it ope
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -225,7 +226,9 @@ def open_calls(
         for call in opening.calls.values():
             call.start(one_written)
 
-    loop.call_soon_threadsafe(start)
+    # From an empty context, as the orchestrator's own tasks (scheduling.spawn): this
+    # trip's context is the request's, whose thread-sensitive executor ends with it.
+    loop.call_soon_threadsafe(start, context=contextvars.Context())
     # The writes wait until the requests are out (at most launch.HOLD): both are Python
     # work holding the GIL, and run side by side they would take turns with it, so the
     # requests would leave no earlier. After this the writes overlap only the providers'

@@ -133,3 +133,36 @@ async def test_when_the_sends_prepare_fails_the_opened_calls_are_closed_and_the_
     replies = [m for m in await messages(aclient, room) if m["author_kind"] == "model"]
     assert {r["status"] for r in replies} == {"complete"} and len(replies) == 3
     assert [len(m.requests) for m in models] == [2, 2, 2]  # opened, then asked anew
+
+
+@pytest.mark.parametrize("when", ["before the first token", "while it streams"])
+async def test_a_stop_ends_an_opened_call(models, aclient, orchestrator, when):
+    """A stop reaches a call opened ahead whether it still waits for its first event (the
+    wait is another task's) or streams; the reply ends stopped, the stream is hung up on."""
+    await orchestrator.ensure_recovered()
+    alpha = models[0]
+    room_id = (await aclient.get("/api/ai/rooms")).json()["rooms"]
+    room_id = next(r["id"] for r in room_id if r["connection_id"] == alpha.id)
+    latency = 1.5 if when == "before the first token" else 0.0
+    alpha.fake.replies.push(Reply(text="word " * 300, token_delay=0.02, latency=latency))
+    assert (await send(aclient, room_id, "talk for a while")).status_code == 202
+    turn = await Turn.objects.aget(room_id=room_id)
+    if when == "while it streams":
+        for _ in range(200):
+            if len((await Message.objects.aget(pk=turn.reply_id)).text or "") > 0:
+                break
+            rows = await messages(aclient, room_id)
+            if any(m["id"] == turn.reply_id and len(m["text"]) > 20 for m in rows):
+                break
+            await asyncio.sleep(0.05)
+    else:
+        await asyncio.sleep(0.3)
+    response = await aclient.post(f"/api/ai/rooms/{room_id}/turns/{turn.pk}/stop")
+    assert response.status_code == 200 and response.json()["stopped"] == [turn.pk]
+    async with asyncio.timeout(10):
+        await orchestrator.wait_idle()
+    turn = await Turn.objects.aget(pk=turn.pk)
+    reply = await Message.objects.aget(pk=turn.reply_id)
+    assert turn.status == Turn.STOPPED
+    assert reply.status == Message.COMPLETE and reply.meta.get("stopped") is True
+    assert len(reply.text) < len("word " * 300)
