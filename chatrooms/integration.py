@@ -123,11 +123,11 @@ def precheck_credentials(connections: list[Any], *, fresh: bool = False) -> dict
     return check(ids, fresh=[c for c in connections if c.pk in ids] if fresh else None)
 
 
-def hand_over_credential(connection: Any, revealed: Any) -> None:
+def hand_over_credential(connection_id: int, revealed: Any) -> None:
     """This task's next call of the connection uses `revealed` (see `precheck_credential`)."""
     from providers.services import hand_over_credential as hand_over
 
-    hand_over(connection.pk, revealed)
+    hand_over(connection_id, revealed)
 
 
 # ----- tools, skill, proposals -----------------------------------------------------------

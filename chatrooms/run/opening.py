@@ -53,7 +53,7 @@ class Opened:
     async def _first(self, end: Callable[[], None]) -> tuple[bool, StreamEvent | None]:
         token = launch.mark(end)  # the HTTP client ends the launch once the request is out
         try:
-            integration.hand_over_credential(_Conn(self.connection_id), self.credential)
+            integration.hand_over_credential(self.connection_id, self.credential)
             self.credential = None
             self.iterator = aiter(
                 self.provider.stream(
@@ -120,11 +120,6 @@ class Opened:
                 log.debug("closing an opened model call failed", exc_info=True)
 
 
-@dataclass(frozen=True)
-class _Conn:
-    pk: int
-
-
 def _quiet(task: asyncio.Task[Any]) -> None:
     """An opened call's failure is its turn's to report (retrieved so asyncio stays quiet)."""
     if not task.cancelled():
@@ -142,6 +137,17 @@ class Opening:
     calls: dict[int, Opened] = field(default_factory=dict)
     written: threading.Event = field(default_factory=threading.Event)
     _unwritten: int = 0
+
+    def start(self) -> None:
+        """(On the loop) send every call's request; `written` is set once all are out."""
+        self._unwritten = len(self.calls)
+        for call in self.calls.values():
+            call.start(self._one_written)
+
+    def _one_written(self) -> None:  # once per call: each call's `end` is idempotent
+        self._unwritten -= 1
+        if self._unwritten <= 0:
+            self.written.set()
 
     def history_with(self, message: Message) -> list[HistoryItem]:
         """The history the prompts were built from, with the sent message's real id."""
@@ -215,20 +221,9 @@ def open_calls(
     for pk, call in opening.calls.items():
         call.credential = credentials.get(pk)
 
-    opening._unwritten = len(opening.calls)
-
-    def one_written() -> None:  # on the loop, once per call (launch `end`s are idempotent)
-        opening._unwritten -= 1
-        if opening._unwritten <= 0:
-            opening.written.set()
-
-    def start() -> None:
-        for call in opening.calls.values():
-            call.start(one_written)
-
     # From an empty context, as the orchestrator's own tasks (scheduling.spawn): this
     # trip's context is the request's, whose thread-sensitive executor ends with it.
-    loop.call_soon_threadsafe(start, context=contextvars.Context())
+    loop.call_soon_threadsafe(opening.start, context=contextvars.Context())
     # The writes wait until the requests are out (at most launch.HOLD): both are Python
     # work holding the GIL, and run side by side they would take turns with it, so the
     # requests would leave no earlier. After this the writes overlap only the providers'

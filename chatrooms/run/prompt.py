@@ -254,6 +254,13 @@ def prepare_turns(
             rounds=turn.rounds,
             usage=dict(turn.usage or {}),
         )
+        opened = opening.calls.get(connection.pk) if opening is not None else None
+        if opened is not None:
+            # Its request is out already, with this provider, these tools and this prompt.
+            item.opened, item.provider, item.tools = opened, opened.provider, opened.tools
+            item.system, item.messages = opened.system, opened.messages
+            prepared.append(item)
+            continue
         try:
             item.provider = integration.provider_for(connection)
         except ProviderError as exc:
@@ -276,11 +283,6 @@ def prepare_turns(
             turn.transcript,
             extra_sections=sections[key],
         )
-        opened = opening.calls.get(connection.pk) if opening is not None else None
-        if opened is not None:
-            item.opened = opened  # its request is out already, with this prompt
-            item.system, item.messages, item.build = opened.system, opened.messages, None
-            item.provider = opened.provider
         prepared.append(item)
     # Checked here, together, and handed to each turn's first call (no trip of its own).
     callable_now = [

@@ -138,7 +138,7 @@ class TurnRunner:
                 prepared.system, prepared.messages = prepared.build()
                 prepared.build = None
             messages = list(prepared.messages)
-            integration.hand_over_credential(prepared.connection, prepared.credential)
+            integration.hand_over_credential(prepared.connection.pk, prepared.credential)
             prepared.credential = None
             # The HTTP client ends this turn's launch once the request is written
             # (hal/launch.py): until then the loop's event delivery waits for it.
