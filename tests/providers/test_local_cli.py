@@ -15,6 +15,8 @@ from providers.local_cli import LocalCLIProvider
 
 from .helpers import collect, raises_provider_error, text_of
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture
 def home(tmp_path):
@@ -52,6 +54,7 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         )
     )
     (call,) = fake_claude.calls
+    session_id = call["argv"][call["argv"].index("--session-id") + 1]
     (server,) = call["mcp_config"]["mcpServers"].values()
     env_file = server["args"][2]
     manage = str(Path(settings.BASE_DIR) / "manage.py")
@@ -78,18 +81,25 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "PATH": os.environ["PATH"],
         "LANG": "C.UTF-8",
         "HAL_SECRETLESS": "1",
+        "HAL_CLI_RUN": session_id,
     }
     assert call["mcp_config_mode"] == call["mcp_env_mode"] == "0o600"
     assert not Path(call["mcp_config_file"]).exists(), "removed after the run"
     assert not Path(env_file).exists(), "removed after the run"
     assert db_url not in " ".join(call["argv"])
     argv = call["argv"]
-    session_id = argv[argv.index("--session-id") + 1]
-    settings_json = argv[argv.index("--settings") + 1]
-    assert json.loads(settings_json) == {
+    settings_file = argv[argv.index("--settings") + 1]
+    system_file = argv[argv.index("--system-prompt-file") + 1]
+    # The settings and the system prompt are private files of the run, never argv.
+    assert json.loads(call["settings"]) == {
         "disableAllHooks": True,
+        "outputStyle": "default",
         "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": "1"},
     }
+    assert call["system_prompt"] == "You are HAL."
+    assert call["settings_mode"] == call["system_prompt_mode"] == "0o600"
+    assert Path(settings_file).parent == Path(system_file).parent == Path(call["cwd"]).parent
+    assert not Path(system_file).exists(), "removed after the run"
     assert argv == [
         "-p",
         "--output-format",
@@ -105,14 +115,14 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "mcp__hal",
         "--disable-slash-commands",
         "--settings",
-        settings_json,
+        settings_file,
         "--no-session-persistence",
         "--session-id",
         session_id,
         "--model",
         "sonnet",
-        "--system-prompt",
-        "You are HAL.",
+        "--system-prompt-file",
+        system_file,
     ]
     private = str(Path(call["cwd"]).parent)
     assert call["env"] == {
@@ -122,6 +132,7 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "CLAUDE_CODE_MAX_RETRIES": "1",
         "XDG_CACHE_HOME": os.path.join(private, "cache"),
         "TMPDIR": private,
+        "HAL_CLI_RUN": session_id,  # the marker a sweep finds the run's processes by
     }
     assert call["cwd_entries"] == []
     assert not call["cwd"].startswith(str(settings.BASE_DIR))
@@ -193,8 +204,11 @@ async def test_missing_binary_is_unavailable(no_claude):
 async def test_verify_checks_the_login_and_returns_configured_aliases(fake_claude):
     provider = make(models=("sonnet", "opus"))
     assert await provider.list_models() == ["sonnet", "opus"]
-    assert fake_claude.calls[0]["argv"] == ["auth", "status", "--json"]
-    assert "ANTHROPIC_API_KEY" not in fake_claude.calls[0]["env"]
+    version, status = fake_claude.calls
+    assert version["argv"] == ["--version"]
+    assert status["argv"] == ["auth", "status", "--json"]
+    assert "ANTHROPIC_API_KEY" not in status["env"]
+    assert provider.version == (ROOT / "deploy" / "claude-code.version").read_text().strip()
 
 
 async def test_verify_of_a_logged_out_cli_is_auth_with_the_login_hint(fake_claude):
