@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from providers.base import ChatMessage, TextDelta
 from providers.local_cli import LocalCLIProvider
@@ -180,23 +179,6 @@ async def test_a_killed_run_leaves_nothing_of_its_own_in_home(
 
 
 # ----- HAL's tools through HAL's MCP server -------------------------------------------------
-
-
-@pytest.fixture
-def mcp_database(monkeypatch, tmp_path):
-    """The environment the MCP server subprocess needs to reach this test's database."""
-    db = connection.settings_dict
-    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "hal.settings")
-    monkeypatch.setenv("HAL_DATA_DIR", str(tmp_path / "data"))
-    if db["ENGINE"].endswith("sqlite3"):
-        monkeypatch.setenv("HAL_SQLITE_PATH", db["NAME"])
-        monkeypatch.delenv("DATABASE_URL", raising=False)
-    else:
-        host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-        user = db.get("USER") or "postgres"
-        monkeypatch.setenv("DATABASE_URL", f"postgres://{user}@{host}:{port}/{db['NAME']}")
-    # A provider key in HAL's own environment must not reach the MCP server either.
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-" + secrets.token_urlsafe(24))
 
 
 def tool_results(request) -> dict[str, str]:
