@@ -38,7 +38,7 @@ def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
@@ -146,7 +146,7 @@ def _install_shutdown_hooks() -> None:
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is not None:
         with contextlib.suppress(Exception):
-            reactor.addSystemEventTrigger("before", "shutdown", kill_live_runs)  # type: ignore[attr-defined]
+            reactor.addSystemEventTrigger("before", "shutdown", kill_live_runs)
 
 
 def _write_private(path: str, payload: Any) -> str:

@@ -11,7 +11,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -331,7 +331,7 @@ class LocalCLIProvider:
         model: str,
         operator: str | None,
         extra_env: dict[str, str] | None = None,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         session_id = str(uuid.uuid4())
         state_root = self.state_root()
         with tempfile.TemporaryDirectory(prefix="hal-cli-", ignore_cleanup_errors=True) as private:
