@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.local_cli.runs import MARKER, sweep_orphans
+from providers.local_cli.runs import alive, process_start, sweep_orphans
 from tests.browser.conftest import LiveServer
 from tests.fakes.script import Reply
 
@@ -28,22 +28,45 @@ pytestmark = [
 ]
 
 
-def marked_processes(session_ids: list[str]) -> list[int]:
-    """Live (non-zombie) processes of these runs: the CLI and its MCP server carry the
-    run's marker in their environment."""
-    wanted = {f"{MARKER}={sid}".encode() for sid in session_ids}
-    found = []
+def run_processes(home: Path) -> list[int]:
+    """Live (non-zombie) processes of the CLI runs on `home`: the CLI (its environment names
+    that HOME) and everything it started (HAL's MCP server), found by parent pid."""
+    wanted = f"HOME={home}".encode()
+    parents: dict[int, int] = {}
+    roots = set()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
-            environ = set(Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0"))
-            state = Path(f"/proc/{entry.name}/stat").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if wanted & environ and state[state.rfind(")") + 2] != "Z":
-            found.append(int(entry.name))
-    return found
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if fields[0] == "Z":
+            continue
+        parents[pid] = int(fields[1])
+        if wanted in environ:
+            roots.add(pid)
+    found = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                changed = True
+    return sorted(found)
+
+
+def still_alive(snapshot: dict[int, int | None]) -> list[int]:
+    """The processes of a snapshot {pid: start time} that still run (same pid AND start)."""
+    return [pid for pid, start in snapshot.items() if alive(pid, start)]
+
+
+def snapshot(home: Path) -> dict[int, int | None]:
+    return {pid: process_start(pid) for pid in run_processes(home)}
 
 
 def wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
@@ -126,28 +149,21 @@ def start_reply(tmp_path, fake, operator, key, outbound_server):
     room = client.json("GET", "/api/ai/rooms")["rooms"][0]["id"]
     client.json("POST", f"/api/ai/rooms/{room}/messages", {"text": "@cody talk", "context": {}})
     runs = data / "local-cli-runs"
-
-    def sessions() -> list[str]:
-        return [p.stem for p in runs.glob("*.json")]
-
     # The CLI and HAL's MCP server run, and the model's reply is under way.
-    wait_for(lambda: len(marked_processes(sessions())) >= 2, what="the CLI and its MCP server")
+    wait_for(lambda: len(run_processes(home)) >= 2, what="the CLI and its MCP server")
     wait_for(lambda: fake.message_requests, what="the model request")
-    return server, home, runs, sessions()
+    return server, home, runs
 
 
 def test_sigterm_to_daphne_mid_reply_leaves_no_cli_or_mcp_process(
     fake_anthropic, provider_api_key, outbound, tmp_path, operator
 ):
-    server, home, runs, sids = start_reply(
-        tmp_path, fake_anthropic, operator, provider_api_key, outbound
-    )
+    server, home, runs = start_reply(tmp_path, fake_anthropic, operator, provider_api_key, outbound)
     try:
-        processes = marked_processes(sids)
+        processes = snapshot(home)  # the CLI and HAL's MCP server
         server.proc.send_signal(signal.SIGTERM)  # a HAL restart (make run's Ctrl-C too)
         # Generous: the issue's bound is 5 s; a loaded CI host is given more.
-        wait_for(lambda: not marked_processes(sids), timeout=30, what="the CLI to die")
-        assert not marked_processes(sids), processes
+        wait_for(lambda: not still_alive(processes), timeout=30, what="the CLI to die")
         server.proc.wait(30)
         # Its files are gone: no run record, no session files in the CLI's HOME.
         assert not list(runs.glob("*.json"))
@@ -161,18 +177,17 @@ def test_sigterm_to_daphne_mid_reply_leaves_no_cli_or_mcp_process(
 def test_a_killed_daphne_takes_its_cli_along_and_the_sweep_tidies_up(
     fake_anthropic, provider_api_key, outbound, tmp_path, operator
 ):
-    server, home, runs, sids = start_reply(
-        tmp_path, fake_anthropic, operator, provider_api_key, outbound
-    )
+    server, home, runs = start_reply(tmp_path, fake_anthropic, operator, provider_api_key, outbound)
     try:
+        processes = snapshot(home)
         server.proc.kill()  # SIGKILL: no shutdown hook runs; the parent-death signal does
         server.proc.wait(30)
-        wait_for(lambda: not marked_processes(sids), timeout=30, what="the CLI to die")
+        wait_for(lambda: not still_alive(processes), timeout=30, what="the CLI to die")
         # The record outlived its process; the sweep (worker, chat_recover) removes the
         # run's files and the record.
         (record,) = runs.glob("*.json")
         data = json.loads(record.read_text())
-        assert data["session_id"] == sids[0] and data["pid"] > 1 and data["start"]
+        assert data["pid"] > 1 and data["start"] and data["session_id"]
         assert sweep_orphans(runs) == 1
         assert not list(runs.glob("*.json"))
         claude = home / ".claude"
