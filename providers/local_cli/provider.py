@@ -31,8 +31,6 @@ from providers.cli_sandbox import (
     sandbox_environment,
     sandbox_settings,
 )
-from providers.local_cli import runs
-from providers.local_cli import version as cli_version
 from providers.local_cli.errors import (
     LOGIN_HINT,
     NOT_FOUND,
@@ -49,7 +47,10 @@ from providers.local_cli.process import (
     die_with_parent,
     track,
 )
+from providers.local_cli.runs import MARKER, forget, record, runs_dir
 from providers.local_cli.stream import _StreamParser, render_transcript
+from providers.local_cli.version import older_than, parse, pinned
+from providers.local_cli.version import text as version_text
 
 log = logging.getLogger("hal.providers")
 
@@ -95,7 +96,7 @@ class LocalCLIProvider:
         # HAL's own CLI config directory (CLAUDE_CONFIG_DIR): no settings file is read.
         self.config_dir = config_dir or None
         self.base_url = base_url
-        self.min_version = cli_version.pinned() if min_version is None else min_version
+        self.min_version = pinned() if min_version is None else min_version
         self.probe = bool(probe)
         self.runs_dir = runs_dir
         self.version = ""  # what the last verify found
@@ -134,7 +135,7 @@ class LocalCLIProvider:
         """PATH, HOME and the sandbox switches: no HAL settings, keys or vault variables."""
         env = self._extra_env(extra)
         if marker:
-            env[runs.MARKER] = marker
+            env[MARKER] = marker
         return sandbox_environment(
             home=self.home_dir(),
             private=private,
@@ -258,8 +259,8 @@ class LocalCLIProvider:
         returned."""
         binary = self.resolve_binary()
         out, _err, _status = await self._output([binary, "--version"], "claude --version")
-        self.version = cli_version.text(cli_version.parse(out.decode(errors="replace")))
-        if cli_version.older_than(self.version, self.min_version):
+        self.version = version_text(parse(out.decode(errors="replace")))
+        if older_than(self.version, self.min_version):
             log.warning(
                 "claude CLI %s is older than the minimum %s", self.version or "?", self.min_version
             )
@@ -320,7 +321,7 @@ class LocalCLIProvider:
                 yield event
 
     def _runs_dir(self) -> Path:
-        return Path(self.runs_dir) if self.runs_dir else runs.runs_dir()
+        return Path(self.runs_dir) if self.runs_dir else runs_dir()
 
     async def _run(
         self,
@@ -341,7 +342,7 @@ class LocalCLIProvider:
             if operator:
                 env_file = _write_private(
                     os.path.join(private, "mcp-env.json"),
-                    mcp_server_environment({runs.MARKER: session_id}),
+                    mcp_server_environment({MARKER: session_id}),
                 )
                 config_path = _write_private(
                     os.path.join(private, "mcp.json"), self.mcp_config(operator, env_file)
@@ -369,7 +370,7 @@ class LocalCLIProvider:
                 env=self.environment(private, marker=session_id, extra=extra_env),
             )
             pid = run.process.pid
-            record_path = runs.record(
+            record_path = record(
                 self._runs_dir(),
                 session_id=session_id,
                 pid=pid,
@@ -381,7 +382,7 @@ class LocalCLIProvider:
                 # Every end (a result, an error, a kill, HAL's shutdown): the run's files.
                 cleanup_state(state_root, session_id=session_id, pid=pid)
                 shutil.rmtree(private, ignore_errors=True)
-                runs.forget(record_path)
+                forget(record_path)
 
             run.on_end = end
             track(run)
