@@ -27,6 +27,11 @@ TOOLS_DENIED = (
     "(HAL_LOCAL_CLI_CONFIG_DIR, see docs/providers.md)"
 )
 
+CONFIG_DIR_BAD = (
+    "HAL_LOCAL_CLI_CONFIG_DIR {path} must be a folder of the HAL service user that only it "
+    "can read (mode 0700); log the CLI in there with CLAUDE_CONFIG_DIR={path} claude login"
+)
+
 OUTDATED = gettext_noop(
     "The Claude Code CLI on the HAL host is older than the version HAL supports: update it "
     "(make claude-code, or npm install -g @anthropic-ai/claude-code), then press Verify."

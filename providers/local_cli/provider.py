@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -32,6 +33,7 @@ from providers.cli_sandbox import (
     sandbox_settings,
 )
 from providers.local_cli.errors import (
+    CONFIG_DIR_BAD,
     LOGIN_HINT,
     NOT_FOUND,
     OUTDATED,
@@ -115,6 +117,17 @@ class LocalCLIProvider:
         if not found:
             raise ProviderError("unavailable", NOT_FOUND)
         return found
+
+    def check_config_dir(self) -> None:
+        """HAL's own CLI config directory holds its login: the service user's, 0700."""
+        if not self.config_dir:
+            return
+        try:
+            info = os.stat(self.config_dir)
+        except OSError as exc:
+            raise ProviderError("unavailable", CONFIG_DIR_BAD.format(path=self.config_dir)) from exc
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise ProviderError("unavailable", CONFIG_DIR_BAD.format(path=self.config_dir))
 
     def home_dir(self) -> str:
         return self.home or os.path.expanduser("~")
@@ -258,6 +271,7 @@ class LocalCLIProvider:
         one-token probe); the CLI has no model listing, so the configured aliases are
         returned."""
         binary = self.resolve_binary()
+        self.check_config_dir()
         out, _err, _status = await self._output([binary, "--version"], "claude --version")
         self.version = version_text(parse(out.decode(errors="replace")))
         if older_than(self.version, self.min_version):
@@ -313,6 +327,7 @@ class LocalCLIProvider:
         """One CLI run, streamed. `tools` is unused: the CLI reaches HAL's tools through the
         MCP server started for `operator` (none when no operator is given)."""
         binary = self.resolve_binary()
+        self.check_config_dir()
         # aclosing: a consumer that stops early ends the run now, not at garbage collection.
         async with contextlib.aclosing(
             self._run(binary, system=system, messages=messages, model=model, operator=operator)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -379,3 +380,85 @@ async def test_per_run_leftovers_in_home_are_removed(fake_claude, home):
         events.append(event)
     left = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     assert left == [".claude/sessions/999999999.json"]
+
+
+async def test_a_run_whose_tools_were_denied_is_refused_at_init(fake_claude, tmp_path):
+    from providers.local_cli.mcp import hal_tool_names
+
+    expected = sorted(hal_tool_names())
+    assert "mcp__hal__list_servers" in expected
+    # The CLI's init: HAL's MCP server connected, one of its tools removed by a deny rule.
+    fake_claude.script(
+        result="never spoken",
+        init_tools=[t for t in expected if t != "mcp__hal__list_servers"],
+        init_mcp_servers=[{"name": "hal", "status": "connected"}],
+        token_delay=5,
+    )
+    provider = make(home=str(tmp_path), mcp_command=lambda op: ["/bin/true"])
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(
+                system="s", messages=[ChatMessage.user("hi")], tools=[], model="", operator="al"
+            )
+        )
+    )
+    assert err.kind == "bad_request"
+    assert "mcp__hal__list_servers" in err.message and "permissions.deny" in err.message
+    with pytest.raises(ProcessLookupError):
+        os.kill(fake_claude.calls[0]["pid"], 0)
+    # All of HAL's tools offered: the same init passes.
+    fake_claude.script(
+        result="fine",
+        init_tools=expected,
+        init_mcp_servers=[{"name": "hal", "status": "connected"}],
+    )
+    events = await collect(
+        provider.stream(
+            system="s", messages=[ChatMessage.user("hi")], tools=[], model="", operator="al"
+        )
+    )
+    assert text_of(events) == "fine"
+
+
+async def test_the_shutdown_hook_kills_live_runs_and_removes_their_files(fake_claude, tmp_path):
+    from providers.local_cli.process import kill_live_runs
+
+    runs = tmp_path / "runs"
+    fake_claude.script(result="one two three", stall=300)
+    provider = make(home=str(tmp_path), runs_dir=str(runs))
+    stream = provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    try:
+        assert await anext(stream) == TextDelta("one ")
+        (record,) = runs.glob("*.json")
+        data = json.loads(record.read_text())
+        assert data["pid"] == fake_claude.calls[0]["pid"]
+        assert Path(data["private"]).is_dir()
+        # What daphne's shutdown trigger (and atexit) run: the loop never resumes the run.
+        assert kill_live_runs() == 1
+        with pytest.raises(ProcessLookupError):
+            for _ in range(100):  # SIGKILL is delivered asynchronously; the zombie is reaped
+                os.kill(data["pid"], 0)  # by the loop's child watcher
+                await asyncio.sleep(0.05)
+        assert not list(runs.glob("*.json"))
+        assert not Path(data["private"]).exists()
+    finally:
+        await stream.aclose()
+
+
+async def test_hals_config_dir_must_be_private(fake_claude, tmp_path):
+    config = tmp_path / "cli-config"
+    config.mkdir(mode=0o755)
+    config.chmod(0o755)
+    provider = make(config_dir=str(config))
+    err = await raises_provider_error(provider.list_models)
+    assert err.kind == "unavailable" and "0700" in err.message
+    assert fake_claude.calls == []  # nothing ran
+    config.chmod(0o700)
+    assert await provider.list_models() == provider.models
+    env = fake_claude.calls[-1]["env"]
+    assert env["CLAUDE_CONFIG_DIR"] == str(config)
+    await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    )
+    argv = fake_claude.calls[-1]["argv"]
+    assert argv[argv.index("--setting-sources") + 1] == ""  # no settings file is read
