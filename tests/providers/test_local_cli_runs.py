@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import uuid
+
+import pytest
 
 from providers.local_cli import runs
 
@@ -104,5 +107,33 @@ def test_a_live_owners_run_is_left_alone(tmp_path):
         assert runs.sweep_orphans(tmp_path) == 0
         assert cli.poll() is None
         assert len(list(tmp_path.glob("*.json"))) == 1
+    finally:
+        cli.kill()
+
+
+def test_the_worker_sweeps_orphans():
+    from hal import worker_hooks
+
+    assert "providers.local_cli_orphans" in worker_hooks.sweep_names()
+
+
+@pytest.mark.django_db
+def test_chat_recover_kills_the_runs_of_dead_hal_processes(tmp_path, settings):
+    from django.core.management import call_command
+
+    settings.DATA_DIR = tmp_path
+    cli = sleeper()
+    try:
+        write(
+            runs.runs_dir(),
+            pid=cli.pid,
+            start=runs.process_start(cli.pid),
+            owner_pid=os.getpid(),
+            owner_start=-1,
+        )
+        out = io.StringIO()
+        call_command("chat_recover", stdout=out)
+        assert gone(cli)
+        assert "1 orphaned Claude Code CLI run(s) killed" in out.getvalue()
     finally:
         cli.kill()
