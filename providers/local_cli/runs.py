@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,7 @@ def record(
         "pid": pid,
         "start": process_start(pid),
         "boot_id": boot_id(),
+        "host": socket.gethostname(),
         "owner_pid": me,
         "owner_start": process_start(me),
         "state_root": state_root,
@@ -158,6 +160,8 @@ def sweep_orphans(directory: Path | None = None) -> int:
                 continue
             if not isinstance(data, dict):
                 continue
+            if data.get("host", socket.gethostname()) != socket.gethostname():
+                continue  # a data directory shared with another host: its runs, not ours
             owner_alive = data.get("boot_id") == boot_id() and alive(
                 int(data.get("owner_pid") or 0), data.get("owner_start")
             )

@@ -93,6 +93,18 @@ def test_a_leftover_mcp_server_is_found_by_the_runs_marker(tmp_path):
         unrelated.kill()
 
 
+def test_another_hosts_run_is_left_alone(tmp_path):
+    cli = sleeper()
+    try:
+        write(tmp_path, pid=cli.pid, start=runs.process_start(cli.pid), owner_pid=1, owner_start=-1)
+        (path,) = tmp_path.glob("*.json")
+        path.write_text(json.dumps({**json.loads(path.read_text()), "host": "elsewhere"}))
+        assert runs.sweep_orphans(tmp_path) == 0
+        assert cli.poll() is None and path.exists()
+    finally:
+        cli.kill()
+
+
 def test_a_live_owners_run_is_left_alone(tmp_path):
     cli = sleeper()
     try:
