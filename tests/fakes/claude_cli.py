@@ -71,7 +71,8 @@ if behaviour.get("raw_stdout") is not None:
     sys.stdout.flush()
     time.sleep(behaviour.get("after_raw_sleep", 0))
 else:
-    init = {{"type": "system", "subtype": "init", "session_id": sid, "tools": behaviour["init_tools"]}}
+    init = {{"type": "system", "subtype": "init", "session_id": sid}}
+    init["tools"] = behaviour["init_tools"]
     if behaviour.get("init_mcp_servers") is not None:
         init["mcp_servers"] = behaviour["init_mcp_servers"]
     emit(init)
