@@ -86,7 +86,9 @@ class Session:
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
         page = self.opener.open(base + "/login/", timeout=30).read().decode()
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        assert found, "no CSRF token on the login page"
+        token = found.group(1)
         form = urllib.parse.urlencode(
             {"username": user.username, "password": user.raw_password, "csrfmiddlewaretoken": token}
         ).encode()
@@ -97,7 +99,7 @@ class Session:
         assert "sessionid" in self.cookies()
 
     def cookies(self) -> dict[str, str]:
-        return {c.name: c.value for c in self.jar}
+        return {c.name: c.value or "" for c in self.jar}
 
     def json(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
