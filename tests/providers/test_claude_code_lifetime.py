@@ -163,9 +163,11 @@ def test_sigterm_to_daphne_mid_reply_leaves_no_cli_or_mcp_process(
     server, home, runs = start_reply(tmp_path, fake_anthropic, operator, provider_api_key, outbound)
     try:
         processes = snapshot(home)  # the CLI and HAL's MCP server
+        started = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)  # a HAL restart (make run's Ctrl-C too)
         # Generous: the bound is 5 s; a loaded CI host is given more.
         wait_for(lambda: not still_alive(processes), timeout=30, what="the CLI to die")
+        print(f"\nCLI and MCP server gone {time.monotonic() - started:.2f} s after SIGTERM")
         server.proc.wait(30)
         # Its files are gone: no run record, no session files in the CLI's HOME.
         assert not list(runs.glob("*.json"))
