@@ -311,6 +311,13 @@ HAL_PROVIDER_MAX_RETRIES = int(env("HAL_PROVIDER_MAX_RETRIES", "1"))
 HAL_LOCAL_CLI_BINARY = env("HAL_LOCAL_CLI_BINARY", "claude")
 HAL_LOCAL_CLI_HOME = env("HAL_LOCAL_CLI_HOME") or None
 HAL_LOCAL_CLI_MODELS = env_list("HAL_LOCAL_CLI_MODELS") or None
+# HAL's own CLI config directory (CLAUDE_CONFIG_DIR, logged in there; no settings file is
+# read), the API base URL for the CLI (a gateway), the oldest CLI HAL runs (default: the
+# pin in deploy/claude-code.version), and verify's one-token login probe (docs/providers.md).
+HAL_LOCAL_CLI_CONFIG_DIR = env("HAL_LOCAL_CLI_CONFIG_DIR") or None
+HAL_LOCAL_CLI_BASE_URL = env("HAL_LOCAL_CLI_BASE_URL")
+HAL_LOCAL_CLI_MIN_VERSION = env("HAL_LOCAL_CLI_MIN_VERSION") or None
+HAL_LOCAL_CLI_VERIFY_PROBE = env_bool("HAL_LOCAL_CLI_VERIFY_PROBE", False)
 
 # Chat rooms.
 HAL_CHAT_MAX_MESSAGE_CHARS = int(env("HAL_CHAT_MAX_MESSAGE_CHARS", "20000"))

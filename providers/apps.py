@@ -20,6 +20,13 @@ def _budget_resume(actor: Any) -> None:
     resume_expired()
 
 
+def _cli_orphans(actor: Any) -> None:
+    # Claude Code CLI runs whose HAL process died (killed before it could kill them).
+    from providers.local_cli.runs import sweep_orphans
+
+    sweep_orphans()
+
+
 def _recheck_loop(stop: Any) -> None:
     # Connections in `error` are verified again with backoff.
     from providers.recheck import run_loop
@@ -36,4 +43,5 @@ class ProvidersConfig(AppConfig):
 
         register_sweep("providers.vault_recheck", _vault_recheck)
         register_sweep("providers.budget_resume", _budget_resume)
+        register_sweep("providers.local_cli_orphans", _cli_orphans)
         register_loop("providers.recheck", _recheck_loop)

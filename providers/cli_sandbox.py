@@ -51,41 +51,63 @@ MCP_ENV_PASSTHROUGH = (
 _PER_RUN_DIRS = ("session-env", "sessions", "telemetry", "todos", "debug", "shell-snapshots")
 
 
-def sandbox_settings(max_retries: int) -> dict[str, Any]:
-    """The `--settings` JSON: hooks off, the sandbox variables, HAL's retry budget."""
+def sandbox_settings(max_retries: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The flag settings (a private file passed as `--settings`): hooks off, the default
+    output style (a user's `outputStyle` would rewrite HAL's prompt), the sandbox variables
+    and HAL's retry budget."""
     return {
         "disableAllHooks": True,
-        "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": str(max_retries)},
+        "outputStyle": "default",
+        "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": str(max_retries), **(extra_env or {})},
     }
 
 
-def sandbox_environment(*, home: str, private: str | None, max_retries: int) -> dict[str, str]:
-    """The CLI's whole environment: PATH, HOME, the sandbox switches, and (for a run) its
-    cache and temporary files inside HAL's private per-run directory."""
+def sandbox_environment(
+    *,
+    home: str,
+    private: str | None,
+    max_retries: int,
+    config_dir: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The CLI's whole environment: PATH, HOME, the sandbox switches, HAL's own CLI config
+    directory when there is one, and (for a run) its cache and temporary files inside HAL's
+    private per-run directory."""
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         "HOME": home,
         **SANDBOX_ENV,
         "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
     }
+    if config_dir:
+        env["CLAUDE_CONFIG_DIR"] = config_dir
     if private:
         env["XDG_CACHE_HOME"] = os.path.join(private, "cache")  # mcp-logs-* land here
         env["TMPDIR"] = private
+    env.update(extra or {})
     return env
 
 
-def mcp_server_environment() -> dict[str, str]:
-    """The environment of HAL's MCP server process: the passthrough list, secretless."""
+def mcp_server_environment(marker: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of HAL's MCP server process: the passthrough list, secretless, and
+    the run's marker (a sweep finds the server by it if the CLI is gone)."""
     env = {name: os.environ[name] for name in MCP_ENV_PASSTHROUGH if os.environ.get(name)}
     env["PATH"] = os.environ.get("PATH", os.defpath)
     env["LANG"] = "C.UTF-8"
     env["HAL_SECRETLESS"] = "1"
+    env.update(marker or {})
     return env
 
 
 def cleanup_home(home: str, *, session_id: str, pid: int | None) -> None:
     """Remove what one run left under ~/.claude (files named by its session id or pid)."""
-    root = Path(home) / ".claude"
+    cleanup_state(str(Path(home) / ".claude"), session_id=session_id, pid=pid)
+
+
+def cleanup_state(state_root: str, *, session_id: str, pid: int | None) -> None:
+    """Remove what one run left in the CLI's config directory (~/.claude, or
+    CLAUDE_CONFIG_DIR): the files named by its session id or pid."""
+    root = Path(state_root)
     for name in _PER_RUN_DIRS:
         folder = root / name
         with contextlib.suppress(OSError):

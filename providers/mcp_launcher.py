@@ -8,9 +8,24 @@ PYTHON* variables, no user site, no script directory on sys.path).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process (and what it execs) when the CLI that started it dies."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the sweep still finds it by its marker
+        return
+    if os.getppid() != parent:  # the CLI died before prctl: the signal would never come
+        sys.exit(1)
 
 
 def main(argv: list[str]) -> None:
@@ -22,6 +37,7 @@ def main(argv: list[str]) -> None:
     if not isinstance(env, dict):
         sys.exit("mcp_launcher.py: the environment file must hold an object")
     command = argv[3:]
+    die_with_parent()  # kept across execve: HAL's MCP server dies with the CLI
     # No shell: the command is HAL's own argv (python manage.py mcp --operator <name>).
     os.execve(command[0], command, {str(k): str(v) for k, v in env.items()})  # noqa: S606
 

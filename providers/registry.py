@@ -38,6 +38,9 @@ class ProviderConfig:
     cli_binary: str = "claude"
     cli_home: str | None = None
     cli_models: tuple[str, ...] = DEFAULT_CLI_MODELS
+    # More LocalCLIProvider options as (name, value) pairs: config_dir, base_url,
+    # min_version, probe.
+    cli_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in PROVIDER_KINDS:
@@ -78,6 +81,7 @@ def build_provider(config: ProviderConfig) -> Provider:
             home=config.cli_home,
             models=config.cli_models,
             label=config.label,
+            **dict(config.cli_options),
         )
     common: dict[str, Any] = {
         "base_url": config.base_url,

@@ -60,6 +60,8 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False, credential:
     models = _setting("HAL_LOCAL_CLI_MODELS", None)
     if models:
         extra["cli_models"] = tuple(models)
+    if conn.provider == AIConnection.LOCAL_CLI:
+        extra["cli_options"] = local_cli_options(for_verify=for_verify)
     return ProviderConfig(
         connection_id=conn.pk,
         kind=conn.provider,
@@ -79,6 +81,18 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False, credential:
         cli_home=_setting("HAL_LOCAL_CLI_HOME", None),
         **extra,
     )
+
+
+def local_cli_options(*, for_verify: bool = False) -> tuple[tuple[str, Any], ...]:
+    """The settings-driven LocalCLIProvider options (see docs/providers.md)."""
+    options: list[tuple[str, Any]] = [
+        ("config_dir", _setting("HAL_LOCAL_CLI_CONFIG_DIR", None)),
+        ("base_url", _setting("HAL_LOCAL_CLI_BASE_URL", "") or ""),
+        ("min_version", _setting("HAL_LOCAL_CLI_MIN_VERSION", None)),
+    ]
+    if for_verify:
+        options.append(("probe", bool(_setting("HAL_LOCAL_CLI_VERIFY_PROBE", False))))
+    return tuple(options)
 
 
 def get_provider(connection: AIConnection) -> Any:
@@ -125,4 +139,6 @@ async def list_models_for(
             await aclose()
     if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
         return None, "bad_response", "the provider returned a malformed model list"
-    return list(dict.fromkeys(models)), None, ""
+    # The local CLI reports the version its verify found ("Claude Code 2.1.332").
+    found = getattr(provider, "version", "")
+    return list(dict.fromkeys(models)), None, (f"Claude Code {found}" if found else "")

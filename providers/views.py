@@ -87,6 +87,8 @@ def _delete_secret(request: HttpRequest, pk: int) -> dict[str, Any]:
 def _verify(request: HttpRequest, pk: int) -> Any:
     outcome = actions.check_verify_connection(actor=_actor(request), connection=pk)
     body = {**outcome.connection.as_dict(), "model_choice": outcome.model_choice}
+    if outcome.detail:
+        body["detail"] = outcome.detail  # e.g. "Claude Code 2.1.332"
     if outcome.error is not None:
         # The failure is the answer (never dressed up as success); the row shows it too.
         return JsonResponse(

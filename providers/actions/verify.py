@@ -31,6 +31,8 @@ class VerifyOutcome:
     error: HalError | None = None
     # How the default model was settled: kept | preferred | first | none.
     model_choice: str = verification.NONE
+    # What a successful verify learned besides the models (the local CLI's version).
+    detail: str = ""
 
     @property
     def ok(self) -> bool:
@@ -157,9 +159,13 @@ def do_record_verification(
             },
             result="ok" if error is None else "failed",
             error_code=error.code if error else "",
-            message=conn.last_error,
+            message=conn.last_error or (message if error is None else ""),
         )
         _changed(conn)
     return VerifyOutcome(
-        connection=conn, models=list(conn.models), error=error, model_choice=choice
+        connection=conn,
+        models=list(conn.models),
+        error=error,
+        model_choice=choice,
+        detail=message if error is None else "",
     )

@@ -10,9 +10,15 @@ find its own. Replies stream: every text delta reaches the room as it arrives. T
 HAL's tools itself, through the MCP server, so its tool calls are parsed (logged) but never
 handed to the orchestrator to run a second time. See docs/providers.md.
 
+The system prompt and settings go through private files, never argv; a user's output
+style and deny rules cannot change HAL's run; a run dies with the HAL process that started
+it (parent-death signal, group kill at shutdown, and a sweep of recorded runs).
+
 Modules: provider (LocalCLIProvider: the sandboxed invocation and the protocol), process
-(one CLI subprocess and its pipes), mcp (HAL's MCP server command), stream (the stdin
-transcript and the stream-json parser) and errors (the CLI's failures as ProviderErrors).
+(one CLI subprocess, its pipes, its parent-death signal and the shutdown kill), runs (run
+records and the orphan sweep), mcp (HAL's MCP server command and tool names), stream (the
+stdin transcript and the stream-json parser), version (the CLI's version and HAL's minimum)
+and errors (the CLI's failures as ProviderErrors).
 """
 
 from __future__ import annotations

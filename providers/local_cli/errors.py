@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from providers.base import (
+    ERROR_KINDS,
     ProviderError,
     kind_for_status,
 )
@@ -16,6 +19,29 @@ LOGIN_HINT = (
     "the Claude Code CLI on the HAL host is not logged in: log the HAL service user in "
     "(run `claude login` as that user)"
 )
+
+
+TOOLS_DENIED = (
+    "the Claude Code CLI's settings remove HAL's tools ({tools}; a `permissions.deny` rule "
+    "in the CLI user's settings): remove the rule, or give HAL its own CLI config directory "
+    "(HAL_LOCAL_CLI_CONFIG_DIR, see docs/providers.md)"
+)
+
+CONFIG_DIR_BAD = (
+    "HAL_LOCAL_CLI_CONFIG_DIR {path} must be a folder of the HAL service user that only it "
+    "can read (mode 0700); log the CLI in there with CLAUDE_CONFIG_DIR={path} claude login"
+)
+
+OUTDATED = gettext_noop(
+    "The Claude Code CLI on the HAL host is older than the version HAL supports: update it "
+    "(make claude-code, or npm install -g @anthropic-ai/claude-code), then press Verify."
+)
+
+
+class CLIError(ProviderError):
+    """A ProviderError with the CLI's own kinds (`cli_outdated`: older than the minimum)."""
+
+    kinds = ERROR_KINDS | {"cli_outdated"}
 
 
 # Lower-cased fragments of the CLI's error results, for errors without an API status

@@ -17,7 +17,8 @@ from providers.base import (
     Usage,
     parse_tool_arguments,
 )
-from providers.local_cli.errors import error_of_result
+from providers.local_cli.errors import TOOLS_DENIED, error_of_result
+from providers.local_cli.mcp import MCP_SERVER_NAME
 
 log = logging.getLogger("hal.providers")
 
@@ -52,7 +53,9 @@ class _StreamParser:
     through HAL's MCP server. The final `result` decides success or the error kind.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expected_tools: frozenset[str] = frozenset()) -> None:
+        # HAL's MCP tools the CLI must offer (`mcp__hal__<name>`); empty: not checked.
+        self.expected_tools = expected_tools
         self.done = False
         self.result: dict[str, Any] | None = None
         self.emitted_text = False
@@ -72,6 +75,9 @@ class _StreamParser:
             self.done = True
             self.result = event
             return []
+        if etype == "system" and event.get("subtype") == "init":
+            self._check_tools(event)
+            return []
         if etype == "system" and event.get("subtype") == "api_retry":
             log.info(
                 "claude CLI retries after %s (%s)", event.get("error_status"), event.get("error")
@@ -83,6 +89,23 @@ class _StreamParser:
         if not isinstance(inner, dict):
             raise ProviderError("bad_response", "claude CLI sent a stream event without event")
         return self._api_event(inner)
+
+    def _check_tools(self, init: dict[str, Any]) -> None:
+        """Refuse the run before its first model request when the CLI's settings removed
+        HAL's tools (a user's `permissions.deny` does, silently)."""
+        servers = init.get("mcp_servers")
+        tools = init.get("tools")
+        if not self.expected_tools or not isinstance(servers, list) or not isinstance(tools, list):
+            return
+        connected = any(
+            isinstance(s, dict)
+            and s.get("name") == MCP_SERVER_NAME
+            and s.get("status") == "connected"
+            for s in servers
+        )
+        missing = sorted(self.expected_tools - {str(t) for t in tools})
+        if connected and missing:
+            raise ProviderError("bad_request", TOOLS_DENIED.format(tools=", ".join(missing[:5])))
 
     def _api_event(self, inner: dict[str, Any]) -> list[StreamEvent]:
         itype = inner.get("type")

@@ -218,3 +218,29 @@ def test_deleting_a_key_needs_reauth(client_op, operator, make_connection, canar
     response = call(client_op, "DELETE", f"{API}/{c['id']}/secret")
     assert response.status_code == 403 and error_code(response) == "reauth_required"
     assert Secret.objects.count() == 1
+
+
+def test_local_cli_verify_reports_its_version(reauthed, make_connection, fake_claude):
+    from providers.local_cli.version import pinned
+
+    c = make_connection(name="cli", provider="local_cli", auth_method="login")
+    body = call(reauthed, "POST", f"{API}/{c['id']}/verify").json()
+    assert body["status"] == "active" and body["detail"] == f"Claude Code {pinned()}"
+    entry = AuditEntry.objects.filter(action="connections.verify").latest("id")
+    assert entry.message == f"Claude Code {pinned()}"
+
+
+def test_local_cli_older_than_the_minimum_is_refused(reauthed, make_connection, fake_claude):
+    from django.utils import translation
+
+    from providers.local_cli.errors import OUTDATED
+
+    fake_claude.script(version="2.0.1")
+    c = make_connection(name="cli", provider="local_cli", auth_method="login")
+    response = call(reauthed, "POST", f"{API}/{c['id']}/verify")
+    assert response.status_code == 502 and error_code(response) == "provider_cli_outdated"
+    conn = AIConnection.objects.get(pk=c["id"])
+    assert conn.status == "error" and conn.last_error == OUTDATED
+    assert [call["argv"] for call in fake_claude.calls] == [["--version"]]  # nothing else ran
+    with translation.override("ko"):
+        assert translation.gettext(OUTDATED) != OUTDATED  # /ops/ai shows it translated

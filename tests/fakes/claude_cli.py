@@ -44,10 +44,16 @@ if "--mcp-config" in args:
             record["mcp_env"] = json.load(open(env_file))
     else:
         record["mcp_config"] = json.loads(value)
+for flag, key in (("--system-prompt-file", "system_prompt"), ("--settings", "settings")):
+    if flag in args:
+        value = args[args.index(flag) + 1]
+        if os.path.isfile(value):
+            record[key + "_mode"] = oct(os.stat(value).st_mode & 0o777)
+            record[key] = open(value).read()
 with open(os.path.join(HERE, "call-%04d.json" % len(calls)), "w") as fh:
     json.dump(record, fh)
 if "--version" in args:
-    print("2.1.0 (Claude Code)")
+    print(behaviour.get("version", "0.0.0") + " (Claude Code)")
     sys.exit(0)
 if args[:2] == ["auth", "status"]:
     logged_in = behaviour.get("logged_in", True)
@@ -65,7 +71,11 @@ if behaviour.get("raw_stdout") is not None:
     sys.stdout.flush()
     time.sleep(behaviour.get("after_raw_sleep", 0))
 else:
-    emit({{"type": "system", "subtype": "init", "session_id": sid, "tools": []}})
+    init = {{"type": "system", "subtype": "init", "session_id": sid}}
+    init["tools"] = behaviour["init_tools"]
+    if behaviour.get("init_mcp_servers") is not None:
+        init["mcp_servers"] = behaviour["init_mcp_servers"]
+    emit(init)
     text = behaviour.get("result", "")
     if not behaviour.get("is_error"):
         for name, arguments in behaviour.get("tool_uses", []):
@@ -109,6 +119,11 @@ sys.exit(behaviour.get("exit_code", 0))
 """
 
 
+def _pinned() -> str:
+    root = Path(__file__).resolve().parents[2]
+    return (root / "deploy" / "claude-code.version").read_text().strip()
+
+
 class FakeClaudeCLI:
     """Owns a directory holding the `claude` script, its behaviour file and call records."""
 
@@ -139,6 +154,9 @@ class FakeClaudeCLI:
         logged_in: bool = True,
         tool_uses: list[tuple[str, dict[str, Any]]] | None = None,
         no_result: bool = False,
+        version: str | None = None,
+        init_tools: list[str] | None = None,
+        init_mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         """Set what the next runs print (stream-json events, as the real CLI does)."""
         behaviour: dict[str, Any] = {
@@ -157,6 +175,10 @@ class FakeClaudeCLI:
             "logged_in": logged_in,
             "tool_uses": list(tool_uses or []),
             "no_result": no_result,
+            # `claude --version` (default: the pinned version HAL requires at least)
+            "version": version or _pinned(),
+            "init_tools": list(init_tools or []),
+            "init_mcp_servers": init_mcp_servers,
             "usage": usage
             if usage is not None
             else {

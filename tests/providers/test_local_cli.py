@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -14,6 +15,8 @@ from providers.base import ChatMessage, Stop, TextDelta, ToolCall, ToolResult, T
 from providers.local_cli import LocalCLIProvider
 
 from .helpers import collect, raises_provider_error, text_of
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -52,6 +55,7 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         )
     )
     (call,) = fake_claude.calls
+    session_id = call["argv"][call["argv"].index("--session-id") + 1]
     (server,) = call["mcp_config"]["mcpServers"].values()
     env_file = server["args"][2]
     manage = str(Path(settings.BASE_DIR) / "manage.py")
@@ -78,18 +82,25 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "PATH": os.environ["PATH"],
         "LANG": "C.UTF-8",
         "HAL_SECRETLESS": "1",
+        "HAL_CLI_RUN": session_id,
     }
     assert call["mcp_config_mode"] == call["mcp_env_mode"] == "0o600"
     assert not Path(call["mcp_config_file"]).exists(), "removed after the run"
     assert not Path(env_file).exists(), "removed after the run"
     assert db_url not in " ".join(call["argv"])
     argv = call["argv"]
-    session_id = argv[argv.index("--session-id") + 1]
-    settings_json = argv[argv.index("--settings") + 1]
-    assert json.loads(settings_json) == {
+    settings_file = argv[argv.index("--settings") + 1]
+    system_file = argv[argv.index("--system-prompt-file") + 1]
+    # The settings and the system prompt are private files of the run, never argv.
+    assert json.loads(call["settings"]) == {
         "disableAllHooks": True,
+        "outputStyle": "default",
         "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": "1"},
     }
+    assert call["system_prompt"] == "You are HAL."
+    assert call["settings_mode"] == call["system_prompt_mode"] == "0o600"
+    assert Path(settings_file).parent == Path(system_file).parent == Path(call["cwd"]).parent
+    assert not Path(system_file).exists(), "removed after the run"
     assert argv == [
         "-p",
         "--output-format",
@@ -105,14 +116,14 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "mcp__hal",
         "--disable-slash-commands",
         "--settings",
-        settings_json,
+        settings_file,
         "--no-session-persistence",
         "--session-id",
         session_id,
         "--model",
         "sonnet",
-        "--system-prompt",
-        "You are HAL.",
+        "--system-prompt-file",
+        system_file,
     ]
     private = str(Path(call["cwd"]).parent)
     assert call["env"] == {
@@ -122,6 +133,7 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
         "CLAUDE_CODE_MAX_RETRIES": "1",
         "XDG_CACHE_HOME": os.path.join(private, "cache"),
         "TMPDIR": private,
+        "HAL_CLI_RUN": session_id,  # the marker a sweep finds the run's processes by
     }
     assert call["cwd_entries"] == []
     assert not call["cwd"].startswith(str(settings.BASE_DIR))
@@ -193,8 +205,11 @@ async def test_missing_binary_is_unavailable(no_claude):
 async def test_verify_checks_the_login_and_returns_configured_aliases(fake_claude):
     provider = make(models=("sonnet", "opus"))
     assert await provider.list_models() == ["sonnet", "opus"]
-    assert fake_claude.calls[0]["argv"] == ["auth", "status", "--json"]
-    assert "ANTHROPIC_API_KEY" not in fake_claude.calls[0]["env"]
+    version, status = fake_claude.calls
+    assert version["argv"] == ["--version"]
+    assert status["argv"] == ["auth", "status", "--json"]
+    assert "ANTHROPIC_API_KEY" not in status["env"]
+    assert provider.version == (ROOT / "deploy" / "claude-code.version").read_text().strip()
 
 
 async def test_verify_of_a_logged_out_cli_is_auth_with_the_login_hint(fake_claude):
@@ -365,3 +380,85 @@ async def test_per_run_leftovers_in_home_are_removed(fake_claude, home):
         events.append(event)
     left = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     assert left == [".claude/sessions/999999999.json"]
+
+
+async def test_a_run_whose_tools_were_denied_is_refused_at_init(fake_claude, tmp_path):
+    from providers.local_cli.mcp import hal_tool_names
+
+    expected = sorted(hal_tool_names())
+    assert "mcp__hal__list_servers" in expected
+    # The CLI's init: HAL's MCP server connected, one of its tools removed by a deny rule.
+    fake_claude.script(
+        result="never spoken",
+        init_tools=[t for t in expected if t != "mcp__hal__list_servers"],
+        init_mcp_servers=[{"name": "hal", "status": "connected"}],
+        token_delay=5,
+    )
+    provider = make(home=str(tmp_path), mcp_command=lambda op: ["/bin/true"])
+    err = await raises_provider_error(
+        lambda: collect(
+            provider.stream(
+                system="s", messages=[ChatMessage.user("hi")], tools=[], model="", operator="al"
+            )
+        )
+    )
+    assert err.kind == "bad_request"
+    assert "mcp__hal__list_servers" in err.message and "permissions.deny" in err.message
+    with pytest.raises(ProcessLookupError):
+        os.kill(fake_claude.calls[0]["pid"], 0)
+    # All of HAL's tools offered: the same init passes.
+    fake_claude.script(
+        result="fine",
+        init_tools=expected,
+        init_mcp_servers=[{"name": "hal", "status": "connected"}],
+    )
+    events = await collect(
+        provider.stream(
+            system="s", messages=[ChatMessage.user("hi")], tools=[], model="", operator="al"
+        )
+    )
+    assert text_of(events) == "fine"
+
+
+async def test_the_shutdown_hook_kills_live_runs_and_removes_their_files(fake_claude, tmp_path):
+    from providers.local_cli.process import kill_live_runs
+
+    runs = tmp_path / "runs"
+    fake_claude.script(result="one two three", stall=300)
+    provider = make(home=str(tmp_path), runs_dir=str(runs))
+    stream = provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    try:
+        assert await anext(stream) == TextDelta("one ")
+        (record,) = runs.glob("*.json")
+        data = json.loads(record.read_text())
+        assert data["pid"] == fake_claude.calls[0]["pid"]
+        assert Path(data["private"]).is_dir()
+        # What daphne's shutdown trigger (and atexit) run: the loop never resumes the run.
+        assert kill_live_runs() == 1
+        with pytest.raises(ProcessLookupError):
+            for _ in range(100):  # SIGKILL is delivered asynchronously; the zombie is reaped
+                os.kill(data["pid"], 0)  # by the loop's child watcher
+                await asyncio.sleep(0.05)
+        assert not list(runs.glob("*.json"))
+        assert not Path(data["private"]).exists()
+    finally:
+        await stream.aclose()
+
+
+async def test_hals_config_dir_must_be_private(fake_claude, tmp_path):
+    config = tmp_path / "cli-config"
+    config.mkdir(mode=0o755)
+    config.chmod(0o755)
+    provider = make(config_dir=str(config))
+    err = await raises_provider_error(provider.list_models)
+    assert err.kind == "unavailable" and "0700" in err.message
+    assert fake_claude.calls == []  # nothing ran
+    config.chmod(0o700)
+    assert await provider.list_models() == provider.models
+    env = fake_claude.calls[-1]["env"]
+    assert env["CLAUDE_CONFIG_DIR"] == str(config)
+    await collect(
+        provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="")
+    )
+    argv = fake_claude.calls[-1]["argv"]
+    assert argv[argv.index("--setting-sources") + 1] == ""  # no settings file is read

@@ -13,8 +13,9 @@ from chatrooms.actions import do_recover_interrupted
 class Command(BaseCommand):
     help = (
         "Turns of web processes whose lease expired (and unowned turns untouched for "
-        "--stale-seconds) become interrupted, with a retryable notice each. Safe while "
-        "other web processes run; --all is for a single process that is not running."
+        "--stale-seconds) become interrupted, with a retryable notice each; Claude Code CLI "
+        "runs whose HAL process is gone are killed. Safe while other web processes run; "
+        "--all is for a single process that is not running."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -37,3 +38,9 @@ class Command(BaseCommand):
             notices = leases.do_sweep()
             notices += do_recover_interrupted(stale_seconds=options["stale_seconds"])
         self.stdout.write(f"HAL chat: {len(notices)} interrupted turn(s) marked.")
+        # The Claude Code CLI runs of dead HAL processes (recorded pid + start time).
+        from providers.local_cli.runs import sweep_orphans
+
+        swept = sweep_orphans()
+        if swept:
+            self.stdout.write(f"HAL chat: {swept} orphaned Claude Code CLI run(s) killed.")
