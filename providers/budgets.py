@@ -150,6 +150,41 @@ def period_word(period: str) -> dict[str, Any]:
     return i18n.text(gettext_noop("daily") if period == "day" else gettext_noop("monthly"))
 
 
+def _record_pause(
+    budget: ConnectionBudget, totals: dict[str, Any], exhausted: list[str], day: datetime.date
+) -> tuple[str, datetime.datetime]:
+    """Store why and until when the budget is used up (the reason and the latest end)."""
+    until = max(day_end(day) if p == "day" else month_end(day) for p in exhausted)
+    reason = "; ".join(_describe(budget, totals, p) + " used up" for p in exhausted)
+    ConnectionBudget.objects.filter(pk=budget.pk).update(
+        paused_reason=reason[:300],
+        paused_until=until,
+        warned_day=day,
+        warned_month=month_start(day),
+    )
+    return reason, until
+
+
+def keep_paused(conn: AIConnection) -> bool:
+    """Whether a budget of `conn` is used up now; if so its pause (reason, end) is stored.
+
+    The one check on every way back to `active` (providers/verification.settle_ready:
+    enable, PATCH status, verify, the background and vault re-checks, a new key or OAuth
+    token): only an administrator's budget change or the period's end lifts a pause.
+    Inside the caller's transaction, with `conn` locked (connection before budget, the
+    order every budget writer keeps)."""
+    budget = ConnectionBudget.objects.filter(connection_id=conn.pk).first()
+    if budget is None or not any(getattr(budget, f) for f in LIMIT_FIELDS):
+        return False
+    day = utc_today()
+    totals = period_totals(conn.pk, day)
+    exhausted = [p for p, r in assess(budget, totals).items() if r >= 1]
+    if not exhausted:
+        return False
+    _record_pause(budget, totals, exhausted, day)
+    return True
+
+
 def _pause(
     budget: ConnectionBudget,
     totals: dict[str, Any],
@@ -158,15 +193,8 @@ def _pause(
     room_id: int | None,
 ) -> bool:
     """Set status `paused` with a reason until the latest exhausted period ends."""
-    until = max(day_end(day) if p == "day" else month_end(day) for p in exhausted)
-    reason = "; ".join(_describe(budget, totals, p) + " used up" for p in exhausted)
     conn = AIConnection.objects.select_for_update().get(pk=budget.connection_id)
-    ConnectionBudget.objects.filter(pk=budget.pk).update(
-        paused_reason=reason[:300],
-        paused_until=until,
-        warned_day=day,
-        warned_month=month_start(day),
-    )
+    reason, until = _record_pause(budget, totals, exhausted, day)
     if conn.status != AIConnection.ACTIVE:
         return conn.status == AIConnection.PAUSED  # disabled/error stay as they are
     before = {"status": conn.status}
@@ -203,8 +231,12 @@ def _resume(conn: AIConnection, why: str, actor: Actor | None = None) -> None:
     )
     if conn.status != AIConnection.PAUSED:
         return
-    conn.status = AIConnection.ACTIVE
-    conn.save(update_fields=["status", "updated_at"])
+    from providers.verification import settle_ready
+
+    settle_ready(conn)  # the one way to `active` (it checks the budget again)
+    if conn.status == AIConnection.PAUSED:
+        return
+    conn.save(update_fields=["status", "last_error", "updated_at"])
     record_audit(
         actor or Actor.for_system("system", AUDIT_ACTOR),
         "connections.budget_resumed",
