@@ -374,6 +374,10 @@ def do_set_budget(actor: Actor, conn: AIConnection, limits: dict[str, Any]) -> A
         for field, value in limits.items():
             setattr(budget, field, value)
         budget.save()
+        budgeted = any(getattr(budget, f) for f in LIMIT_FIELDS)
+        if conn.budgeted != budgeted:  # sends reserve only for budgeted connections
+            AIConnection.objects.filter(pk=conn.pk).update(budgeted=budgeted)
+            conn.budgeted = budgeted
         record_audit(
             actor, "connections.set_budget", target=conn, before=before, after=budget_dict(budget)
         )

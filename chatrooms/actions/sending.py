@@ -15,6 +15,8 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms import budget_notices, integration
 from chatrooms.actions.rooms import get_room, max_message_chars, room_group
 from chatrooms.addressing import parse_addressees
+from chatrooms.holds import attach as attach_holds
+from chatrooms.holds import reserve_turns
 from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
 from hal import rows
@@ -151,6 +153,28 @@ def check_send_message(
         connections = None
     targets, everyone = resolve_targets(room, text, connections)
     opening = None
+    if any(getattr(c, "budgeted", False) for c in targets):
+        # A budget: its calls' estimates are reserved first, in the transaction that
+        # writes the send (chatrooms/holds.py), and only then are the calls opened — a
+        # send that does not fit is refused (409 budget_exhausted) before any model call
+        # and stores nothing. The reservation's row lock is the transaction's first write.
+        try:
+            with transaction.atomic():
+                holds = reserve_turns(
+                    room, targets, everyone, text=text, context=context, author=actor.label
+                )
+                if open_calls is not None:
+                    opening = open_calls(room, targets, everyone, text, context, actor.label)
+                sent = do_send_message(actor, room, text, context, targets)
+                attach_holds(holds, [t for t, _reply in sent.turns])
+                budget_notices.notice_budget_skips(room, text, everyone)
+        except BaseException:
+            if opening is not None:
+                opening.abandon()
+            raise
+        sent.connections = everyone
+        sent.opening = opening
+        return sent
     if open_calls is not None:
         opening = open_calls(room, targets, everyone, text, context, actor.label)
     try:
@@ -299,7 +323,10 @@ def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
             raise _inactive(connection)
         if Turn.objects.filter(retry_of=turn).exists():
             raise Conflict(_("This turn was already retried."), code="turn_not_retryable")
-        return do_retry_turn(actor, turn)
+        holds = reserve_turns(room, [connection], None, trigger_id=turn.trigger_id)
+        new = do_retry_turn(actor, turn)
+        attach_holds(holds, [new])
+        return new
 
 
 def do_retry_turn(actor: Actor, turn: Turn) -> Turn:
