@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from chatrooms import actions, integration
-from chatrooms.actions.history import HistoryItem
+# chatrooms.actions (its sending imports this module) is imported where it is used.
+from chatrooms import integration
 from chatrooms.models import Message, Room
 from chatrooms.run.config import history_limit
 
@@ -49,6 +49,8 @@ def estimate_turn(
     the history runs up to `trigger_id` (a retry, a regenerate, a relay)."""
     if not getattr(connection, "budgeted", False):
         return None
+    from chatrooms import actions
+    from chatrooms.actions.history import HistoryItem
     from chatrooms.run.prompt import assemble_prompt, recent_rooms
     from hal.prompt_hooks import prompt_sections
 

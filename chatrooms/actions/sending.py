@@ -15,8 +15,6 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms import budget_notices, integration
 from chatrooms.actions.rooms import get_room, max_message_chars, room_group
 from chatrooms.addressing import parse_addressees
-from chatrooms.holds import attach as attach_holds
-from chatrooms.holds import reserve_turns
 from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
 from hal import rows
@@ -188,6 +186,19 @@ def check_send_message(
     sent.connections = everyone
     sent.opening = opening
     return sent
+
+
+def reserve_turns(room: Room, connections: list[Any], everyone: Any, **kw: Any) -> list[Any]:
+    """chatrooms/holds.py (imported here: it uses these actions)."""
+    from chatrooms import holds
+
+    return holds.reserve_turns(room, connections, everyone, **kw)
+
+
+def attach_holds(held: list[Any], turns: list[Any]) -> None:
+    from chatrooms import holds
+
+    holds.attach(held, turns)
 
 
 def resolve_targets(
