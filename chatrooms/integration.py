@@ -401,6 +401,31 @@ def release_reservations(turn_ids: Any) -> int:
     return release(turn_ids)
 
 
+def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
+    """(DB thread) a reviewer call's estimate, reserved against its connection's budget
+    under the key -review_id (chat turns use their positive ids); 409 `budget_exhausted`
+    when it does not fit. False: the connection has no budget."""
+    from django.db import transaction
+
+    from providers.base import ChatMessage
+
+    if not getattr(connection, "budgeted", False):
+        return False
+    hold = estimate_call(
+        connection, _provider_or_none(connection), system, [ChatMessage.user(user)], []
+    )
+    hold.turn_id = -int(review_id)
+    with transaction.atomic():
+        return replace_reservation(hold)
+
+
+def _provider_or_none(connection: Any) -> Any:
+    try:
+        return provider_for(connection)
+    except Exception:
+        return None
+
+
 def sweep_reservations() -> int:
     from providers.reservations import sweep
 
