@@ -12,18 +12,21 @@ connection row anyway) cost anything here.
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
 from typing import Any
 
-# chatrooms.actions (its sending imports this module) is imported where it is used.
 from chatrooms import integration
-from chatrooms.models import Message, Room
-from chatrooms.run.config import history_limit
+from chatrooms.models import Room
 
-log = logging.getLogger("hal.chatrooms")
+# (room, connection, everyone, *, trigger_id, text, context, author) → (system, messages):
+# the prompt a turn's first call will send. chatrooms/run/prompt.py builds it (above the
+# actions that call this module); chatrooms/apps.py registers it.
+_prompt_builder: Callable[..., tuple[str, list[Any]]] | None = None
 
-# Past every message id: the whole history before a message not stored yet.
-_NEWEST = 2**62
+
+def register_prompt_builder(build: Callable[..., tuple[str, list[Any]]]) -> None:
+    global _prompt_builder
+    _prompt_builder = build
 
 
 def _provider(connection: Any) -> Any:
@@ -49,33 +52,15 @@ def estimate_turn(
     the history runs up to `trigger_id` (a retry, a regenerate, a relay)."""
     if not getattr(connection, "budgeted", False):
         return None
-    from chatrooms import actions
-    from chatrooms.actions.history import HistoryItem
-    from chatrooms.run.prompt import assemble_prompt, recent_rooms
-    from hal.prompt_hooks import prompt_sections
-
-    limit = history_limit()
-    if text is not None:
-        history = actions.history_queryset(room.pk, _NEWEST, max(limit - 1, 0)) if limit > 1 else []
-        history.append(HistoryItem(0, Message.OPERATOR, author, None, text, context or {}, {}))
-    else:
-        history = actions.history_queryset(room.pk, trigger_id or _NEWEST, limit)
-    if context is None:
-        operator = [m for m in history if m.author_kind == Message.OPERATOR]
-        context = operator[-1].context if operator else {}
-    full = recent_rooms({room.pk}).get(room.pk, room)
-    if room.kind == Room.UNIFIED:
-        present = everyone if everyone is not None else integration.list_connections()
-    else:
-        present = [connection]
-    system, messages = assemble_prompt(
+    assert _prompt_builder is not None, "chatrooms/apps.py registers the prompt builder"
+    system, messages = _prompt_builder(
+        room,
         connection,
-        full,
-        present,
-        context or {},
-        history,
-        None,
-        extra_sections=prompt_sections(context or {}),
+        everyone,
+        trigger_id=trigger_id,
+        text=text,
+        context=context,
+        author=author,
     )
     return integration.estimate_call(
         connection, _provider(connection), system, messages, integration.tool_specs()

@@ -149,7 +149,7 @@ def _refusal(
     connection: Any, period: str, kind: str, need: Any, left: Any, until: datetime.datetime
 ) -> Conflict:
     """409 budget_exhausted: this call does not fit in what is left of a budget."""
-    from providers.budgets import _utc
+    from providers.budget_rules import _utc
 
     unit = _("tokens") if kind == "tokens" else _("cost")
     return Conflict(

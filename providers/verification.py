@@ -78,7 +78,7 @@ def settle_ready(conn: AIConnection) -> None:
     only with a model to call (otherwise `error` saying that Verify picks one), and
     `paused` while a budget of it is used up — whoever asks (providers/budgets.py).
     Inside the caller's transaction, with `conn` locked."""
-    from providers.budgets import keep_paused
+    from providers.budget_rules import keep_paused
 
     if conn.model and keep_paused(conn):
         conn.status = AIConnection.PAUSED
