@@ -186,3 +186,47 @@ async def test_real_usage_over_the_estimate_overshoots_by_one_calls_difference(
     accepted = [a for a in answers if a.status_code == 202]
     assert len(accepted) == 1 and len(beta.requests) == 1
     assert await used(beta.id) <= budget + over
+
+
+async def test_a_tool_round_reserves_its_own_call(models, aclient, operator, orchestrator):
+    """The second call of a turn (after its tools) reserves what the turn used so far
+    plus its own estimate: when that does not fit, the turn ends failed with
+    budget_exhausted and the model is not called again."""
+    from tests.fakes.script import ScriptedToolCall
+
+    beta = models[1]
+    room = await room_for(aclient, beta.id)
+    need = await estimate(operator, room, beta.id, "check health")
+    await set_budget(operator, beta.id, tokens_per_day=need + 50)  # room for one call only
+    beta.fake.replies.push(
+        Reply(text="Looking.", tool_calls=[ScriptedToolCall("get_health", {})], input_tokens=100),
+        Reply(text="All good."),
+    )
+    assert (await send(aclient, room, "check health")).status_code == 202
+    await orchestrator.wait_idle()
+    turn = await Turn.objects.aget(room_id=room)
+    assert turn.status == Turn.FAILED and turn.error_code == "budget_exhausted"
+    assert len(beta.requests) == 1
+    assert not await UsageReservation.objects.aexists()
+    assert await used(beta.id) == 100 + 1 + 5  # the first round's usage is charged
+
+
+async def test_tool_rounds_within_the_budget_run_and_settle(
+    models, aclient, operator, orchestrator
+):
+    from tests.fakes.script import ScriptedToolCall
+
+    beta = models[1]
+    room = await room_for(aclient, beta.id)
+    need = await estimate(operator, room, beta.id, "check health")
+    await set_budget(operator, beta.id, tokens_per_day=need * 10)
+    beta.fake.replies.push(
+        Reply(text="Looking.", tool_calls=[ScriptedToolCall("get_health", {})], input_tokens=100),
+        Reply(text="All good.", input_tokens=200),
+    )
+    assert (await send(aclient, room, "check health")).status_code == 202
+    await orchestrator.wait_idle()
+    turn = await Turn.objects.aget(room_id=room)
+    assert turn.status == Turn.COMPLETE, turn.error_code
+    assert len(beta.requests) == 2
+    assert not await UsageReservation.objects.aexists()
