@@ -230,3 +230,55 @@ async def test_tool_rounds_within_the_budget_run_and_settle(
     assert turn.status == Turn.COMPLETE, turn.error_code
     assert len(beta.requests) == 2
     assert not await UsageReservation.objects.aexists()
+
+
+async def test_a_relay_that_does_not_fit_is_not_asked_and_says_so(
+    models, aclient, operator, orchestrator
+):
+    from .conftest import unified_room
+
+    alpha, beta, _ = models
+    await set_budget(operator, beta.id, tokens_per_day=100)  # below any call's estimate
+    alpha.fake.replies.push(Reply(text="Disk is at 91%. @beta is a release pending?"))
+    room = await unified_room(aclient)
+    assert (await send(aclient, room, "@alpha check disks")).status_code == 202
+    await orchestrator.wait_idle()
+    assert len(alpha.requests) == 1 and beta.requests == []
+    rows = await messages(aclient, room)
+    notices = [m["text"] for m in rows if m["author_kind"] == "hal"]
+    assert notices == [
+        "@alpha mentioned @beta, whose budget has too little left for another call; it will "
+        "not answer (an administrator can raise the budget on /ops/ai)."
+    ]
+    assert not await UsageReservation.objects.aexists()
+
+
+async def test_edit_and_the_socket_are_refused_the_same_way(
+    models, aclient, operator, orchestrator
+):
+    from .test_api_ws import communicator, events_until
+
+    beta = models[1]
+    room = await room_for(aclient, beta.id)
+    assert (await send(aclient, room, "hello")).status_code == 202
+    await orchestrator.wait_idle()
+    mine = next(m for m in await messages(aclient, room) if m["author_kind"] == "operator")
+    await set_budget(operator, beta.id, tokens_per_day=100)
+    calls = len(beta.requests)
+    edited = await aclient.patch(
+        f"/api/ai/rooms/{room}/messages/{mine['id']}",
+        {"text": "hello again"},
+        content_type="application/json",
+    )
+    assert edited.status_code == 409 and edited.json()["error"]["code"] == "budget_exhausted"
+    comm = communicator(operator)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "message.send", "room_id": room, "text": "hi", "ref": "r"})
+        errors = await events_until(comm, lambda e: e["type"] == "error")
+    finally:
+        await comm.disconnect()
+    assert errors[-1]["data"]["code"] == "budget_exhausted"
+    await orchestrator.wait_idle()
+    assert len(beta.requests) == calls
+    assert len(await messages(aclient, room)) == 2  # the first send and its reply only
