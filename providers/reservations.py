@@ -10,10 +10,11 @@ call: twenty sends at once all passed the check and overshot it twentyfold. Now:
   `max_tokens` (the provider's, else `HAL_BUDGET_OUTPUT_TOKENS`, 4096). Cost: that pair
   priced with the model's price, when there is one.
 - **Reserve** (`reserve`): inside the caller's transaction — the one that checks the send
-  and writes its turns — each budget row is locked in connection order
-  (`select_for_update` on PostgreSQL; on SQLite HAL's IMMEDIATE transactions already hold
-  the write lock), then usage + live reservations + the estimate must fit every limit of
-  the day and the month, or the call is refused with 409 `budget_exhausted`. The rows
+  and writes its turns — each connection row and then its budget row are locked, in
+  connection order (`select_for_update` on PostgreSQL; on SQLite HAL's IMMEDIATE
+  transactions already hold the write lock), then usage + live reservations + the
+  estimate must fit every limit of the day and the month, or the call is refused with 409
+  `budget_exhausted`. The rows
   (`UsageReservation`) are written in the same transaction (`attach`), so a send that
   fails leaves none, and several processes see each other's.
 - **Settle** (`release`): when the call's real usage is charged (chatrooms/integration.py
@@ -46,6 +47,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.errors import Conflict
 from providers.budget_models import ConnectionBudget, UsageReservation
+from providers.models import AIConnection
 from providers.usage import cost_of, price_of
 from providers.usage_totals import day_end, month_end, period_totals, utc_today
 
@@ -193,6 +195,9 @@ def reserve(holds: list[Hold], *, replacing: int | None = None) -> list[Hold]:
         by_connection.setdefault(hold.connection_id, []).append(hold)
     for connection_id in sorted(by_connection):
         mine = by_connection[connection_id]
+        # Connection, then budget: the order of every other budget writer (do_set_budget,
+        # the pause of a charge, keep_paused), so a reservation never deadlocks with them.
+        list(AIConnection.objects.select_for_update().filter(pk=connection_id).values_list("pk"))
         budget = (
             ConnectionBudget.objects.select_for_update().filter(connection_id=connection_id).first()
         )
