@@ -9,6 +9,9 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import re
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -67,20 +70,66 @@ class Session:
             return error.code, json.loads(error.read() or b"null")
 
 
+APP = "hal.asgi:application"
+
+
+class WebProcess:
+    """A daphne web process on the test database (as tests/browser/conftest.LiveServer,
+    with a longer start-up wait: the shared two-core machine may be busy)."""
+
+    START_SECONDS = 180
+
+    def __init__(self, folder: Path, extra_env: dict[str, str]) -> None:
+        from tests.browser.conftest import ROOT, _free_port, _server_env
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**_server_env(folder), **extra_env}
+        self.log = open(folder / "daphne.log", "wb")  # closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), APP],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.START_SECONDS
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("daphne exited: see its daphne.log")
+            try:
+                urllib.request.urlopen(self.url + "/api/health", timeout=2)
+                return
+            except Exception:
+                time.sleep(0.3)
+        raise RuntimeError("daphne did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
 @pytest.fixture
 def two_processes(settings, tmp_path):
-    from tests.browser.conftest import LiveServer
-
     extra = {
         "HAL_DATA_DIR": str(settings.DATA_DIR),  # the same vault key file as this process
         "HAL_VAULT_KEY_FILE": str(settings.HAL_VAULT_KEY_FILE),
     }
-    servers = []
+    servers: list[WebProcess] = []
     try:
         for n in range(2):
             folder = Path(tmp_path / f"web{n}")
             folder.mkdir()
-            servers.append(LiveServer(folder, extra_env=extra))
+            servers.append(WebProcess(folder, extra))
+        for server in servers:  # started side by side, then waited for
+            server.wait_ready()
         yield servers
     finally:
         for server in servers:
@@ -90,8 +139,6 @@ def two_processes(settings, tmp_path):
 def test_twenty_sends_over_two_processes_stay_within_the_budget(
     operator, django_user_model, two_processes, settings
 ):
-    import time
-
     from chatrooms import holds
     from chatrooms.actions import ensure_rooms
     from chatrooms.models import Message, Room
