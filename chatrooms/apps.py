@@ -40,7 +40,11 @@ class ChatroomsConfig(AppConfig):
 
     def ready(self) -> None:
         # Signals only: no database access here (DESIGN rule; recovery runs elsewhere).
-        from chatrooms import budget_notices, integration
+        from chatrooms import budget_notices, holds, integration
+        from chatrooms.run.prompt import estimate_prompt
+
+        # The prompt a budget reservation estimates (chatrooms/holds.py sits below it).
+        holds.register_prompt_builder(estimate_prompt)
 
         integration.connection_signal().connect(
             _on_connection_changed, dispatch_uid="chatrooms.connection_changed"

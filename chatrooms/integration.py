@@ -272,9 +272,11 @@ async def record_usage(
     *,
     model: str = "",
     room_id: int | None = None,
+    turn_id: int | None = None,
 ) -> None:
     """Charge a model call's tokens to its connection: the web-fetch daily flag and the
-    token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`).
+    token/cost budgets (providers/usage.py: 80 % notice, pause at 100 % in `room_id`),
+    and settle `turn_id`'s budget reservation in the same transaction.
     Returns once they are recorded (with the calls batched alongside it)."""
     import asyncio
 
@@ -285,7 +287,7 @@ async def record_usage(
         task = loop.create_task(_flush_usage(loop, batch))
         _usage_flushers.add(task)
         task.add_done_callback(_usage_flushers.discard)
-    batch[0].append((connection_id, input_tokens, output_tokens, model, room_id))
+    batch[0].append((connection_id, input_tokens, output_tokens, model, room_id, turn_id))
     await asyncio.shield(batch[1])
 
 
@@ -315,7 +317,7 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
     loses only its own call's record."""
     from django.db import transaction
 
-    from providers import usage
+    from providers import reservations, usage
     from webfetch import budgets
 
     with transaction.atomic():
@@ -323,7 +325,13 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         # processes) then lock the same usage rows in the same order. In arrival order
         # they deadlocked, and PostgreSQL's detection (a second) dropped one call's charge.
         ordered = sorted(items, key=lambda item: (item[0], item[3]))
-        for connection_id, input_tokens, output_tokens, model, room_id in ordered:
+        for connection_id, input_tokens, output_tokens, model, room_id, turn_id in ordered:
+            if turn_id is not None:
+                # Settled with the charge: in one transaction, so the call counts against
+                # its budget throughout (reserved, then used), never twice, never not.
+                reservations.release([turn_id])
+            if not input_tokens and not output_tokens:
+                continue
             try:
                 with transaction.atomic():
                     budgets.record_usage(connection_id, input_tokens, output_tokens)
@@ -355,6 +363,73 @@ def budget_exhausted(connection: Any) -> Conflict:
     from providers.budgets import budget_exhausted as refusal
 
     return refusal(connection)
+
+
+# ----- budget reservations (providers/reservations.py; chatrooms/holds.py) ---------------
+
+
+def estimate_call(connection: Any, provider: Any, system: str, messages: Any, tools: Any) -> Any:
+    """One call's estimate (a reservations.Hold): prompt chars / ratio + max_tokens."""
+    from providers.reservations import estimate
+
+    return estimate(connection, provider, system, list(messages), list(tools))
+
+
+def reserve_calls(holds: list[Any]) -> list[Any]:
+    """Check holds against their budgets (inside the caller's transaction): 409 otherwise."""
+    from providers.reservations import reserve
+
+    return reserve(holds)
+
+
+def attach_reservations(holds: list[Any]) -> None:
+    from providers.reservations import attach
+
+    attach(holds)
+
+
+def replace_reservation(hold: Any) -> bool:
+    from providers.reservations import replace
+
+    return replace(hold)
+
+
+def release_reservations(turn_ids: Any) -> int:
+    """Delete the reservations of turns that ended without a charge, or were interrupted."""
+    from providers.reservations import release
+
+    return release(turn_ids)
+
+
+def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
+    """(DB thread) a reviewer call's estimate, reserved against its connection's budget
+    under the key -review_id (chat turns use their positive ids); 409 `budget_exhausted`
+    when it does not fit. False: the connection has no budget."""
+    from django.db import transaction
+
+    from providers.base import ChatMessage
+
+    if not getattr(connection, "budgeted", False):
+        return False
+    hold = estimate_call(
+        connection, _provider_or_none(connection), system, [ChatMessage.user(user)], []
+    )
+    hold.turn_id = -int(review_id)
+    with transaction.atomic():
+        return replace_reservation(hold)
+
+
+def _provider_or_none(connection: Any) -> Any:
+    try:
+        return provider_for(connection)
+    except Exception:
+        return None
+
+
+def sweep_reservations() -> int:
+    from providers.reservations import sweep
+
+    return sweep()
 
 
 def budget_signal() -> Any:

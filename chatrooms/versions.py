@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from chatrooms import actions, integration
+from chatrooms import holds as holds_of
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
@@ -118,7 +119,11 @@ def check_regenerate(*, actor: Actor, room_id: Any, message_id: Any) -> actions.
             raise NotFound(_("The connection no longer exists."), code="connection_not_found")
         if connection.status != integration.ACTIVE:
             raise actions._inactive(connection)
-        return do_regenerate(actor, room, message, connection)
+        # Its call's estimate reserved against the budget, or 409 budget_exhausted.
+        holds = holds_of.reserve_turns(room, [connection], None, trigger_id=message.reply_to_id)
+        sent = do_regenerate(actor, room, message, connection)
+        holds_of.attach(holds, [t for t, _reply in sent.turns])
+        return sent
 
 
 def do_regenerate(actor: Actor, room: Room, message: Message, connection: Any) -> actions.Sent:
@@ -197,7 +202,11 @@ def check_edit_message(
             raise busy
         targets, everyone = actions.resolve_targets(room, text)
         new_context = actions.clean_context(context) if context else (message.context or {})
+        holds = holds_of.reserve_turns(
+            room, targets, everyone, text=text, context=new_context, author=actor.label
+        )
         sent = do_edit_message(actor, room, message, text, new_context, targets)
+        holds_of.attach(holds, [t for t, _reply in sent.turns])
     sent.connections = everyone
     return sent
 

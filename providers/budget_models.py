@@ -78,3 +78,30 @@ class ConnectionBudget(models.Model):
 
     def __str__(self) -> str:
         return f"budget of connection {self.connection_id}"
+
+
+class UsageReservation(models.Model):
+    """Tokens (and cost) one model call holds against its connection's budget in flight.
+
+    Written with the call's turn in the transaction that checked the remaining budget;
+    deleted when its real usage is charged (providers/reservations.py). `expires_at`
+    bounds a reservation whose process died: past it, it no longer counts."""
+
+    connection = models.ForeignKey(
+        "providers.AIConnection", on_delete=models.CASCADE, related_name="reservations"
+    )
+    # The chat turn (or reviewer run) holding it: an id, not a key (chatrooms sits above).
+    turn_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    tokens = models.BigIntegerField()
+    cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["connection_id", "id"]
+        indexes = [
+            models.Index(fields=["connection", "expires_at"], name="providers_reserve_live"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tokens} tokens reserved on connection {self.connection_id}"

@@ -26,11 +26,16 @@ from hal.actions.base import Actor, action, record_audit, require_perm, require_
 from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
 from providers.budget_models import ConnectionBudget, ModelPrice
+from providers.budget_rules import (
+    LIMIT_FIELDS,
+    _describe,
+    _record_pause,
+    _utc,
+    assess,
+)
 from providers.models import AIConnection, connection_changed
 from providers.usage_totals import (
     budget_dict,
-    day_end,
-    month_end,
     month_start,
     period_totals,
     utc_today,
@@ -42,43 +47,7 @@ budget_notice = Signal()
 
 WARN_RATIO = Decimal("0.8")
 AUDIT_ACTOR = "budgets"
-LIMIT_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month")
 PRICE_MAX = Decimal("100000000")
-
-
-def _ratio(used: Any, limit: Any) -> Decimal:
-    if limit is None or limit <= 0:
-        return Decimal(0)
-    return Decimal(used) / Decimal(limit)
-
-
-def assess(budget: ConnectionBudget, totals: dict[str, Any]) -> dict[str, Decimal]:
-    """The highest share of any budget used per period: {"day": r, "month": r}."""
-    out = {}
-    for period, suffix in (("day", "per_day"), ("month", "per_month")):
-        used = totals[period]
-        out[period] = max(
-            _ratio(used["tokens"], getattr(budget, f"tokens_{suffix}")),
-            _ratio(used["cost"], getattr(budget, f"cost_{suffix}")),
-        )
-    return out
-
-
-def _describe(budget: ConnectionBudget, totals: dict[str, Any], period: str) -> str:
-    """English: which budget of a period, how much of it (audit rows, the pause reason)."""
-    suffix = "per_day" if period == "day" else "per_month"
-    label = "daily" if period == "day" else "monthly"
-    used = totals[period]
-    parts = []
-    if getattr(budget, f"tokens_{suffix}"):
-        parts.append(f"{used['tokens']} of {getattr(budget, f'tokens_{suffix}')} tokens")
-    if getattr(budget, f"cost_{suffix}"):
-        parts.append(f"{used['cost']:.4f} of {getattr(budget, f'cost_{suffix}'):.4f} cost")
-    return f"{label} budget: " + ", ".join(parts)
-
-
-def _utc(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _notify(room_id: int | None, text: dict[str, Any]) -> None:
@@ -158,15 +127,8 @@ def _pause(
     room_id: int | None,
 ) -> bool:
     """Set status `paused` with a reason until the latest exhausted period ends."""
-    until = max(day_end(day) if p == "day" else month_end(day) for p in exhausted)
-    reason = "; ".join(_describe(budget, totals, p) + " used up" for p in exhausted)
     conn = AIConnection.objects.select_for_update().get(pk=budget.connection_id)
-    ConnectionBudget.objects.filter(pk=budget.pk).update(
-        paused_reason=reason[:300],
-        paused_until=until,
-        warned_day=day,
-        warned_month=month_start(day),
-    )
+    reason, until = _record_pause(budget, totals, exhausted, day)
     if conn.status != AIConnection.ACTIVE:
         return conn.status == AIConnection.PAUSED  # disabled/error stay as they are
     before = {"status": conn.status}
@@ -203,8 +165,12 @@ def _resume(conn: AIConnection, why: str, actor: Actor | None = None) -> None:
     )
     if conn.status != AIConnection.PAUSED:
         return
-    conn.status = AIConnection.ACTIVE
-    conn.save(update_fields=["status", "updated_at"])
+    from providers.verification import settle_ready
+
+    settle_ready(conn)  # the one way to `active` (it checks the budget again)
+    if conn.status == AIConnection.PAUSED:
+        return
+    conn.save(update_fields=["status", "last_error", "updated_at"])
     record_audit(
         actor or Actor.for_system("system", AUDIT_ACTOR),
         "connections.budget_resumed",
@@ -342,6 +308,10 @@ def do_set_budget(actor: Actor, conn: AIConnection, limits: dict[str, Any]) -> A
         for field, value in limits.items():
             setattr(budget, field, value)
         budget.save()
+        budgeted = any(getattr(budget, f) for f in LIMIT_FIELDS)
+        if conn.budgeted != budgeted:  # sends reserve only for budgeted connections
+            AIConnection.objects.filter(pk=conn.pk).update(budgeted=budgeted)
+            conn.budgeted = budgeted
         record_audit(
             actor, "connections.set_budget", target=conn, before=before, after=budget_dict(budget)
         )

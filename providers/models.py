@@ -105,6 +105,10 @@ class AIConnection(models.Model):
     oauth_redirect_uri = models.CharField(max_length=500, blank=True)
     # Expiry of the access token in the vault (not secret; drives refresh-before-expiry).
     oauth_expires_at = models.DateTimeField(null=True, blank=True)
+    # Whether a token/cost budget is set (kept by providers/budgets.do_set_budget): a send
+    # reserves its calls' estimates only then, and learns it from the connection row it
+    # reads anyway (providers/reservations.py) — no budget query on an unbudgeted send.
+    budgeted = models.BooleanField(default=False)
     created_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

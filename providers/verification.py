@@ -73,9 +73,17 @@ def choose_default_model(provider: str, current: str, models: list[str]) -> tupl
 
 
 def settle_ready(conn: AIConnection) -> None:
-    """A connection that has its credential back: `active` only with a model to call,
-    otherwise `error` saying that Verify picks one (the background re-check does too)."""
-    if conn.model:
+    """The one way a connection becomes `active` (enable, PATCH status, verify, the
+    background and vault re-checks, a new key, an OAuth token, a budget lifted): `active`
+    only with a model to call (otherwise `error` saying that Verify picks one), and
+    `paused` while a budget of it is used up — whoever asks (providers/budgets.py).
+    Inside the caller's transaction, with `conn` locked."""
+    from providers.budget_rules import keep_paused
+
+    if conn.model and keep_paused(conn):
+        conn.status = AIConnection.PAUSED
+        conn.last_error = ""
+    elif conn.model:
         conn.status = AIConnection.ACTIVE
         conn.last_error = ""
     else:

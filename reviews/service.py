@@ -128,6 +128,11 @@ def prepare(review_id: int) -> tuple[Any, Any, str, str, dict[str, Any]]:
 
     connection = connection_model().objects.get(pk=review.reviewer_connection_id)
     context = {"read_results": len(reads), "skill_document": True, "tools": False}
+    from chatrooms.integration import reserve_review
+
+    # Its estimate is reserved against the reviewer's budget (409 budget_exhausted, and
+    # the review fails without a call, when it does not fit); settled in `_charge`.
+    reserve_review(connection, system, user, review.pk)
     return review, connection, system, user, context
 
 
@@ -177,8 +182,8 @@ async def run_review(proposal_id: int) -> None:
         except Exception:
             log.exception("could not record review %s", review.pk)
     finally:
-        if any(usage.values()):
-            await _charge(review, usage)
+        # Always: the charge also settles the call's budget reservation (if any).
+        await _charge(review, usage)
 
 
 async def _stream(
@@ -220,6 +225,8 @@ def _reason(exc: BaseException) -> str:
 
     if isinstance(exc, ProviderError):
         return f"{exc.kind}: {exc.message}"[:500]
+    if getattr(exc, "code", "") == "budget_exhausted":
+        return f"budget_exhausted: {exc}"[:500]
     if isinstance(exc, TimeoutError):
         return "timeout: the reviewer did not answer in time"
     log.warning("review failed: %s", type(exc).__name__)
@@ -238,4 +245,5 @@ async def _charge(review: Any, usage: dict[str, int]) -> None:
             usage["output_tokens"],
             model=review.reviewer_model,
             room_id=review.proposal.room_id,
+            turn_id=-int(review.pk),  # its reservation's key (integration.reserve_review)
         )

@@ -88,6 +88,18 @@ def notice_inactive_mentioned(speaker: str, names: str) -> dict[str, Any]:
     )
 
 
+def notice_relay_over_budget(speaker: str, names: str) -> dict[str, Any]:
+    """A model mentioned connections whose budget has too little left for the call."""
+    return i18n.text(
+        gettext_noop(
+            "@{speaker} mentioned {names}, whose budget has too little left for another "
+            "call; it will not answer (an administrator can raise the budget on /ops/ai)."
+        ),
+        speaker=speaker,
+        names=names,
+    )
+
+
 def notice_tool_round_limit(name: str, limit: int) -> dict[str, Any]:
     """A reply stopped at the per-reply tool round limit."""
     return i18n.text(

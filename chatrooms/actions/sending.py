@@ -151,6 +151,28 @@ def check_send_message(
         connections = None
     targets, everyone = resolve_targets(room, text, connections)
     opening = None
+    if any(getattr(c, "budgeted", False) for c in targets):
+        # A budget: its calls' estimates are reserved first, in the transaction that
+        # writes the send (chatrooms/holds.py), and only then are the calls opened — a
+        # send that does not fit is refused (409 budget_exhausted) before any model call
+        # and stores nothing. The reservation's row lock is the transaction's first write.
+        try:
+            with transaction.atomic():
+                holds = reserve_turns(
+                    room, targets, everyone, text=text, context=context, author=actor.label
+                )
+                if open_calls is not None:
+                    opening = open_calls(room, targets, everyone, text, context, actor.label)
+                sent = do_send_message(actor, room, text, context, targets)
+                attach_holds(holds, [t for t, _reply in sent.turns])
+                budget_notices.notice_budget_skips(room, text, everyone)
+        except BaseException:
+            if opening is not None:
+                opening.abandon()
+            raise
+        sent.connections = everyone
+        sent.opening = opening
+        return sent
     if open_calls is not None:
         opening = open_calls(room, targets, everyone, text, context, actor.label)
     try:
@@ -164,6 +186,19 @@ def check_send_message(
     sent.connections = everyone
     sent.opening = opening
     return sent
+
+
+def reserve_turns(room: Room, connections: list[Any], everyone: Any, **kw: Any) -> list[Any]:
+    """chatrooms/holds.py (imported here: it uses these actions)."""
+    from chatrooms import holds
+
+    return holds.reserve_turns(room, connections, everyone, **kw)
+
+
+def attach_holds(held: list[Any], turns: list[Any]) -> None:
+    from chatrooms import holds
+
+    holds.attach(held, turns)
 
 
 def resolve_targets(
@@ -299,7 +334,10 @@ def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
             raise _inactive(connection)
         if Turn.objects.filter(retry_of=turn).exists():
             raise Conflict(_("This turn was already retried."), code="turn_not_retryable")
-        return do_retry_turn(actor, turn)
+        holds = reserve_turns(room, [connection], None, trigger_id=turn.trigger_id)
+        new = do_retry_turn(actor, turn)
+        attach_holds(holds, [new])
+        return new
 
 
 def do_retry_turn(actor: Actor, turn: Turn) -> Turn:

@@ -14,7 +14,7 @@ from chatrooms import integration
 from chatrooms.actions.notices import do_post_notice, notice_interrupted
 from chatrooms.actions.rooms import room_group
 from chatrooms.facts import with_facts
-from chatrooms.models import Message, Turn
+from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
 from hal import rows
 from hal.actions.base import Actor, record_audit
@@ -250,15 +250,34 @@ def do_record_decision(
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
-def do_queue_relays(reply: Message, connections: list[Any]) -> list[int]:
-    """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply."""
+def do_queue_relays(
+    reply: Message, connections: list[Any], *, over_budget: list[str] | None = None
+) -> list[int]:
+    """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply;
+    each reserves its call's estimate (chatrooms/holds.py): a model whose budget has too
+    little left is not asked, and its name goes to `over_budget`."""
+    from chatrooms import holds
+    from hal.errors import Conflict
+
+    ids = []
     with transaction.atomic():
-        return [
-            Turn.objects.create(
+        room = Room.objects.get(pk=reply.room_id)
+        for c in connections:
+            try:
+                with transaction.atomic():
+                    reserved = holds.reserve_turns(room, [c], None, trigger_id=reply.pk)
+            except Conflict as exc:
+                if exc.code != "budget_exhausted":
+                    raise
+                if over_budget is not None:
+                    over_budget.append(c.name)
+                continue
+            turn = Turn.objects.create(
                 room_id=reply.room_id, connection=c, trigger=reply, relay_depth=1
-            ).pk
-            for c in connections
-        ]
+            )
+            holds.attach(reserved, [turn])
+            ids.append(turn.pk)
+    return ids
 
 
 def do_recover_interrupted(
@@ -280,6 +299,9 @@ def do_recover_interrupted(
                 owner="", updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
             )
         turns = list(queryset.select_related("connection"))
+        # Their calls ended with the process: nothing of them is reserved any longer.
+        integration.release_reservations([t.pk for t in turns])
+        integration.sweep_reservations()
         for turn in turns:
             name = turn.connection.name if turn.connection else None
             turn.status = Turn.INTERRUPTED

@@ -316,3 +316,47 @@ def assemble_prompt(
     )
     messages = to_chat_messages(history, connection.pk) + transcript_messages(transcript or [])
     return system, messages
+
+
+# Past every message id: the whole history before a message not stored yet.
+_NEWEST = 2**62
+
+
+def estimate_prompt(
+    room: Room,
+    connection: Any,
+    everyone: list[Any] | None,
+    *,
+    trigger_id: int | None = None,
+    text: str | None = None,
+    context: dict[str, Any] | None = None,
+    author: str = "",
+) -> tuple[str, list[ChatMessage]]:
+    """(In the caller's DB trip) the prompt a turn's first call will send, for its budget
+    reservation (chatrooms/holds.py): `text` is a message not stored yet (a send, an edit);
+    otherwise the history runs up to `trigger_id` (a retry, a regenerate, a relay)."""
+    limit = history_limit()
+    if text is not None:
+        history = actions.history_queryset(room.pk, _NEWEST, max(limit - 1, 0)) if limit > 1 else []
+        history.append(
+            actions.HistoryItem(0, Message.OPERATOR, author, None, text, context or {}, {})
+        )
+    else:
+        history = actions.history_queryset(room.pk, trigger_id or _NEWEST, limit)
+    if context is None:
+        said = [m for m in history if m.author_kind == Message.OPERATOR]
+        context = said[-1].context if said else {}
+    full = recent_rooms({room.pk}).get(room.pk, room)
+    if room.kind == Room.UNIFIED:
+        present = everyone if everyone is not None else integration.list_connections()
+    else:
+        present = [connection]
+    return assemble_prompt(
+        connection,
+        full,
+        present,
+        context or {},
+        history,
+        None,
+        extra_sections=prompt_sections(context or {}),
+    )

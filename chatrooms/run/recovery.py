@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from chatrooms import actions, leases
+from chatrooms import actions, integration, leases
 from chatrooms.run.config import turn_timeout
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON
 from hal.dbthreads import db
@@ -39,6 +39,11 @@ class Recovery:
     async def fail_turns(self, turn_ids: Iterable[int], code: str, reason: str) -> None:
         """Fail turns known only by id (conditional: a turn that ended meanwhile stays as
         it is), keeping any text saved so far, and tell their rooms."""
+        turn_ids = list(turn_ids)
+        try:  # no call of theirs runs any longer: what they reserved is free again
+            await db(integration.release_reservations)(turn_ids)
+        except Exception:
+            log.exception("could not release the reservations of turns %s", turn_ids)
         for turn_id in turn_ids:
             try:
                 reply = await db(actions.do_fail_turn)(turn_id, None, code=code, message=reason)

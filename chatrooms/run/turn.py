@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from chatrooms import actions, integration
+from chatrooms import actions, holds, integration
 from chatrooms.addressing import arelay_mentions
 from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Room, Turn
@@ -22,6 +22,7 @@ from chatrooms.run.prompt import Prepared, transcript_messages
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
+from hal.errors import Conflict
 from providers.base import ProviderError, TextDelta, ToolCall, Usage
 
 log = logging.getLogger("hal.chatrooms")
@@ -95,17 +96,21 @@ class TurnRunner:
                 self.phases.append({"to_provider": clock["to_provider"] - began})
             if prepared.framer is not None:
                 prepared.framer.close()  # idempotent; ends the sender on any path
-        if any(prepared.charge):
-            # Budget accounting is bookkeeping, not part of the reply: off the hot path.
-            self.spawn(
-                integration.record_usage(
-                    prepared.connection.pk,
-                    *prepared.charge,
-                    model=prepared.connection.model,
+            budgeted = getattr(prepared.connection, "budgeted", False)
+            if any(prepared.charge) or budgeted:
+                # Budget accounting is bookkeeping, not part of the reply: off the hot
+                # path. It also settles the turn's reservation (chatrooms/holds.py) — on
+                # every way the turn ends, a reset's cancellation included.
+                self.spawn(
+                    integration.record_usage(
+                        prepared.connection.pk,
+                        *prepared.charge,
+                        model=prepared.connection.model,
+                        room_id=prepared.room_id,
+                        turn_id=prepared.turn_id if budgeted else None,
+                    ),
                     room_id=prepared.room_id,
-                ),
-                room_id=prepared.room_id,
-            )
+                )
         if done is not None and prepared.room_kind == Room.UNIFIED:
             try:
                 await self._relay(prepared, done)
@@ -148,6 +153,10 @@ class TurnRunner:
                     rounds += 1
                     calls: list[ToolCall] = []
                     round_start = len(framer.text)
+                    if rounds > 1 and getattr(prepared.connection, "budgeted", False):
+                        # A tool round or a continuation: a call of its own, reserved
+                        # before it is sent (its first call was, with the turn).
+                        await db(holds.reserve_next)(prepared, messages)
                     if prepared.opened is not None:
                         # Sent while the send's rows were written (chatrooms/run/opening.py).
                         stream = prepared.opened.events()
@@ -237,6 +246,9 @@ class TurnRunner:
                 )
             )
             raise
+        except Conflict as exc:  # a tool round's reservation did not fit the budget
+            await self._fail(prepared, framer, exc.code, str(exc.message))
+            return None
         except ProviderError as exc:
             reason = actions.provider_failure_reason(exc, prepared.connection.provider)
             await self._fail(prepared, framer, exc.kind, reason)
@@ -441,7 +453,14 @@ class TurnRunner:
             for c in await db(integration.recent_connections)()
             if c.pk in ids and integration.addressable(c)
         ]
-        turn_ids = await db(actions.do_queue_relays)(reply, connections)
+        over_budget: list[str] = []
+        turn_ids = await db(actions.do_queue_relays)(reply, connections, over_budget=over_budget)
+        if over_budget:
+            await self._notice(
+                prepared.room_id,
+                actions.notice_relay_over_budget(speaker, ", ".join("@" + n for n in over_budget)),
+                reply_to=reply.pk,
+            )
         # Relays are part of this turn's work: run them concurrently and wait, so that
         # wait_idle() and a reset see them.
         await self.run_turns(turn_ids)

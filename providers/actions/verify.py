@@ -131,8 +131,8 @@ def do_record_verification(
             if not conn.models:
                 kind, message = "no_models", verification.NO_MODELS
         if kind is None:
-            if conn.status not in (AIConnection.DISABLED, AIConnection.PAUSED):  # budgets
-                conn.status = AIConnection.ACTIVE
+            if conn.status != AIConnection.DISABLED:
+                verification.settle_ready(conn)  # stays `paused` while a budget is used up
         else:
             conn.last_error = message[:500]
             conn.last_error_at = conn.last_checked_at

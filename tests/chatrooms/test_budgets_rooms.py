@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from asgiref.sync import sync_to_async
 
 from chatrooms.models import Message
@@ -13,6 +14,16 @@ from tests.fakes.script import Reply
 
 from .conftest import messages, room_for, send, unified_room
 from .test_api_ws import communicator, events_until
+
+
+@pytest.fixture(autouse=True)
+def _tiny_estimates(settings, monkeypatch):
+    """These tests are about the notices and the pause, not about reservations
+    (tests/budgets/test_reservations.py): each call reserves an estimate of 2 tokens."""
+    from providers import reservations
+
+    settings.HAL_BUDGET_CHARS_PER_TOKEN = 10**9
+    monkeypatch.setattr(reservations, "output_tokens", lambda provider: 1)
 
 
 async def set_budget(operator, connection_id: int, **limits):
@@ -129,7 +140,8 @@ async def test_verify_does_not_unpause(models, aclient, operator, orchestrator):
 
     alpha = models[0]
     await set_budget(operator, alpha.id, tokens_per_day=10)
-    await send(aclient, await room_for(aclient, alpha.id), "use it up")
+    r = await send(aclient, await room_for(aclient, alpha.id), "use it up")
+    assert r.status_code == 202, r.json()
     await orchestrator.wait_idle()
     assert await status_of(alpha.id) == "paused"
     actor = Actor(user=operator, via="api", reauth_at=time.time())
