@@ -24,6 +24,7 @@ from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.events import publish
+from hal.ids import as_id
 
 # The bookkeeping of a stopped turn lives with the other turn transitions (the run modules
 # use it without importing this module); its old names stay here.
@@ -38,10 +39,10 @@ __all__ = [
 
 
 def _turn_id(raw: Any) -> int:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such turn."), code="turn_not_found") from None
+    pk = as_id(raw)
+    if pk is None:
+        raise NotFound(_("No such turn."), code="turn_not_found")
+    return pk
 
 
 @action("chat.turn.stop")

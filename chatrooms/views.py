@@ -18,8 +18,9 @@ from hal import launch
 from hal.actions.base import Actor, require_perm
 from hal.api import dispatch, error_response, json_body
 from hal.dbthreads import db
-from hal.errors import HalError, InvalidInput, NotAuthenticated
+from hal.errors import HalError, NotAuthenticated
 from hal.i18n import localize
+from hal.ids import parse_id
 from hal.middleware import activate_in_trip, activates_language_in_its_trip
 
 PAGE_DEFAULT = 50
@@ -57,17 +58,13 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name)
     if raw in (None, ""):
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(
-            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
-        ) from None
-    if value < 0:
-        raise InvalidInput(
-            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
-        )
-    return value
+    # 0 is a cursor before every message; past the database's range is no id (hal/ids.py).
+    return parse_id(
+        raw,
+        zero=True,
+        code="invalid_cursor",
+        message=format_lazy(_("{name} must be a message id."), name=name),
+    )
 
 
 def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:

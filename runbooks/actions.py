@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
+from hal.ids import as_id
 from runbooks.models import SCOPE_KINDS, Runbook, RunbookVersion
 
 MAX_TITLE = 200
@@ -110,10 +111,9 @@ def _content(title: Any, body: Any, tags: Any, scopes: Any) -> dict[str, Any]:
 
 def load_runbook(runbook_id: Any, *, lock: bool = False) -> Runbook:
     """The runbook with this id (404 runbook_not_found)."""
-    try:
-        pk = int(runbook_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such runbook."), code="runbook_not_found") from None
+    pk = as_id(runbook_id)
+    if pk is None:
+        raise NotFound(_("No such runbook."), code="runbook_not_found")
     qs = Runbook.objects.select_for_update() if lock else Runbook.objects
     found = qs.filter(pk=pk).first()
     if found is None:
