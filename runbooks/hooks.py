@@ -58,6 +58,7 @@ def read_runbook(actor: Actor, arguments: dict[str, Any], confirmation: Any = No
         runbook=arguments.get("id"),
         title=arguments.get("title", ""),
         version=arguments.get("version"),
+        live=True,  # an archived runbook is refused with runbook_archived
     )
 
 
