@@ -39,6 +39,7 @@ def proposal_strings() -> dict[str, str]:
         # The second opinion (reviews app): advice of another model, never a decision.
         "review_by": _("Second opinion by {model}"),
         "review_streaming": _("Reviewing…"),
+        "review_truncated": _("…truncated: the answer was longer than HAL keeps."),
         "review_failed": _("Review failed: {reason}"),
         "review_unparseable": _("The review was not a valid structured answer; its text:"),
         "review_reasons": _("Reasons"),
