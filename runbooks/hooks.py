@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from hal.actions.base import Actor
 from hal.prompt_hooks import register_prompt_section
@@ -29,7 +29,17 @@ class ListRunbooksArgs(ToolArgs):
     )
 
 
+# "id or title" in the schema itself, so `{}` is visibly invalid to a model and to an MCP
+# client. Not as a top-level anyOf: the Anthropic Messages API refuses a tool whose
+# input_schema has oneOf/allOf/anyOf at its top level (the whole request fails with 400,
+# and a Claude Code CLI passes HAL's MCP schemas through to it). if/then says the same:
+# without an id, a title is required.
+ID_OR_TITLE: dict[str, Any] = {"if": {"not": {"required": ["id"]}}, "then": {"required": ["title"]}}
+
+
 class ReadRunbookArgs(ToolArgs):
+    model_config = ConfigDict(json_schema_extra=ID_OR_TITLE)
+
     id: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
         default=None, description="The runbook id."
     )

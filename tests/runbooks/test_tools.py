@@ -25,6 +25,19 @@ def test_tools_are_registered_as_reads():
     assert ref["required"] == ["id", "version"] and ref["additionalProperties"] is False
 
 
+def test_read_runbook_schema_says_id_or_title():
+    import jsonschema
+
+    schema = get_tool("read_runbook").input_schema
+    validator = jsonschema.Draft202012Validator(schema)
+    for good in ({"id": 1}, {"title": "Disk full"}, {"id": 1, "version": 2}):
+        assert validator.is_valid(good), good
+    for bad in ({}, {"version": 2}, {"id": 1, "other": 1}):
+        assert not validator.is_valid(bad), bad
+    # Not as a top-level combinator: the Anthropic API refuses those (see runbooks/hooks.py).
+    assert not {"anyOf", "oneOf", "allOf"} & set(schema)
+
+
 def test_list_and_read_through_dispatch(disk_runbook, ai_actor):
     listed = run_tool_call("list_runbooks", {"query": "DISK"}, actor=ai_actor)
     assert listed.ok
