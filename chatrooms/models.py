@@ -192,6 +192,10 @@ class Message(models.Model):
             data["stopped"] = True
         if self.author_kind == self.MODEL:
             data.update(as_fields(meta))
+            if meta.get("turn"):
+                # Stored when the reply ends; a streaming one gets it from its sender
+                # (message.created, chatrooms.stopping.name_turns).
+                data["turn_id"] = meta["turn"]
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data

@@ -66,6 +66,8 @@ def parse_resume(rooms: Any, open_ids: Any = None) -> tuple[dict[int, int], set[
 
 def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
     """Per room of this operator named in `rooms`: the messages the client has not seen."""
+    from chatrooms.stopping import name_turns
+
     wanted, held = parse_resume(rooms, open_ids)
     own = set(Room.objects.filter(operator=user, pk__in=wanted).values_list("pk", flat=True))
     out = []
@@ -77,7 +79,9 @@ def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
         unfinished = Q(status=Message.STREAMING) | Q(pk__in=held)
         older = list(Message.objects.filter(unfinished, room_id=room_id, id__lte=after))
         rows = sorted(older + newer, key=lambda m: m.pk)
-        out.append({"room_id": room_id, "messages": [m.as_dict() for m in rows]})
+        messages = [m.as_dict() for m in rows]
+        name_turns(messages)  # a resumed streaming reply keeps its Stop button
+        out.append({"room_id": room_id, "messages": messages})
     return out
 
 

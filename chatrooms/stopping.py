@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 
 from chatrooms.actions import get_room, room_group
 from chatrooms.actions.turns import do_finish_stopped, stop_requested
-from chatrooms.models import Room, Turn
+from chatrooms.models import Message, Room, Turn
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
@@ -33,7 +33,7 @@ __all__ = [
     "check_stop_turn",
     "do_finish_stopped",
     "do_stop_turns",
-    "running_turn_ids",
+    "name_turns",
     "stop_requested",
 ]
 
@@ -47,9 +47,19 @@ def _turn_id(raw: Any) -> int:
 
 @action("chat.turn.stop")
 def check_stop_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> list[int]:
-    """Stop one running reply (its partial text is kept); a finished turn → turn_not_running."""
+    """Stop one running reply (its partial text is kept); a finished turn → turn_not_running.
+    Without `room_id` (WebSocket `turn.stop`, SPEC §10) the turn is looked up among the
+    actor's own rooms."""
     require_perm(actor, "view")
     with transaction.atomic():
+        if room_id in (None, ""):
+            room_id = (
+                Turn.objects.filter(pk=_turn_id(turn_id), room__operator=actor.user)
+                .values_list("room_id", flat=True)
+                .first()
+            )
+            if room_id is None:
+                raise NotFound(_("No such turn."), code="turn_not_found")
         room = get_room(actor, room_id)
         turn = Turn.objects.select_for_update().filter(pk=_turn_id(turn_id), room=room).first()
         if turn is None:
@@ -93,9 +103,16 @@ def do_stop_turns(actor: Actor, room: Room, turns: list[Turn]) -> list[int]:
     return ids
 
 
-def running_turn_ids(message_ids: list[int]) -> dict[int, int]:
-    """Reply message id → its running turn id (the panel's Stop buttons after a reload)."""
-    rows = Turn.objects.filter(reply_id__in=message_ids, status__in=Turn.RUNNING).values_list(
-        "reply_id", "pk"
-    )
-    return dict(rows)
+def name_turns(messages: list[dict[str, Any]]) -> None:
+    """Every model reply's JSON names its `turn_id` (SPEC §10; stop or retry by turn): an
+    ended reply carries it in its meta; the others — streaming, or stored before it was
+    kept — are looked up here, in one query."""
+    missing = [
+        m["id"] for m in messages if m.get("author_kind") == Message.MODEL and "turn_id" not in m
+    ]
+    if not missing:
+        return
+    found = dict(Turn.objects.filter(reply_id__in=missing).values_list("reply_id", "pk"))
+    for m in messages:
+        if m["id"] in found and "turn_id" not in m:
+            m["turn_id"] = found[m["id"]]

@@ -91,12 +91,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
         rows.reverse()
     messages = [m.as_dict() for m in rows]
     versions.annotate_versions(messages)
-    streaming = [m["id"] for m in messages if m["status"] == Message.STREAMING]
-    if streaming:
-        turns = stopping.running_turn_ids(streaming)
-        for m in messages:
-            if m["id"] in turns:
-                m["turn_id"] = turns[m["id"]]
+    stopping.name_turns(messages)
     return {"room_id": room.pk, "messages": messages, "has_more": more}
 
 
