@@ -313,6 +313,21 @@ class Turn(models.Model):
         }
 
 
+def name_turns(messages: list[dict[str, Any]]) -> None:
+    """Every model reply's JSON names its `turn_id` (SPEC §10; stop or retry by turn): an
+    ended reply carries it in its meta; the others — streaming, or stored before it was
+    kept — are looked up here, in one query."""
+    missing = [
+        m["id"] for m in messages if m.get("author_kind") == Message.MODEL and "turn_id" not in m
+    ]
+    if not missing:
+        return
+    found = dict(Turn.objects.filter(reply_id__in=missing).values_list("reply_id", "pk"))
+    for m in messages:
+        if m["id"] in found and "turn_id" not in m:
+            m["turn_id"] = found[m["id"]]
+
+
 class ProcessLease(models.Model):
     """A web process that runs turns: its owner id and heartbeat (chatrooms.leases)."""
 

@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
 
-from chatrooms.models import Message, Room
+from chatrooms.models import Message, Room, name_turns
 from chatrooms.owner import CONTROL_GROUP
 from hal.errors import InvalidInput
 from hal.ids import as_id, as_ids
@@ -66,8 +66,6 @@ def parse_resume(rooms: Any, open_ids: Any = None) -> tuple[dict[int, int], set[
 
 def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
     """Per room of this operator named in `rooms`: the messages the client has not seen."""
-    from chatrooms.stopping import name_turns
-
     wanted, held = parse_resume(rooms, open_ids)
     own = set(Room.objects.filter(operator=user, pk__in=wanted).values_list("pk", flat=True))
     out = []

@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 
 from chatrooms.actions import get_room, room_group
 from chatrooms.actions.turns import do_finish_stopped, stop_requested
-from chatrooms.models import Message, Room, Turn
+from chatrooms.models import Room, Turn
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
@@ -33,7 +33,6 @@ __all__ = [
     "check_stop_turn",
     "do_finish_stopped",
     "do_stop_turns",
-    "name_turns",
     "stop_requested",
 ]
 
@@ -101,18 +100,3 @@ def do_stop_turns(actor: Actor, room: Room, turns: list[Turn]) -> list[int]:
     transaction.on_commit(signal)
     publish(room_group(room.pk), "turn.stopping", {"room_id": room.pk, "turn_ids": ids})
     return ids
-
-
-def name_turns(messages: list[dict[str, Any]]) -> None:
-    """Every model reply's JSON names its `turn_id` (SPEC §10; stop or retry by turn): an
-    ended reply carries it in its meta; the others — streaming, or stored before it was
-    kept — are looked up here, in one query."""
-    missing = [
-        m["id"] for m in messages if m.get("author_kind") == Message.MODEL and "turn_id" not in m
-    ]
-    if not missing:
-        return
-    found = dict(Turn.objects.filter(reply_id__in=missing).values_list("reply_id", "pk"))
-    for m in messages:
-        if m["id"] in found and "turn_id" not in m:
-            m["turn_id"] = found[m["id"]]

@@ -12,7 +12,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from chatrooms import actions, leases, stopping, versions
-from chatrooms.models import Message
+from chatrooms.models import Message, name_turns
 from chatrooms.orchestrator import get_orchestrator
 from hal import launch
 from hal.actions.base import Actor, require_perm
@@ -91,7 +91,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
         rows.reverse()
     messages = [m.as_dict() for m in rows]
     versions.annotate_versions(messages)
-    stopping.name_turns(messages)
+    name_turns(messages)
     return {"room_id": room.pk, "messages": messages, "has_more": more}
 
 
