@@ -40,7 +40,16 @@ def test_a_numeric_hostname_is_still_found_by_name(db):
     assert resolve_server(str(server.pk)) == server
 
 
-@pytest.mark.parametrize("path", ["/api/servers/²", f"/api/jobs?before_id={HUGE}"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/servers/²",
+        f"/api/jobs?before_id={HUGE}",
+        f"/api/incidents/{HUGE}",
+        "/api/metrics?server=²",
+        f"/api/metrics?server={HUGE}",
+    ],
+)
 def test_requests_answer_without_a_500(client_op, path):
     response = client_op.get(path)
     assert response.status_code in (200, 400, 404), response.content
