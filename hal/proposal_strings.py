@@ -17,6 +17,7 @@ def proposal_strings() -> dict[str, str]:
         "read": _("Read"),
         "target": _("Target"),
         "runbook": _("Following runbook"),
+        "runbook_archived": _("archived"),
         "expires": _("Expires"),
         "impact": _("Impact"),
         "arguments": _("Arguments"),

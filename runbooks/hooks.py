@@ -11,8 +11,10 @@ from pydantic import ConfigDict, Field, StringConstraints
 
 from hal.actions.base import Actor
 from hal.prompt_hooks import register_prompt_section
+from hal.proposal_hooks import register_proposal_extra
 from hal.tools.registry import READ, Tool, ToolArgs, register_proposal_reference, register_tool
 from runbooks import services
+from runbooks.models import Runbook
 
 Short = Annotated[str, StringConstraints(max_length=200)]
 
@@ -97,9 +99,28 @@ TOOLS = (
 )
 
 
+def archived_references(rows: list[Any], visible: dict[int, bool]) -> dict[int, dict[str, Any]]:
+    """`runbook_archived` of proposals that cite a runbook (their JSON): a proposal made
+    before its runbook was archived says so on its card. One query per list."""
+    cited = {
+        p.pk: p.runbook["id"]
+        for p in rows
+        if isinstance(p.runbook, dict) and type(p.runbook.get("id")) is int
+    }
+    if not cited:
+        return {}
+    archived = set(
+        Runbook.objects.filter(pk__in=set(cited.values()), archived=True).values_list(
+            "pk", flat=True
+        )
+    )
+    return {pk: {"runbook_archived": runbook in archived} for pk, runbook in cited.items()}
+
+
 def register() -> None:
     """Register tools, the prompt section and the proposal reference (idempotent)."""
     for tool in TOOLS:
         register_tool(tool, replace=True)
     register_prompt_section("runbooks", services.prompt_section)
     register_proposal_reference("runbook", services.REFERENCE_SCHEMA, services.resolve_reference)
+    register_proposal_extra("runbooks", archived_references)

@@ -149,6 +149,8 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
     const link = el("a", "", `${p.runbook.title} (v${p.runbook.version})`);
     link.href = `/runbooks/${p.runbook.id}/?version=${p.runbook.version}`;
     line.append(link);
+    // Archived since the proposal was made: withdrawn by the operators, not to be followed.
+    if (p.runbook_archived === true) line.append(" ", el("span", "badge runbook-archived", S.runbook_archived));
     info.append(line);
   }
   if (p.status === "pending" && p.precheck && p.precheck.ok === false) {

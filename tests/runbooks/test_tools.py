@@ -135,3 +135,21 @@ def test_an_archived_runbook_is_withdrawn_from_models(disk_runbook, ai_actor, ad
     from runbooks.services import read_version
 
     assert read_version(admin_actor, runbook=disk_runbook.pk)["archived"] is True
+
+
+def test_a_proposal_made_before_its_runbook_was_archived_says_so(
+    disk_runbook, ai_actor, admin_actor
+):
+    from hal.actions.proposals.reads import proposal_json
+
+    Server.objects.create(hostname="new-01")
+    ref = {"id": disk_runbook.pk, "version": 1}
+    assert run_tool_call("approve_server", {"server": "new-01", "runbook": ref}, actor=ai_actor).ok
+    proposal = Proposal.objects.get()
+    assert proposal_json(admin_actor, proposal)["runbook_archived"] is False
+    actions.check_archive_runbook(actor=admin_actor, runbook_id=disk_runbook.pk)
+    shown = proposal_json(admin_actor, proposal)
+    assert shown["runbook_archived"] is True and shown["runbook"]["id"] == disk_runbook.pk
+    assert run_tool_call("approve_server", {"server": "new-01"}, actor=ai_actor).ok
+    uncited = Proposal.objects.exclude(pk=proposal.pk).get()
+    assert "runbook_archived" not in proposal_json(admin_actor, uncited)
