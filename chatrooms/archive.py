@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms.models import Archive, Message, Room
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import NotFound
+from hal.ids import as_id
 
 
 def archive_days() -> int:
@@ -53,19 +54,18 @@ def archives_of(user: Any, room_id: Any = None) -> list[Archive]:
     """The operator's archives, newest first (optionally of one room)."""
     queryset = Archive.objects.filter(operator=user).order_by("-created_at", "-id")
     if room_id not in (None, ""):
-        try:
-            queryset = queryset.filter(room_id=int(room_id))
-        except (TypeError, ValueError):
-            raise NotFound(_("No such room."), code="room_not_found") from None
+        room = as_id(room_id)
+        if room is None:
+            raise NotFound(_("No such room."), code="room_not_found")
+        queryset = queryset.filter(room_id=room)
     return list(queryset)
 
 
 def get_archive(user: Any, archive_id: Any) -> Archive:
     """One of the operator's own archives (another operator's does not exist for them)."""
-    try:
-        pk = int(archive_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such archived conversation."), code="archive_not_found") from None
+    pk = as_id(archive_id)
+    if pk is None:
+        raise NotFound(_("No such archived conversation."), code="archive_not_found")
     archive = Archive.objects.filter(pk=pk, operator=user).first()
     if archive is None:
         raise NotFound(_("No such archived conversation."), code="archive_not_found")

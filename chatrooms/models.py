@@ -192,6 +192,10 @@ class Message(models.Model):
             data["stopped"] = True
         if self.author_kind == self.MODEL:
             data.update(as_fields(meta))
+            if meta.get("turn"):
+                # Stored when the reply ends; a streaming one gets it from its sender
+                # (message.created, chatrooms.stopping.name_turns).
+                data["turn_id"] = meta["turn"]
         if meta.get("retry_turn"):
             data["retry_url"] = f"/api/ai/rooms/{self.room_id}/turns/{meta['retry_turn']}/retry"
         return data
@@ -307,6 +311,21 @@ class Turn(models.Model):
             "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at),
         }
+
+
+def name_turns(messages: list[dict[str, Any]]) -> None:
+    """Every model reply's JSON names its `turn_id` (SPEC §10; stop or retry by turn): an
+    ended reply carries it in its meta; the others — streaming, or stored before it was
+    kept — are looked up here, in one query."""
+    missing = [
+        m["id"] for m in messages if m.get("author_kind") == Message.MODEL and "turn_id" not in m
+    ]
+    if not missing:
+        return
+    found = dict(Turn.objects.filter(reply_id__in=missing).values_list("reply_id", "pk"))
+    for m in messages:
+        if m["id"] in found and "turn_id" not in m:
+            m["turn_id"] = found[m["id"]]
 
 
 class ProcessLease(models.Model):

@@ -11,6 +11,10 @@ Server → {"type": "resume", "data": {"room_id", "messages": [...]}} per room: 
          then a `message.snapshot` {"id", "room_id", "text", "offset": 0, "seq"} for each
          streaming reply, sent by its owner after it joined the room's group again, so
          deltas that follow carry offsets the client merges without gaps or repeats.
+
+Every id is checked before any query (hal/ids.py): a room key, a last-seen value (0 = none
+yet) or an `open` item that is not an id in the database's range answers one `error`
+frame `invalid_resume` and nothing else; the socket stays open.
 """
 
 from __future__ import annotations
@@ -19,35 +23,50 @@ import logging
 from typing import Any
 
 from django.db.models import Q
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 
-from chatrooms.models import Message, Room
+from chatrooms.models import Message, Room, name_turns
 from chatrooms.owner import CONTROL_GROUP
+from hal.errors import InvalidInput
+from hal.ids import as_id, as_ids
 
 log = logging.getLogger("hal.chatrooms")
 
 RESUME_LIMIT = 200
+MAX_ROOMS = 64
 
 
-def _ids(value: Any) -> set[int]:
-    """The client's `open` list, bounded and cleaned (anything not an id is dropped)."""
-    out: set[int] = set()
-    for item in value[:RESUME_LIMIT] if isinstance(value, list) else ():
-        if isinstance(item, int) and not isinstance(item, bool) and item > 0:
-            out.add(item)
-    return out
+def _invalid() -> InvalidInput:
+    return InvalidInput(
+        _(
+            'resume takes {"rooms": {room id: last message id seen (0 for none)}, '
+            '"open": [message ids]}, every id a positive whole number.'
+        ),
+        code="invalid_resume",
+    )
+
+
+def parse_resume(rooms: Any, open_ids: Any = None) -> tuple[dict[int, int], set[int]]:
+    """({room id: last seen id}, open ids) of a resume frame, or InvalidInput
+    `invalid_resume` when any id is not one (nothing is dropped silently)."""
+    if not isinstance(rooms, dict) or len(rooms) > MAX_ROOMS:
+        raise _invalid()
+    wanted: dict[int, int] = {}
+    for key, value in rooms.items():
+        room_id, after = as_id(key), as_id(value, zero=True)
+        if room_id is None or after is None:
+            raise _invalid()
+        wanted[room_id] = after
+    held = as_ids([] if open_ids is None else open_ids, limit=RESUME_LIMIT)
+    if held is None:
+        raise _invalid()
+    return wanted, set(held)
 
 
 def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
     """Per room of this operator named in `rooms`: the messages the client has not seen."""
-    if not isinstance(rooms, dict):
-        return []
-    held = _ids(open_ids)
-    wanted: dict[int, int] = {}
-    for key, value in list(rooms.items())[:64]:
-        try:
-            wanted[int(key)] = max(0, int(value or 0))
-        except (TypeError, ValueError):
-            continue
+    wanted, held = parse_resume(rooms, open_ids)
     own = set(Room.objects.filter(operator=user, pk__in=wanted).values_list("pk", flat=True))
     out = []
     for room_id in sorted(own):
@@ -58,7 +77,9 @@ def missed(user: Any, rooms: Any, open_ids: Any = None) -> list[dict[str, Any]]:
         unfinished = Q(status=Message.STREAMING) | Q(pk__in=held)
         older = list(Message.objects.filter(unfinished, room_id=room_id, id__lte=after))
         rows = sorted(older + newer, key=lambda m: m.pk)
-        out.append({"room_id": room_id, "messages": [m.as_dict() for m in rows]})
+        messages = [m.as_dict() for m in rows]
+        name_turns(messages)  # a resumed streaming reply keeps its Stop button
+        out.append({"room_id": room_id, "messages": messages})
     return out
 
 
@@ -96,6 +117,13 @@ async def handle_resume(consumer: Any, content: dict[str, Any]) -> None:
 
     from hal.i18n import localize
 
+    try:
+        parse_resume(content.get("rooms"), content.get("open"))  # before any thread hop
+    except InvalidInput as exc:
+        with translation.override(getattr(consumer, "language", "en")):
+            error = exc.as_dict()["error"]
+        await consumer.send_json({"type": "error", "ref": content.get("ref"), "data": error})
+        return
     rooms = await database_sync_to_async(missed)(
         consumer.user, content.get("rooms"), content.get("open")
     )

@@ -24,6 +24,7 @@ from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.events import publish
+from hal.ids import as_id
 
 # The bookkeeping of a stopped turn lives with the other turn transitions (the run modules
 # use it without importing this module); its old names stay here.
@@ -32,23 +33,32 @@ __all__ = [
     "check_stop_turn",
     "do_finish_stopped",
     "do_stop_turns",
-    "running_turn_ids",
     "stop_requested",
 ]
 
 
 def _turn_id(raw: Any) -> int:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such turn."), code="turn_not_found") from None
+    pk = as_id(raw)
+    if pk is None:
+        raise NotFound(_("No such turn."), code="turn_not_found")
+    return pk
 
 
 @action("chat.turn.stop")
 def check_stop_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> list[int]:
-    """Stop one running reply (its partial text is kept); a finished turn → turn_not_running."""
+    """Stop one running reply (its partial text is kept); a finished turn → turn_not_running.
+    Without `room_id` (WebSocket `turn.stop`, SPEC §10) the turn is looked up among the
+    actor's own rooms."""
     require_perm(actor, "view")
     with transaction.atomic():
+        if room_id in (None, ""):
+            room_id = (
+                Turn.objects.filter(pk=_turn_id(turn_id), room__operator=actor.user)
+                .values_list("room_id", flat=True)
+                .first()
+            )
+            if room_id is None:
+                raise NotFound(_("No such turn."), code="turn_not_found")
         room = get_room(actor, room_id)
         turn = Turn.objects.select_for_update().filter(pk=_turn_id(turn_id), room=room).first()
         if turn is None:
@@ -90,11 +100,3 @@ def do_stop_turns(actor: Actor, room: Room, turns: list[Turn]) -> list[int]:
     transaction.on_commit(signal)
     publish(room_group(room.pk), "turn.stopping", {"room_id": room.pk, "turn_ids": ids})
     return ids
-
-
-def running_turn_ids(message_ids: list[int]) -> dict[int, int]:
-    """Reply message id → its running turn id (the panel's Stop buttons after a reload)."""
-    rows = Turn.objects.filter(reply_id__in=message_ids, status__in=Turn.RUNNING).values_list(
-        "reply_id", "pk"
-    )
-    return dict(rows)

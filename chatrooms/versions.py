@@ -26,13 +26,13 @@ from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.events import publish
+from hal.ids import as_id
 
 
 def _message(room: Room, message_id: Any) -> Message:
-    try:
-        pk = int(message_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such message."), code="message_not_found") from None
+    pk = as_id(message_id)
+    if pk is None:
+        raise NotFound(_("No such message."), code="message_not_found")
     message = Message.objects.select_for_update().filter(pk=pk, room=room).first()
     if message is None:
         raise NotFound(_("No such message."), code="message_not_found")

@@ -12,14 +12,15 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from chatrooms import actions, leases, stopping, versions
-from chatrooms.models import Message
+from chatrooms.models import Message, name_turns
 from chatrooms.orchestrator import get_orchestrator
 from hal import launch
 from hal.actions.base import Actor, require_perm
 from hal.api import dispatch, error_response, json_body
 from hal.dbthreads import db
-from hal.errors import HalError, InvalidInput, NotAuthenticated
+from hal.errors import HalError, NotAuthenticated
 from hal.i18n import localize
+from hal.ids import parse_id
 from hal.middleware import activate_in_trip, activates_language_in_its_trip
 
 PAGE_DEFAULT = 50
@@ -57,17 +58,13 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name)
     if raw in (None, ""):
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(
-            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
-        ) from None
-    if value < 0:
-        raise InvalidInput(
-            format_lazy(_("{name} must be a message id."), name=name), code="invalid_cursor"
-        )
-    return value
+    # 0 is a cursor before every message; past the database's range is no id (hal/ids.py).
+    return parse_id(
+        raw,
+        zero=True,
+        code="invalid_cursor",
+        message=format_lazy(_("{name} must be a message id."), name=name),
+    )
 
 
 def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
@@ -94,12 +91,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
         rows.reverse()
     messages = [m.as_dict() for m in rows]
     versions.annotate_versions(messages)
-    streaming = [m["id"] for m in messages if m["status"] == Message.STREAMING]
-    if streaming:
-        turns = stopping.running_turn_ids(streaming)
-        for m in messages:
-            if m["id"] in turns:
-                m["turn_id"] = turns[m["id"]]
+    name_turns(messages)
     return {"room_id": room.pk, "messages": messages, "has_more": more}
 
 

@@ -17,6 +17,7 @@ def proposal_strings() -> dict[str, str]:
         "read": _("Read"),
         "target": _("Target"),
         "runbook": _("Following runbook"),
+        "runbook_archived": _("archived"),
         "expires": _("Expires"),
         "impact": _("Impact"),
         "arguments": _("Arguments"),
@@ -39,6 +40,7 @@ def proposal_strings() -> dict[str, str]:
         # The second opinion (reviews app): advice of another model, never a decision.
         "review_by": _("Second opinion by {model}"),
         "review_streaming": _("Reviewing…"),
+        "review_truncated": _("…truncated: the answer was longer than HAL keeps."),
         "review_failed": _("Review failed: {reason}"),
         "review_unparseable": _("The review was not a valid structured answer; its text:"),
         "review_reasons": _("Reasons"),

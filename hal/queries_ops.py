@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, require_perm
 from hal.actions.operators import PREFERENCE_ACTIONS
 from hal.errors import InvalidInput, NotFound
+from hal.ids import as_id
 from hal.models import (
     AuditEntry,
     EmergencyState,
@@ -42,10 +43,10 @@ def list_incidents(actor: Actor, *, status: str = "", limit: int = 200) -> list[
 def get_incident(actor: Actor, incident_id: Any) -> Incident:
     """One incident (404 incident_not_found)."""
     require_perm(actor, "view")
-    try:
-        return Incident.objects.get(pk=int(incident_id))
-    except (TypeError, ValueError, Incident.DoesNotExist):
-        raise NotFound(_("No such incident."), code="incident_not_found") from None
+    found = Incident.objects.filter(pk=as_id(incident_id) or 0).first()
+    if found is None:
+        raise NotFound(_("No such incident."), code="incident_not_found")
+    return found
 
 
 # --- settings ---------------------------------------------------------------------------
@@ -226,8 +227,8 @@ def metric_series(
     if server_model is None or metric_model is None:
         raise NotFound(_("Metrics are not available."), code="metrics_unavailable")
     try:
-        server = server_model.objects.get(pk=int(server_id))
-    except (TypeError, ValueError, server_model.DoesNotExist):
+        server = server_model.objects.get(pk=as_id(server_id) or 0)  # no row has id 0
+    except server_model.DoesNotExist:
         raise NotFound(_("No such server."), code="server_not_found") from None
     if not 0 < hours <= 24 * 31:
         raise InvalidInput(_("hours must be between 0 and 744."), code="invalid_filter")

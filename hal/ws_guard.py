@@ -33,7 +33,7 @@ from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.module_loading import import_string
 
-from hal.errors import InvalidInput
+from hal.errors import HalError, InvalidInput
 from hal.events import send_message_now
 from hal.jsonin import loads_json, text_is_clean
 
@@ -158,7 +158,15 @@ class SessionGuardMixin:
                 error = exc.as_dict()["error"]
             await self.send_json({"type": "error", "ref": None, "data": error})
             return
-        await self.receive_json(content, **kw)
+        try:
+            await self.receive_json(content, **kw)
+        except HalError as exc:
+            # A refusal a handler did not answer itself is still an answer, never a 1011
+            # close: the socket stays open.
+            with translation.override(getattr(self, "language", "en")):
+                error = exc.as_dict()["error"]
+            ref = content.get("ref") if isinstance(content, dict) else None
+            await self.send_json({"type": "error", "ref": ref, "data": error})
 
     async def hal_close(self, message: dict[str, Any]) -> None:
         self._guard_closed = True

@@ -18,7 +18,7 @@ from hal.actions.base import Actor, action, record_audit
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.models import AuditEntry, Proposal
-from reviews.models import ProposalReview
+from reviews.models import ProposalReview, cap_text
 from reviews.parse import parse_review
 
 log = logging.getLogger("hal.reviews")
@@ -143,19 +143,30 @@ def do_start_review(
 # --- progress, result ----------------------------------------------------------------------
 
 
-def do_save_progress(review_id: int, text: str) -> ProposalReview | None:
-    """Keep the text streamed so far (at most a few times a second; not audited — the
-    result is) and show it live. None once the review has ended."""
-    review = ProposalReview.objects.select_related("proposal").filter(pk=review_id).first()
-    if review is None or review.status != ProposalReview.STREAMING:
-        return None
-    with transaction.atomic():
+def do_save_progress(review_id: int, text: str) -> bool:
+    """Keep the text streamed so far (capped; at most twice a second; not audited — the
+    result is), so a card loaded mid-stream shows it. Nothing is published: the room sees
+    the text as `proposal.review.delta` events (reviews/service.py). False once the review
+    has ended."""
+    text, _truncated = cap_text(text)
+    return bool(
         ProposalReview.objects.filter(pk=review_id, status=ProposalReview.STREAMING).update(
             text=text
         )
-        review.text = text
-        _publish(review, review.proposal)
-    return review
+    )
+
+
+def publish_delta(proposal_id: int, room_id: int | None, delta: str, offset: int, seq: int) -> None:
+    """Send a piece of the streaming answer to the proposal's room (its owner's sockets)
+    now: `{"id", "room_id", "delta", "offset", "seq"}`, offsets as in `message.delta`.
+    The consoles' summary has no text, so nothing goes to the ops group."""
+    from hal.actions.proposals import room_group
+    from hal.events import send_now
+
+    if room_id is None or not delta:
+        return
+    data = {"id": proposal_id, "room_id": room_id, "delta": delta, "offset": offset, "seq": seq}
+    send_now(room_group(room_id), "proposal.review.delta", data)
 
 
 def _audit_result(actor: Actor, review: ProposalReview) -> None:
@@ -190,12 +201,16 @@ def check_finish_review(
     text: str,
     usage: dict[str, int] | None = None,
     context: dict[str, Any] | None = None,
+    truncated: bool = False,
 ) -> ProposalReview:
-    """Store the reviewer's answer: parsed (done) or kept as text (unparseable)."""
+    """Store the reviewer's answer: parsed (done) or kept as text (unparseable); at most
+    MAX_REVIEW_CHARS of it (`truncated` when the answer was longer)."""
     review = _load_review(review_id)
     if review.status != ProposalReview.STREAMING:
         raise Conflict(_("This review has already ended."), code="review_ended")
-    return do_finish_review(actor, review, str(text), usage=usage, context=context)
+    return do_finish_review(
+        actor, review, str(text), usage=usage, context=context, truncated=truncated
+    )
 
 
 def do_finish_review(
@@ -205,9 +220,11 @@ def do_finish_review(
     *,
     usage: dict[str, int] | None = None,
     context: dict[str, Any] | None = None,
+    truncated: bool = False,
 ) -> ProposalReview:
-    parsed = parse_review(text)
-    review.text = text
+    # A cut answer is parsed as it is kept: a verdict the operator cannot see whole is none.
+    review.text, review.truncated = cap_text(text, truncated)
+    parsed = parse_review(review.text)
     review.input_tokens, review.output_tokens = _usage(usage)
     review.context = dict(context or {})
     review.finished_at = timezone.now()
@@ -230,6 +247,7 @@ def check_fail_review(
     text: str = "",
     usage: dict[str, int] | None = None,
     context: dict[str, Any] | None = None,
+    truncated: bool = False,
 ) -> ProposalReview:
     """The reviewer could not answer (down, timeout, refused): say so, change nothing else."""
     review = _load_review(review_id)
@@ -237,7 +255,7 @@ def check_fail_review(
         raise Conflict(_("This review has already ended."), code="review_ended")
     review.status = ProposalReview.FAILED
     review.error = str(reason)[:500]
-    review.text = str(text)
+    review.text, review.truncated = cap_text(str(text), truncated)
     review.input_tokens, review.output_tokens = _usage(usage)
     review.context = dict(context or {})
     review.finished_at = timezone.now()
@@ -254,6 +272,7 @@ def _end(actor: Actor, review: ProposalReview) -> ProposalReview:
             reasons=review.reasons,
             check_first=review.check_first,
             text=review.text,
+            truncated=review.truncated,
             error=review.error,
             input_tokens=review.input_tokens,
             output_tokens=review.output_tokens,

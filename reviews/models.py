@@ -6,6 +6,16 @@ from typing import Any
 
 from django.db import models
 
+# The reviewer's answer is kept (stored, served, shown, published) up to this many
+# characters; the rest is dropped and the review marked `truncated`. A verdict with its
+# lists fits in far less (reviews/parse.py: at most 10 items of 1,000 characters each).
+MAX_REVIEW_CHARS = 8000
+
+
+def cap_text(text: str, truncated: bool = False) -> tuple[str, bool]:
+    """(text cut to MAX_REVIEW_CHARS, whether anything was cut)."""
+    return text[:MAX_REVIEW_CHARS], truncated or len(text) > MAX_REVIEW_CHARS
+
 
 class ProposalReview(models.Model):
     """One reviewer model's advice on one proposal; it never decides anything."""
@@ -33,8 +43,10 @@ class ProposalReview(models.Model):
     verdict = models.CharField(max_length=16, blank=True)
     reasons = models.JSONField(default=list, blank=True)
     check_first = models.JSONField(default=list, blank=True)
-    # What the model said, verbatim (shown as plain text when it could not be parsed).
+    # What the model said, verbatim up to MAX_REVIEW_CHARS (shown as plain text when it
+    # could not be parsed); `truncated` when the answer went on past that.
     text = models.TextField(blank=True)
+    truncated = models.BooleanField(default=False)
     error = models.CharField(max_length=500, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -49,12 +61,15 @@ class ProposalReview(models.Model):
     def as_dict(self, *, details: bool = True) -> dict[str, Any]:
         """The API/WS shape; the summary view keeps status and verdict, not the model's
         words (they can quote the proposal's arguments, which are room content)."""
+        # Rows stored before the cap was kept are cut here too: never more than the cap.
+        text, truncated = cap_text(self.text or "", self.truncated)
         data: dict[str, Any] = {
             "status": self.status,
             "verdict": self.verdict or None,
             "reasons": list(self.reasons or []),
             "check_first": list(self.check_first or []),
-            "text": self.text,
+            "text": text,
+            "truncated": truncated,
             "error": self.error or None,
             "reviewer": self.reviewer_name or None,
             "reviewer_connection_id": self.reviewer_connection_id,

@@ -17,7 +17,8 @@ log = logging.getLogger("hal.reviews")
 
 MAX_READ_RESULTS = 5
 MAX_RESULT_CHARS = 4000
-PROGRESS_SECONDS = 0.5
+PROGRESS_SECONDS = 0.5  # the text so far is saved at most this often (a card loaded mid-stream)
+FRAME_SECONDS = 0.05  # pieces of the answer are published at most this often, as deltas
 TURN_SAVE_WAIT_SECONDS = 3.0
 
 INSTRUCTIONS = """\
@@ -149,35 +150,37 @@ async def run_review(proposal_id: int) -> None:
     if review is None or review.status != review.STREAMING:
         return
     usage = {"input_tokens": 0, "output_tokens": 0}
-    text: list[str] = []
+    answer = Answer(review.pk, review.proposal.pk, review.proposal.room_id)
     context: dict[str, Any] = {}
     try:
         await wait_for_turn_saved(review.proposal.turn_id)
         review, connection, system, user, context = await db(prepare)(review.pk)
-        await asyncio.wait_for(
-            _stream(review.pk, connection, system, user, text, usage), review_timeout()
-        )
+        await asyncio.wait_for(_stream(connection, system, user, answer, usage), review_timeout())
     except Exception as exc:
         reason = _reason(exc)
+        answer.flush()
         try:
             await db(actions.check_fail_review)(
                 actor=actor,
                 review_id=review.pk,
                 reason=reason,
-                text="".join(text),
+                text=answer.text(),
                 usage=usage,
                 context=context,
+                truncated=answer.truncated,
             )
         except Exception:
             log.exception("could not record the failed review %s", review.pk)
     else:
+        answer.flush()
         try:
             await db(actions.check_finish_review)(
                 actor=actor,
                 review_id=review.pk,
-                text="".join(text),
+                text=answer.text(),
                 usage=usage,
                 context=context,
+                truncated=answer.truncated,
             )
         except Exception:
             log.exception("could not record review %s", review.pk)
@@ -186,8 +189,74 @@ async def run_review(proposal_id: int) -> None:
         await _charge(review, usage)
 
 
+class Answer:
+    """The reviewer's answer as it streams: kept up to MAX_REVIEW_CHARS (the rest is dropped
+    and the review marked truncated) and published to the proposal's room as deltas with
+    offsets — each character once, not the whole text again and again."""
+
+    def __init__(self, review_id: int, proposal_id: int, room_id: int | None) -> None:
+        self.review_id = review_id
+        self.proposal_id = proposal_id
+        self.room_id = room_id
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
+        self.sent = 0  # characters published so far (the next delta's offset)
+        self.seq = 0
+        self.last_frame = 0.0
+        self.last_saved = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def add(self, piece: str) -> None:
+        """Keep `piece` (or what still fits under the cap)."""
+        from reviews.models import MAX_REVIEW_CHARS
+
+        room = MAX_REVIEW_CHARS - self.size
+        if len(piece) > room:
+            self.truncated = True
+            piece = piece[: max(0, room)]
+        if piece:
+            self.parts.append(piece)
+            self.size += len(piece)
+
+    def flush(self) -> None:
+        """Publish what was kept since the last delta (nothing once the cap is reached)."""
+        from reviews.actions import publish_delta
+
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.size <= self.sent:
+            return
+        delta = self.text()[self.sent :]
+        self.seq += 1
+        publish_delta(self.proposal_id, self.room_id, delta, self.sent, self.seq)
+        self.sent += len(delta)
+        self.last_frame = time.monotonic()
+
+    def frame(self) -> None:
+        """Publish now if a frame's time has passed, else once it has (a stalled stream's
+        last words are not held back until the next token)."""
+        if self.size <= self.sent:
+            return
+        wait = FRAME_SECONDS - (time.monotonic() - self.last_frame)
+        if wait <= 0:
+            self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
+
+    def due_save(self) -> bool:
+        if self.size <= 0 or time.monotonic() - self.last_saved < PROGRESS_SECONDS:
+            return False
+        self.last_saved = time.monotonic()
+        return True
+
+
 async def _stream(
-    review_id: int, connection: Any, system: str, user: str, text: list[str], usage: dict[str, int]
+    connection: Any, system: str, user: str, answer: Answer, usage: dict[str, int]
 ) -> None:
     from chatrooms.integration import provider_for
     from providers.base import ChatMessage, TextDelta, Usage
@@ -203,14 +272,15 @@ async def _stream(
             operator=None,  # a local CLI then mounts no MCP server: no tools there either
         )
     )
-    last = 0.0
     try:
+        # Read to the end even past the cap: the usage comes last and counts toward the
+        # reviewer's budget (the call's own max_tokens bounds the rest).
         async for event in iterator:
             if isinstance(event, TextDelta):
-                text.append(event.text)
-                if time.monotonic() - last >= PROGRESS_SECONDS:
-                    last = time.monotonic()
-                    await db(actions.do_save_progress)(review_id, "".join(text))
+                answer.add(event.text)
+                answer.frame()
+                if answer.due_save():
+                    await db(actions.do_save_progress)(answer.review_id, answer.text())
             elif isinstance(event, Usage):
                 usage["input_tokens"] += event.input_tokens
                 usage["output_tokens"] += event.output_tokens

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
+from hal.ids import as_id
 from runbooks.models import SCOPE_KINDS, Runbook, RunbookVersion
 
 MAX_TITLE = 200
@@ -110,10 +111,9 @@ def _content(title: Any, body: Any, tags: Any, scopes: Any) -> dict[str, Any]:
 
 def load_runbook(runbook_id: Any, *, lock: bool = False) -> Runbook:
     """The runbook with this id (404 runbook_not_found)."""
-    try:
-        pk = int(runbook_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such runbook."), code="runbook_not_found") from None
+    pk = as_id(runbook_id)
+    if pk is None:
+        raise NotFound(_("No such runbook."), code="runbook_not_found")
     qs = Runbook.objects.select_for_update() if lock else Runbook.objects
     found = qs.filter(pk=pk).first()
     if found is None:
@@ -202,15 +202,16 @@ def check_edit_runbook(
     require_perm(actor, "administer")
     content = _content(title, body, tags, scopes)
     note = _text(note, "invalid_note", "note", limit=MAX_NOTE, required=False)
-    if base_version not in (None, "") and (
-        isinstance(base_version, bool) or not str(base_version).isdigit()
-    ):
-        raise InvalidInput(_("base_version must be a version number."), code="invalid_version")
+    base = None
+    if base_version not in (None, ""):
+        base = as_id(base_version if isinstance(base_version, int) else str(base_version))
+        if base is None:  # also "²" (str.isdigit() says yes, int() refuses it)
+            raise InvalidInput(_("base_version must be a version number."), code="invalid_version")
     with transaction.atomic():
         runbook = load_runbook(runbook_id, lock=True)
         if runbook.archived:
             raise Conflict(_("This runbook is archived."), code="runbook_archived")
-        if base_version not in (None, "") and int(base_version) != runbook.version:
+        if base is not None and base != runbook.version:
             raise Conflict(
                 format_lazy(
                     _("The runbook changed meanwhile (now v{version}); reload it."),

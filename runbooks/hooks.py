@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from hal.actions.base import Actor
 from hal.prompt_hooks import register_prompt_section
+from hal.proposal_hooks import register_proposal_extra
 from hal.tools.registry import READ, Tool, ToolArgs, register_proposal_reference, register_tool
 from runbooks import services
+from runbooks.models import Runbook
 
 Short = Annotated[str, StringConstraints(max_length=200)]
 
@@ -29,7 +31,17 @@ class ListRunbooksArgs(ToolArgs):
     )
 
 
+# "id or title" in the schema itself, so `{}` is visibly invalid to a model and to an MCP
+# client. Not as a top-level anyOf: the Anthropic Messages API refuses a tool whose
+# input_schema has oneOf/allOf/anyOf at its top level (the whole request fails with 400,
+# and a Claude Code CLI passes HAL's MCP schemas through to it). if/then says the same:
+# without an id, a title is required.
+ID_OR_TITLE: dict[str, Any] = {"if": {"not": {"required": ["id"]}}, "then": {"required": ["title"]}}
+
+
 class ReadRunbookArgs(ToolArgs):
+    model_config = ConfigDict(json_schema_extra=ID_OR_TITLE)
+
     id: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
         default=None, description="The runbook id."
     )
@@ -58,6 +70,7 @@ def read_runbook(actor: Actor, arguments: dict[str, Any], confirmation: Any = No
         runbook=arguments.get("id"),
         title=arguments.get("title", ""),
         version=arguments.get("version"),
+        live=True,  # an archived runbook is refused with runbook_archived
     )
 
 
@@ -86,9 +99,28 @@ TOOLS = (
 )
 
 
+def archived_references(rows: list[Any], visible: dict[int, bool]) -> dict[int, dict[str, Any]]:
+    """`runbook_archived` of proposals that cite a runbook (their JSON): a proposal made
+    before its runbook was archived says so on its card. One query per list."""
+    cited = {
+        p.pk: p.runbook["id"]
+        for p in rows
+        if isinstance(p.runbook, dict) and type(p.runbook.get("id")) is int
+    }
+    if not cited:
+        return {}
+    archived = set(
+        Runbook.objects.filter(pk__in=set(cited.values()), archived=True).values_list(
+            "pk", flat=True
+        )
+    )
+    return {pk: {"runbook_archived": runbook in archived} for pk, runbook in cited.items()}
+
+
 def register() -> None:
     """Register tools, the prompt section and the proposal reference (idempotent)."""
     for tool in TOOLS:
         register_tool(tool, replace=True)
     register_prompt_section("runbooks", services.prompt_section)
     register_proposal_reference("runbook", services.REFERENCE_SCHEMA, services.resolve_reference)
+    register_proposal_extra("runbooks", archived_references)

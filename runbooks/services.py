@@ -7,10 +7,11 @@ import re
 from typing import Any
 
 from django.db.models import Q
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, require_perm
-from hal.errors import InvalidInput, NotFound
+from hal.errors import Conflict, InvalidInput, NotFound
 from runbooks.actions import load_runbook
 from runbooks.active import active_runbooks
 from runbooks.models import Runbook, RunbookVersion
@@ -63,9 +64,12 @@ def _scope_values(scopes: Any) -> set[str]:
 
 
 def read_version(
-    actor: Actor, *, runbook: Any = None, title: str = "", version: Any = None
+    actor: Actor, *, runbook: Any = None, title: str = "", version: Any = None, live: bool = False
 ) -> dict[str, Any]:
-    """One version (default: the current) of a runbook found by id or exact title."""
+    """One version (default: the current) of a runbook found by id or exact title.
+
+    `live=True` (what models read and cite): an archived runbook is refused with
+    `runbook_archived` — archiving withdraws it from models; operators still read it."""
     require_perm(actor, "view")
     found: Runbook | None
     if runbook not in (None, ""):
@@ -76,6 +80,17 @@ def read_version(
         raise InvalidInput(_("Give a runbook id or title."), code="invalid_input")
     if found is None:
         raise NotFound(_("No such runbook."), code="runbook_not_found")
+    if live and found.archived:
+        raise Conflict(
+            format_lazy(
+                _(
+                    "Runbook {title} is archived: the operators withdrew it. Do not follow it "
+                    "or cite it."
+                ),
+                title=json.dumps(found.title, ensure_ascii=False),
+            ),
+            code="runbook_archived",
+        )
     number = found.version if version in (None, "") else version
     try:
         number = int(number)
@@ -172,8 +187,9 @@ REFERENCE_SCHEMA: dict[str, Any] = {
 
 def resolve_reference(actor: Actor, value: Any) -> dict[str, Any]:
     """Validate a model's `runbook` reference: an existing runbook version → what the
-    proposal stores ({id, version, title}); otherwise invalid_arguments (its shape) or
-    runbook_not_found / runbook_version_not_found."""
+    proposal stores ({id, version, title}); otherwise invalid_arguments (its shape),
+    runbook_not_found / runbook_version_not_found, or runbook_archived (archived runbooks
+    are withdrawn from models)."""
     if (
         not isinstance(value, dict)
         or set(value) != {"id", "version"}
@@ -183,5 +199,5 @@ def resolve_reference(actor: Actor, value: Any) -> dict[str, Any]:
             _("runbook must be {id, version} of a runbook you read."),
             code="invalid_arguments",
         )
-    row = read_version(actor, runbook=value["id"], version=value["version"])
+    row = read_version(actor, runbook=value["id"], version=value["version"], live=True)
     return {"id": row["id"], "version": row["version"], "title": row["title"]}

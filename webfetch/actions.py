@@ -12,6 +12,7 @@ from django.views.decorators.debug import sensitive_variables
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.ids import as_id
 from webfetch.budgets import MAX_COUNTER
 from webfetch.models import BudgetLimit
 from webfetch.tools import TAVILY_OWNER, TAVILY_PURPOSE
@@ -34,10 +35,9 @@ def _limit(value: Any, name: str) -> int | None:
 def _connection(connection_id: Any) -> int:
     from providers.models import AIConnection
 
-    try:
-        pk = int(connection_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such AI connection."), code="connection_not_found") from None
+    pk = as_id(connection_id)
+    if pk is None:
+        raise NotFound(_("No such AI connection."), code="connection_not_found")
     if not AIConnection.objects.filter(pk=pk).exists():
         raise NotFound(_("No such AI connection."), code="connection_not_found")
     return pk

@@ -16,6 +16,7 @@ from hal import rows
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import InvalidInput, NotFound
 from hal.events import publish
+from hal.ids import as_id
 
 
 def room_group(room_id: int) -> str:
@@ -78,10 +79,9 @@ def get_room(
 
     `connections`: every connection, just read by the caller — the room's own is taken
     from it instead of a joined read (the chat send reads them all anyway)."""
-    try:
-        pk = int(room_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such room."), code="room_not_found") from None
+    pk = as_id(room_id)
+    if pk is None:  # also out of the database's range (hal/ids.py): no such room
+        raise NotFound(_("No such room."), code="room_not_found")
     if connections is not None and not lock:
         # hal.rows: the send's statement built once (it is on the way to the first token).
         room = rows.first(Room, {"pk": pk, "operator": actor.user})

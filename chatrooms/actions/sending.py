@@ -21,6 +21,7 @@ from hal import rows
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import publish
+from hal.ids import as_id
 
 CONTEXT_KEYS = {"page": 200, "path": 300, "title": 200, "url": 500}
 
@@ -315,10 +316,14 @@ def check_retry_turn(*, actor: Actor, room_id: Any, turn_id: Any) -> Turn:
     require_perm(actor, "view")
     with transaction.atomic():
         room = get_room(actor, room_id)
-        try:
-            turn = Turn.objects.select_for_update().get(pk=int(turn_id), room=room)
-        except (Turn.DoesNotExist, TypeError, ValueError):
-            raise NotFound(_("No such turn."), code="turn_not_found") from None
+        pk = as_id(turn_id)
+        turn = (
+            None
+            if pk is None
+            else Turn.objects.select_for_update().filter(pk=pk, room=room).first()
+        )
+        if turn is None:
+            raise NotFound(_("No such turn."), code="turn_not_found")
         if turn.status not in Turn.RETRYABLE:
             raise Conflict(
                 format_lazy(

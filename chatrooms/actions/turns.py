@@ -143,10 +143,15 @@ def do_complete_turn(
         if reply is None:
             # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
             reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)  # type: ignore[misc]
-        values: dict[str, Any] = {"text": text, "status": Message.COMPLETE, "updated_at": now}
-        if facts:
-            # In the same UPDATE: the facts cost no statement of their own.
-            reply.meta = values["meta"] = with_facts(reply.meta, facts)
+        # In the same UPDATE: the facts and the turn's id (every reply's JSON names its
+        # turn_id) cost no statement of their own.
+        reply.meta = with_facts({**(reply.meta or {}), "turn": turn_id}, facts)
+        values: dict[str, Any] = {
+            "text": text,
+            "status": Message.COMPLETE,
+            "meta": reply.meta,
+            "updated_at": now,
+        }
         rows.update(Message, reply.pk, values)
     reply.text = text
     reply.status = Message.COMPLETE
@@ -177,7 +182,9 @@ def do_fail_turn(
             reply.status = Message.FAILED
             reply.error_code = code[:64]
             reply.error_message = message[:500]
-            reply.meta = with_facts({**(reply.meta or {}), "retry_turn": turn.pk}, facts)
+            reply.meta = with_facts(
+                {**(reply.meta or {}), "turn": turn.pk, "retry_turn": turn.pk}, facts
+            )
             reply.save()
         turn.status = status
         turn.error_code = code[:64]
@@ -205,7 +212,9 @@ def do_wait_for_approval(
         reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
         reply.text = text
         reply.status = Message.COMPLETE
-        reply.meta = with_facts({**(reply.meta or {}), "proposals": proposal_ids}, facts)
+        reply.meta = with_facts(
+            {**(reply.meta or {}), "turn": turn.pk, "proposals": proposal_ids}, facts
+        )
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
         turn.status = Turn.WAITING_APPROVAL
         turn.transcript = transcript
@@ -370,6 +379,6 @@ def do_finish_stopped(
             return None
         reply.text = text
         reply.status = Message.COMPLETE
-        reply.meta = with_facts({**(reply.meta or {}), "stopped": True}, facts)
+        reply.meta = with_facts({**(reply.meta or {}), "turn": turn.pk, "stopped": True}, facts)
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
     return reply

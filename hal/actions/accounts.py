@@ -21,6 +21,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, HalError, InvalidInput, NotFound, PermissionDenied
+from hal.ids import as_id
 
 USER_FIELDS = {
     "username",
@@ -104,10 +105,11 @@ def _ids(values: Any, model: Any, code: str) -> list[Any]:
         raise InvalidInput(_("Send a list of ids."), code=code)
     ids = []
     for value in values:
-        pk = getattr(value, "pk", value)
-        if isinstance(pk, bool) or not isinstance(pk, int | str) or not str(pk).isdigit():
+        # hal/ids.py: an id past the database's range reached the `IN` query (OverflowError).
+        pk = as_id(getattr(value, "pk", value))
+        if pk is None:
             raise InvalidInput(_("Send a list of ids."), code=code)
-        ids.append(int(pk))
+        ids.append(pk)
     rows = list(model.objects.filter(pk__in=ids))
     if len(rows) != len(set(ids)):
         raise InvalidInput(_("Unknown id in the list."), code=code)

@@ -14,6 +14,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.ids import as_id
 from hal.models import Incident, IncidentEvent
 
 MAX_TITLE = 200
@@ -91,10 +92,9 @@ def _check_known(servers: Iterable[str], modules: Iterable[str]) -> None:
 
 
 def _load(incident_id: Any, *, lock: bool = False) -> Incident:
-    try:
-        pk = int(incident_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such incident."), code="incident_not_found") from None
+    pk = as_id(incident_id)
+    if pk is None:
+        raise NotFound(_("No such incident."), code="incident_not_found")
     qs = Incident.objects.select_for_update() if lock else Incident.objects
     try:
         return qs.get(pk=pk)

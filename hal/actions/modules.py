@@ -29,6 +29,7 @@ from hal.actions.servers import resolve_server
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.ids import as_id
 from hal.models import Job, Module, Server
 
 CONFIGURE_CODE = "modules.configure"
@@ -43,8 +44,8 @@ def resolve_module(ref: Any) -> Module:
     if isinstance(ref, Module):
         return ref
     module = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        module = Module.objects.filter(pk=int(ref)).first()
+    if (pk := as_id(ref)) is not None:  # str.isdigit() also takes "²", which int() refuses
+        module = Module.objects.filter(pk=pk).first()
     if module is None and isinstance(ref, str):
         module = Module.objects.filter(name=ref.strip()).first()
     if module is None:

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import InvalidInput
+from hal.ids import as_id
 from hal.models import OperatorProfile
 
 
@@ -124,7 +125,7 @@ def _clean_panel_state(state: Any) -> dict[str, Any]:
         out["width"] = int(min(max(width, PANEL_WIDTH_MIN), PANEL_WIDTH_MAX))
     if "active_room_id" in state:
         room = state["active_room_id"]
-        if room is not None and (isinstance(room, bool) or not isinstance(room, int)):
+        if room is not None and (not isinstance(room, int) or as_id(room) is None):
             raise InvalidInput(_("active_room_id must be a room id."), code="invalid_panel_state")
         out["active_room_id"] = room
     if "theme" in state:

@@ -10,6 +10,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput, NotFound
+from hal.ids import as_id
 from providers.lookalikes import check_connection_name
 from providers.models import (
     NAME_RE,
@@ -65,8 +66,8 @@ def resolve_connection(ref: Any) -> AIConnection:
     if isinstance(ref, AIConnection):
         return ref
     conn = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        conn = AIConnection.objects.filter(pk=int(ref)).first()
+    if (pk := as_id(ref)) is not None:  # str.isdigit() also takes "²", which int() refuses
+        conn = AIConnection.objects.filter(pk=pk).first()
     if conn is None and isinstance(ref, str) and ref:
         conn = AIConnection.objects.filter(name__iexact=ref.lstrip("@")).first()
     if conn is None:

@@ -2,7 +2,7 @@
 // messages (deltas batched per frame), resumes after a reconnect, proposal cards, and
 // changes to rooms and connections.
 import { refreshDaySeparators } from "./chat_meta.js";
-import { renderReview } from "./proposal_card.js";
+import { applyReviewDelta, fetchProposal, renderReview } from "./proposal_card.js";
 import { logEl, state } from "./panel_state.js";
 import { panelVisible, setUnread, unreadCount } from "./panel_dock.js";
 import { announce, countUnseen, isFollowing, stickToEnd } from "./panel_scroll.js";
@@ -70,6 +70,9 @@ export function onEvent(type, data) {
       if (card) renderReview(card, data.review);
       break;
     }
+    case "proposal.review.delta":
+      onReviewDelta(data);
+      break;
     case "notice":
       if (renderMessage({ author_kind: "hal", status: "complete", ...data, id: data.id ?? `n${Date.now()}` }))
         stickToEnd();
@@ -97,6 +100,20 @@ export function onEvent(type, data) {
     default:
       break;
   }
+}
+
+// A piece of a streaming second opinion. Text missing before it (a card loaded between
+// saves, a reconnect): the review as stored now, fetched once at a time per proposal; the
+// deltas that follow merge onto it by offset.
+const reviewFetches = new Set();
+function onReviewDelta(d) {
+  const card = state.proposals.get(d.id);
+  if (!card || applyReviewDelta(card, d) || reviewFetches.has(d.id)) return;
+  reviewFetches.add(d.id);
+  fetchProposal(d.id)
+    .then((p) => p && renderReview(card, p.review))
+    .catch(() => {})
+    .finally(() => reviewFetches.delete(d.id));
 }
 
 function onResume(data) {

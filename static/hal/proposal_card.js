@@ -149,6 +149,8 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
     const link = el("a", "", `${p.runbook.title} (v${p.runbook.version})`);
     link.href = `/runbooks/${p.runbook.id}/?version=${p.runbook.version}`;
     line.append(link);
+    // Archived since the proposal was made: withdrawn by the operators, not to be followed.
+    if (p.runbook_archived === true) line.append(" ", el("span", "badge runbook-archived", S.runbook_archived));
     info.append(line);
   }
   if (p.status === "pending" && p.precheck && p.precheck.ok === false) {
@@ -183,6 +185,10 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
   return card;
 }
 
+// The streaming answer's text per card, merged from `proposal.review.delta` events by
+// offset (as chat replies are): each piece arrives once, never the whole text again.
+const reviewTexts = new WeakMap();
+
 // The second opinion of another model (reviews app): advice only, drawn as plain text —
 // the model's words never become markup. A review never disappears or goes back to
 // streaming, so a late API answer (null, or older text) never undoes a newer event.
@@ -190,6 +196,14 @@ export function renderReview(card, review) {
   const old = card.querySelector(":scope > .proposal-review");
   if (!review) return;
   if (old && old.dataset.status !== "streaming" && review.status === "streaming") return;
+  if (review.status === "streaming") {
+    // A card loaded mid-stream (or the start event after some deltas): keep the longer text.
+    const have = reviewTexts.get(card) ?? "";
+    if ((review.text || "").length < have.length) review = { ...review, text: have };
+    reviewTexts.set(card, review.text || "");
+  } else {
+    reviewTexts.delete(card);
+  }
   const box = el("section", "proposal-review");
   box.dataset.status = review.status;
   box.dataset.verdict = review.verdict || "";
@@ -217,9 +231,37 @@ export function renderReview(card, review) {
     box.append(el("p", "hint review-streaming", S.review_streaming));
     if (review.text) box.append(el("pre", "review-text", review.text));
   }
+  // The server keeps at most a fixed number of characters of the answer: say it was cut.
+  if (review.truncated) box.append(el("p", "hint review-truncated", S.review_truncated));
   box.append(el("p", "hint review-advice", S.review_advice));
   if (old) old.replaceWith(box);
   else card.querySelector(":scope > .proposal-info")?.after(box);
+}
+
+// One piece of a streaming review: {id, room_id, delta, offset, seq}. Returns false when
+// text before it is missing (the caller fetches the review as it is now), true otherwise.
+export function applyReviewDelta(card, d) {
+  const box = card.querySelector(":scope > .proposal-review");
+  if (!box) return false; // the review's start was not seen: fetch it
+  if (box.dataset.status !== "streaming") return true; // the final text is already shown
+  const piece = d.delta ?? "";
+  let text = reviewTexts.get(card) ?? "";
+  if (typeof d.offset === "number" && d.offset < text.length) {
+    if (d.offset + piece.length <= text.length) return true; // already shown
+    text = text.slice(0, d.offset) + piece;
+  } else if (typeof d.offset === "number" && d.offset > text.length) {
+    return false;
+  } else {
+    text += piece;
+  }
+  reviewTexts.set(card, text);
+  let pre = box.querySelector(":scope > .review-text");
+  if (!pre) {
+    pre = el("pre", "review-text");
+    box.querySelector(":scope > .review-streaming")?.after(pre);
+  }
+  pre.textContent = text;
+  return true;
 }
 
 function button(label, cls, onClick) {

@@ -4,6 +4,7 @@ page); the operator reads it, then approves through the three steps."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from playwright.sync_api import expect
@@ -102,3 +103,51 @@ def test_second_opinion_on_the_card_then_approve(
     expect(proposal.locator(".proposal-review")).to_have_attribute("data-verdict", "concerns")
     server = call(page, base, "GET", "/api/servers/web1.test")["server"]
     assert server["status"] == "isolated"
+
+
+def test_review_streams_as_deltas_and_a_long_answer_is_marked_truncated(
+    live_asgi, page_factory, operator, fake_anthropic, fake_openai, provider_api_key
+):
+    """The reviewer (the Anthropic fake) holds after its first word: the card shows that
+    word while streaming — it came in a `proposal.review.delta`, the review's start event
+    has no text. Released, the answer runs past the cap: the card keeps the first 8,000
+    characters and says the rest was cut."""
+    from reviews.models import MAX_REVIEW_CHARS
+
+    base = live_asgi.url
+    admin = page_factory()
+    login(admin, base, operator)
+    klode = connect_model(admin, base, operator, "klode", fake_anthropic, provider_api_key)
+    connect_model(admin, base, operator, "beta", fake_openai, provider_api_key)
+    reauth(admin, base, operator)
+    call(admin, base, "POST", "/api/servers", {"hostname": "web1.test"})
+    call(admin, base, "POST", "/api/servers/web1.test/approve")
+    set_reviewer(admin, base, str(klode.get("connection", klode)["id"]))
+    admin.context.close()
+
+    fake_openai.replies.push(
+        Reply(
+            text="Isolating web1.",
+            tool_calls=[
+                ScriptedToolCall("isolate_server", {"server": "web1.test", "reason": "odd traffic"})
+            ],
+        )
+    )
+    answer = "Hmm " + "concern " * 2500  # 20,004 characters, not the JSON asked for
+    fake_anthropic.hold_after_first_chunk = threading.Event()
+    fake_anthropic.replies.push(Reply(text=answer))
+    try:
+        page = console(page_factory, base, operator)
+        say(page, "@beta Isolate web1 now.")
+        review = card(page, "isolate_server").locator(".proposal-review")
+        expect(review).to_have_attribute("data-status", "streaming")
+        expect(review.locator(".review-text")).to_have_text("Hmm ")
+        expect(review.locator(".review-truncated")).to_have_count(0)
+    finally:
+        fake_anthropic.hold_after_first_chunk.set()
+    expect(review).to_have_attribute("data-status", "unparseable")
+    shown = review.locator(".review-text").text_content()
+    assert shown == answer[:MAX_REVIEW_CHARS]
+    expect(review.locator(".review-truncated")).to_be_visible()
+    expect(review.locator(".review-truncated")).to_contain_text("truncated")
+    screenshot(page, "proposal-review-truncated")

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
-from tests.browser.helpers import call, connect_model
+from tests.browser.helpers import call, connect_model, reauth
 from tests.fakes.script import Reply, ScriptedToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,3 +86,11 @@ def test_model_reads_the_page_runbook_and_cites_it(
     page.goto(base + f"/runbooks/{runbook_id}/")
     expect(page.locator("#runbook-body strong")).to_have_text("get_metrics")
     expect(page.locator("#runbook-body code")).to_have_text("/var/tmp")
+
+    # Archived later: the proposal that cites it says so (the runbook is withdrawn).
+    expect(page.locator("#runbook-body")).to_be_visible()
+    reauth(page, base, operator)
+    call(page, base, "POST", f"/api/runbooks/{runbook_id}/archive")
+    page.goto(base + "/proposals/")
+    archived = page.locator("#proposals-pending .proposal-card .proposal-runbook .runbook-archived")
+    expect(archived).to_have_text("archived")

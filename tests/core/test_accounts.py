@@ -98,3 +98,18 @@ def test_no_deleting_or_disabling_oneself(operator):
     assert info.value.code == "cannot_disable_self"
     operator.refresh_from_db()
     assert operator.is_active
+
+
+@pytest.mark.parametrize("bad", [2**70, str(2**70), "²", True, -1])
+def test_a_list_id_that_is_no_id_is_refused_not_a_500(operator, bad):
+    """Group and permission lists go through hal/ids.py: 2**70 reached the `IN` query
+    (OverflowError on SQLite, out of range on PostgreSQL), "²" passed isdigit()."""
+    victim = User.objects.create_user("victim", password=secrets.token_urlsafe(16))
+    admin = _actor(operator)
+    with pytest.raises(HalError) as info:
+        accounts.check_update_user(actor=admin, user=victim.pk, data={"groups": [bad]})
+    assert info.value.code == "invalid_group"
+    with pytest.raises(HalError) as info:
+        accounts.check_save_group(actor=admin, data={"name": "g", "permissions": [bad]})
+    assert info.value.code == "invalid_permission"
+    assert not Group.objects.exists() and not victim.groups.exists()

@@ -97,6 +97,15 @@ class FakeAnthropic(FakeHTTPServer):
 
     def _messages(self, handler: _Handler, request: RecordedRequest) -> None:
         body = request.json or {}
+        for n, tool in enumerate(body.get("tools") or []):
+            # As the real API: a top-level combinator in any tool's schema fails the request.
+            if {"oneOf", "allOf", "anyOf"} & set(tool.get("input_schema") or {}):
+                message = (
+                    f"tools.{n}.custom.input_schema: input_schema does not support oneOf, "
+                    "allOf, or anyOf at the top level"
+                )
+                handler.send_json(400, error_body(400, message))
+                return
         stream = bool(body.get("stream"))
         outcome = self.apply_failure(handler, stream=stream)
         if outcome == "done":

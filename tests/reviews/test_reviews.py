@@ -320,29 +320,24 @@ def test_setting_refuses_other_values(db):
         coerce(definition, "everyone")
 
 
-async def test_review_streams_to_the_room_socket(models, operator, aclient, orchestrator):
+async def test_review_streams_to_the_room_socket_as_deltas(models, operator, aclient, orchestrator):
     from tests.chatrooms.test_api_ws import communicator, events_until
 
     klode = models[2]
     set_reviewer(operator, str(klode.id))
     klode.fake.hold_after_first_chunk = threading.Event()
-    klode.fake.replies.push(Reply(text=review_json("disagree")))
+    answer = review_json("disagree")
+    klode.fake.replies.push(Reply(text=answer))
     comm = communicator(operator)
     connected, _ = await comm.connect()
     assert connected
     try:
         await propose(models, aclient, orchestrator, wait=False)
-
-        def partial(e):
-            review = e["data"].get("review") or {}
-            return e["type"] == "proposal.review" and review.get("text")
-
-        seen = await events_until(comm, partial)
-        streaming = seen[-1]["data"]["review"]
-        assert streaming["status"] == "streaming" and streaming["verdict"] is None
-        assert review_json("disagree").startswith(streaming["text"])
+        seen = await events_until(comm, lambda e: e["type"] == "proposal.review.delta")
+        first = seen[-1]["data"]
+        assert first["offset"] == 0 and answer.startswith(first["delta"])
         klode.fake.hold_after_first_chunk.set()
-        seen = await events_until(
+        seen += await events_until(
             comm,
             lambda e: (
                 e["type"] == "proposal.review" and e["data"]["review"]["status"] != "streaming"
@@ -352,9 +347,73 @@ async def test_review_streams_to_the_room_socket(models, operator, aclient, orch
     finally:
         klode.fake.hold_after_first_chunk.set()
         await comm.disconnect()
+    proposal = await Proposal.objects.aget()
+    deltas = [e["data"] for e in seen if e["type"] == "proposal.review.delta"]
+    assert {d["id"] for d in deltas} == {proposal.pk}
+    # Each piece once, at its offset: merged, the deltas are the whole answer.
+    text = ""
+    for d in deltas:
+        assert d["offset"] == len(text)
+        text += d["delta"]
+    assert text == answer
+    # The whole text is not re-published while it streams: only the start and the end.
+    reviews = [e["data"]["review"] for e in seen if e["type"] == "proposal.review"]
+    assert [r["status"] for r in reviews] == ["streaming", "done"]
+    assert reviews[0]["text"] == ""
     done = seen[-1]["data"]
-    assert done["review"]["status"] == "done" and done["review"]["verdict"] == "disagree"
-    assert done["id"] == (await Proposal.objects.aget()).pk
+    assert done["review"]["verdict"] == "disagree" and done["review"]["truncated"] is False
+    assert done["id"] == proposal.pk
+
+
+async def test_a_long_answer_is_capped_stored_served_and_published_once(
+    models, reviewer_beta, aclient, orchestrator, operator
+):
+    from reviews.models import MAX_REVIEW_CHARS
+    from tests.chatrooms.test_api_ws import communicator, events_until
+
+    answer = " ".join(f"word{i}" for i in range(6000))  # about 40,000 characters
+    assert len(answer) > 4 * MAX_REVIEW_CHARS
+    reviewer_beta.fake.replies.push(Reply(text=answer, output_tokens=6000))
+    comm = communicator(operator)
+    assert (await comm.connect())[0]
+    try:
+        await propose(models, aclient, orchestrator, wait=False)
+        seen = await events_until(
+            comm,
+            lambda e: (
+                e["type"] == "proposal.review" and e["data"]["review"]["status"] != "streaming"
+            ),
+            30,
+        )
+        await orchestrator.wait_idle()
+    finally:
+        await comm.disconnect()
+    kept = answer[:MAX_REVIEW_CHARS]
+    stored = await ProposalReview.objects.aget()
+    assert (stored.text, stored.truncated, stored.status) == (kept, True, "unparseable")
+    assert stored.output_tokens == 6000  # read to the end: the whole answer is charged
+    proposal = await Proposal.objects.aget()
+    review = (await proposal_api(aclient, proposal.pk))["review"]
+    assert review["text"] == kept and review["truncated"] is True
+    deltas = [e["data"] for e in seen if e["type"] == "proposal.review.delta"]
+    assert "".join(d["delta"] for d in deltas) == kept
+    assert sum(len(e.get("data", {}).get("review", {}).get("text", "")) for e in seen) == len(
+        kept
+    )  # the whole (capped) text travels once more, in the final event only
+
+
+async def test_an_old_uncapped_row_is_served_capped(models, reviewer_beta, aclient, orchestrator):
+    from reviews.models import MAX_REVIEW_CHARS
+
+    reviewer_beta.fake.replies.push(Reply(text=review_json("agree")))
+    await propose(models, aclient, orchestrator)
+    # As stored before the cap was kept: a row holding 3,000,000 characters.
+    await ProposalReview.objects.aupdate(text="y" * 3_000_000, status="unparseable")
+    proposal = await Proposal.objects.aget()
+    response = await aclient.get(f"/api/ai/proposals/{proposal.pk}")
+    review = response.json()["proposal"]["review"]
+    assert len(review["text"]) == MAX_REVIEW_CHARS and review["truncated"] is True
+    assert len(response.content) < 3 * MAX_REVIEW_CHARS + 20_000
 
 
 async def test_reviewer_tokens_count_toward_its_connections_usage(

@@ -77,7 +77,11 @@ def test_editing_needs_administer(disk_runbook, plain_actor):
         ({"scopes": {"servers": [""]}}, "invalid_scopes"),
         ({"base_version": 7}, "runbook_stale"),
         ({"base_version": "x"}, "invalid_version"),
+        ({"base_version": "²"}, "invalid_version"),  # isdigit() says yes, int() refuses
+        ({"base_version": 2**70}, "invalid_version"),
+        ({"base_version": True}, "invalid_version"),
         ({"runbook_id": 999}, "runbook_not_found"),
+        ({"runbook_id": 2**70}, "runbook_not_found"),
         ({"title": "Other"}, "runbook_exists"),
         ({}, "nothing_to_change"),
     ],

@@ -28,6 +28,15 @@ async def test_list_and_read_runbooks_over_mcp(operator, tmp_path):
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert tools["list_runbooks"].annotations.read_only_hint is True
             assert tools["read_runbook"].annotations.read_only_hint is True
+            # The schema an MCP client sees says "id or title": {} is visibly invalid.
+            import jsonschema
+
+            checker = jsonschema.Draft202012Validator(tools["read_runbook"].input_schema)
+            assert not checker.is_valid({}) and not checker.is_valid({"version": 1})
+            assert checker.is_valid({"title": "Mail relay down"})
+            refused = await session.call_tool("read_runbook", {})
+            assert refused.is_error
+            assert json.loads(refused.content[0].text)["error"]["code"] == "invalid_input"
             listed = await session.call_tool("list_runbooks", {"tag": "mail"})
             data = json.loads(listed.content[0].text)
             assert [r["id"] for r in data["result"]["runbooks"]] == [runbook.pk]

@@ -25,6 +25,19 @@ def test_tools_are_registered_as_reads():
     assert ref["required"] == ["id", "version"] and ref["additionalProperties"] is False
 
 
+def test_read_runbook_schema_says_id_or_title():
+    import jsonschema
+
+    schema = get_tool("read_runbook").input_schema
+    validator = jsonschema.Draft202012Validator(schema)
+    for good in ({"id": 1}, {"title": "Disk full"}, {"id": 1, "version": 2}):
+        assert validator.is_valid(good), good
+    for bad in ({}, {"version": 2}, {"id": 1, "other": 1}):
+        assert not validator.is_valid(bad), bad
+    # Not as a top-level combinator: the Anthropic API refuses those (see runbooks/hooks.py).
+    assert not {"anyOf", "oneOf", "allOf"} & set(schema)
+
+
 def test_list_and_read_through_dispatch(disk_runbook, ai_actor):
     listed = run_tool_call("list_runbooks", {"query": "DISK"}, actor=ai_actor)
     assert listed.ok
@@ -91,3 +104,52 @@ def test_a_bad_runbook_reference_creates_nothing(disk_runbook, ai_actor, ref, co
     assert Proposal.objects.count() == 0
     row = AuditEntry.objects.get(action="tools.call")
     assert (row.result, row.error_code) == ("refused", code)
+
+
+def test_an_archived_runbook_is_withdrawn_from_models(disk_runbook, ai_actor, admin_actor):
+    from runbooks.services import prompt_section
+
+    Server.objects.create(hostname="new-01")
+    page = {"page": "servers", "path": "/servers/web-01/"}
+    assert disk_runbook.title in prompt_section(page)  # offered while it is live
+    actions.check_archive_runbook(actor=admin_actor, runbook_id=disk_runbook.pk)
+    # read_runbook says it is archived, by id or by title, and serves no body.
+    for arguments in ({"id": disk_runbook.pk}, {"title": disk_runbook.title}):
+        read = run_tool_call("read_runbook", arguments, actor=ai_actor)
+        assert not read.ok and read.error["code"] == "runbook_archived", read
+        assert "archived" in read.error["message"] and disk_runbook.title in read.error["message"]
+        assert "body" not in (read.result or {})
+    # Not listed, not offered by the page's prompt section.
+    listed = run_tool_call("list_runbooks", {"query": "disk"}, actor=ai_actor)
+    assert listed.ok and listed.result["runbooks"] == []
+    assert prompt_section(page) == ""
+    # Refused as a proposal's reference: nothing is proposed.
+    outcome = run_tool_call(
+        "approve_server",
+        {"server": "new-01", "runbook": {"id": disk_runbook.pk, "version": 1}},
+        actor=ai_actor,
+    )
+    assert outcome.error["code"] == "runbook_archived"
+    assert Proposal.objects.count() == 0
+    # Operators still read it (the runbooks page and API).
+    from runbooks.services import read_version
+
+    assert read_version(admin_actor, runbook=disk_runbook.pk)["archived"] is True
+
+
+def test_a_proposal_made_before_its_runbook_was_archived_says_so(
+    disk_runbook, ai_actor, admin_actor
+):
+    from hal.actions.proposals.reads import proposal_json
+
+    Server.objects.create(hostname="new-01")
+    ref = {"id": disk_runbook.pk, "version": 1}
+    assert run_tool_call("approve_server", {"server": "new-01", "runbook": ref}, actor=ai_actor).ok
+    proposal = Proposal.objects.get()
+    assert proposal_json(admin_actor, proposal)["runbook_archived"] is False
+    actions.check_archive_runbook(actor=admin_actor, runbook_id=disk_runbook.pk)
+    shown = proposal_json(admin_actor, proposal)
+    assert shown["runbook_archived"] is True and shown["runbook"]["id"] == disk_runbook.pk
+    assert run_tool_call("approve_server", {"server": "new-01"}, actor=ai_actor).ok
+    uncited = Proposal.objects.exclude(pk=proposal.pk).get()
+    assert "runbook_archived" not in proposal_json(admin_actor, uncited)

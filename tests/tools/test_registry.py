@@ -150,6 +150,13 @@ def test_schemas_are_closed_and_bounded(tool):
     assert not names & FORBIDDEN_PROPERTIES, f"{tool.name} takes {names & FORBIDDEN_PROPERTIES}"
 
 
+def test_no_schema_has_a_top_level_combinator():
+    """The Anthropic Messages API refuses a request whose tools have oneOf/allOf/anyOf at
+    the top of input_schema (tests/fakes/anthropic_api.py does the same)."""
+    for tool in all_tools():
+        assert not {"oneOf", "allOf", "anyOf"} & set(tool.input_schema), tool.name
+
+
 @pytest.mark.parametrize("tool", builtin_tools(), ids=lambda t: t.name)
 def test_descriptions_say_what_happens(tool):
     assert len(tool.description) >= 20

@@ -13,6 +13,7 @@ from hal.actions.base import Actor, require_recent
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.ids import as_id
 from hal.models import Job, JobLogLine, Module, Release, Server
 
 log = logging.getLogger("hal.jobs")
@@ -27,10 +28,9 @@ def resolve_job(ref: Any) -> Job:
     """Find a job by Job or id; unknown → 404 `job_not_found`."""
     if isinstance(ref, Job):
         return ref
-    try:
-        pk = int(ref)
-    except (TypeError, ValueError):
-        raise NotFound(format_lazy(_("No job {ref!r}."), ref=ref), code="job_not_found") from None
+    pk = as_id(ref)
+    if pk is None:
+        raise NotFound(format_lazy(_("No job {ref!r}."), ref=ref), code="job_not_found")
     job = Job.objects.select_related("server", "module", "release__module").filter(pk=pk).first()
     if job is None:
         raise NotFound(format_lazy(_("No job {ref!r}."), ref=ref), code="job_not_found")

@@ -14,15 +14,15 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.proposals.records import publish_proposal
 from hal.errors import Conflict, InvalidInput, NotFound
+from hal.ids import as_id, parse_id
 from hal.models import AuditEntry, Proposal
 
 
 def load_proposal(proposal_id: Any) -> Proposal:
     """The proposal with this id (404 proposal_not_found); a due pending one is expired."""
-    try:
-        pk = int(proposal_id)
-    except (TypeError, ValueError):
-        raise NotFound(_("No such proposal."), code="proposal_not_found") from None
+    pk = as_id(proposal_id)
+    if pk is None:
+        raise NotFound(_("No such proposal."), code="proposal_not_found")
     proposal = Proposal.objects.filter(pk=pk).first()
     if proposal is None:
         raise NotFound(_("No such proposal."), code="proposal_not_found")
@@ -95,10 +95,7 @@ def _close(
 def check_cancel_room_proposals(*, actor: Actor, room_id: Any) -> list[Proposal]:
     """Cancel every pending proposal of a chat room (its "new conversation" reset)."""
     require_perm(actor, "view")
-    try:
-        room = int(room_id)
-    except (TypeError, ValueError):
-        raise InvalidInput(_("room_id must be a number."), code="invalid_room") from None
+    room = parse_id(room_id, code="invalid_room", message=_("room_id must be a number."))
     cancelled = []
     for proposal in Proposal.objects.filter(room_id=room, status=Proposal.PENDING).order_by("id"):
         try:

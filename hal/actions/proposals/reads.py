@@ -16,6 +16,7 @@ from hal.actions.base import Actor, require_perm
 from hal.actions.proposals.lifecycle import load_proposal, sweep_expired_proposals
 from hal.actions.proposals.records import origins_for, proposal_precheck
 from hal.errors import InvalidInput
+from hal.ids import parse_id
 from hal.models import Proposal
 from hal.proposal_hooks import proposal_extras
 
@@ -32,10 +33,8 @@ def list_proposals(
             raise InvalidInput(_("Unknown proposal status."), code="invalid_filter")
         qs = qs.filter(status=status)
     if room_id not in (None, ""):
-        try:
-            qs = qs.filter(room_id=int(room_id))
-        except (TypeError, ValueError):
-            raise InvalidInput(_("room_id must be a number."), code="invalid_filter") from None
+        room = parse_id(room_id, code="invalid_filter", message=_("room_id must be a number."))
+        qs = qs.filter(room_id=room)
     return list(qs.order_by("-id")[: max(1, min(int(limit), 500))])
 
 

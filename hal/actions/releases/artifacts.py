@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, record_audit
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.i18n import english
+from hal.ids import as_id
 from hal.models import Job, Release
 
 # A version becomes a directory name on every server: letters, digits, . _ + - only.
@@ -56,8 +57,8 @@ def resolve_release(ref: Any) -> Release:
         return ref
     qs = Release.objects.select_related("module")
     release = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        release = qs.filter(pk=int(ref)).first()
+    if (pk := as_id(ref)) is not None:  # str.isdigit() also takes "²", which int() refuses
+        release = qs.filter(pk=pk).first()
     elif isinstance(ref, str) and "@" in ref:
         name, _sep, version = ref.partition("@")
         release = qs.filter(module__name=name, version=version).first()

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
+from hal.ids import as_id
 from hal.models import Server
 
 # RFC 1123 host names (labels of letters, digits and hyphens), lower-cased on input.
@@ -26,8 +27,8 @@ def resolve_server(ref: Any, *, include_deleted: bool = False) -> Server:
         return ref
     qs = Server.objects.all() if include_deleted else Server.objects.exclude(status=Server.DELETED)
     server = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        server = qs.filter(pk=int(ref)).first()
+    if (pk := as_id(ref)) is not None:  # str.isdigit() also takes "²", which int() refuses
+        server = qs.filter(pk=pk).first()
     if server is None and isinstance(ref, str) and ref:
         server = qs.filter(hostname=ref.strip().lower()).order_by("-id").first()
     if server is None:
