@@ -45,7 +45,9 @@ def parse_id(
     """`value` as an id, or InvalidInput with `code` (400)."""
     number = as_id(value, zero=zero)
     if number is None:
-        raise InvalidInput(message or _("Expected an id (a positive whole number)."), code=code)
+        if message is None:
+            raise InvalidInput(_("Expected an id (a positive whole number)."), code=code)
+        raise InvalidInput(message, code=code)
     return number
 
 

@@ -251,7 +251,7 @@ def _limit(value: Any, name: str, *, money: bool) -> Any:
                 code="invalid_budget",
             )
         return number.quantize(Decimal("0.0001"))
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 10**15:
         raise InvalidInput(

@@ -105,6 +105,11 @@ def test_budget_change_is_audited_and_needs_administer_and_reauth(conn, admin, o
     with pytest.raises(Exception) as bad:
         set_budget(admin, conn, tokens_per_day=-1)
     assert bad.value.code == "invalid_budget"
+    # str.isdigit() says yes to a superscript two, int() does not: a 400, never a 500.
+    for odd in ("\u00b2", "12\u0663", " "):
+        with pytest.raises(Exception) as bad:
+            set_budget(admin, conn, tokens_per_day=odd)
+        assert bad.value.code == "invalid_budget", odd
     assert not ConnectionBudget.objects.exists()
     set_budget(admin, conn, tokens_per_day=1000, cost_per_month="2.5")
     set_budget(admin, conn, tokens_per_day=2000, cost_per_month="2.5")
