@@ -103,7 +103,10 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 /** Render `text` as sanitized Markdown into `el`, replacing what it held. */
 export function renderMarkdown(el, text) {
   const html = md.render(text || "");
-  el.replaceChildren(DOMPurify.sanitize(html, PURIFY));
+  const frag = DOMPurify.sanitize(html, PURIFY);
+  // Code blocks and tables scroll sideways: focusable, so a keyboard can scroll them too.
+  for (const box of frag.querySelectorAll("pre, .md-table")) box.tabIndex = 0;
+  el.replaceChildren(frag);
 }
 
 async function copyText(text) {
@@ -128,7 +131,10 @@ async function copyText(text) {
 export async function copyWithFeedback(button, text) {
   const ok = await copyText(text);
   const label = button.textContent;
-  button.textContent = ok ? T.copied || "Copied" : T.copy_failed || "Copy failed";
+  const said = ok ? T.copied || "Copied" : T.copy_failed || "Copy failed";
+  // An icon button flashes a mark (its name stays in aria-label); others their label.
+  button.textContent = button.classList.contains("ai-icon") ? (ok ? "✓" : "✗") : said;
+  if (button.classList.contains("ai-icon")) button.title = said;
   button.dataset.copied = ok ? "true" : "false";
   setTimeout(() => {
     button.textContent = label;

@@ -3,11 +3,15 @@
 // models see); after each change the panel reloads the room.
 import { api } from "./app.js";
 
+// Message actions are icons on one line; their names are for screen readers and hover.
+const ICONS = { "ai-regenerate": "↻", "ai-edit": "✎" };
+
 function button(cls, text, label, onClick) {
   const b = document.createElement("button");
   b.type = "button";
-  b.className = cls;
-  b.textContent = text;
+  b.className = cls in ICONS ? `${cls} ai-icon` : cls;
+  b.textContent = ICONS[cls] ?? text;
+  if (cls in ICONS) b.title = text;
   if (label) b.setAttribute("aria-label", label);
   b.addEventListener("click", onClick);
   return b;
@@ -79,7 +83,7 @@ function startEdit(li, m, ctx) {
   editor.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape") {
       ev.preventDefault();
-      ev.stopPropagation(); // Esc cancels the edit, not the drawer
+      ev.stopPropagation(); // Esc cancels the edit, not the replies
       close();
     } else if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();

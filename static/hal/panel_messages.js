@@ -30,8 +30,9 @@ export function renderMessage(m, { prepend = false } = {}) {
     tools.className = "ai-msg-tools";
     const copy = document.createElement("button");
     copy.type = "button";
-    copy.className = "ai-copy";
-    copy.textContent = T.copy;
+    copy.className = "ai-copy ai-icon";
+    copy.textContent = "⧉";
+    copy.title = T.copy;
     copy.setAttribute("aria-label", T.copy_message);
     copy.addEventListener("click", () => copyWithFeedback(copy, state.texts.get(li.dataset.messageId) ?? ""));
     tools.append(copy);
@@ -132,7 +133,7 @@ async function stopAll() {
 $("#ai-stop-all")?.addEventListener("click", stopAll);
 input.addEventListener("keydown", (ev) => {
   if (ev.key === "Escape" && logEl.querySelector("li.ai-msg[data-status=streaming]")) {
-    ev.preventDefault(); // the drawer stays open: this Esc stopped the replies
+    ev.preventDefault(); // this Esc stopped the replies, nothing else
     stopAll();
   }
 });
