@@ -130,11 +130,20 @@ async function copyText(text) {
 /** Copy `text` and flash the button's label. */
 export async function copyWithFeedback(button, text) {
   const ok = await copyText(text);
-  const label = button.textContent;
   const said = ok ? T.copied || "Copied" : T.copy_failed || "Copy failed";
-  // An icon button flashes a mark (its name stays in aria-label); others their label.
-  button.textContent = button.classList.contains("ai-icon") ? (ok ? "✓" : "✗") : said;
-  if (button.classList.contains("ai-icon")) button.title = said;
+  // An icon button keeps its icon (its name is in aria-label) and says it in its title.
+  if (button.classList.contains("ai-icon")) {
+    const title = button.title;
+    button.title = said;
+    button.dataset.copied = ok ? "true" : "false";
+    setTimeout(() => {
+      button.title = title;
+      delete button.dataset.copied;
+    }, 1500);
+    return;
+  }
+  const label = button.textContent;
+  button.textContent = said;
   button.dataset.copied = ok ? "true" : "false";
   setTimeout(() => {
     button.textContent = label;

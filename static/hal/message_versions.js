@@ -2,15 +2,17 @@
 // versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
 // models see); after each change the panel reloads the room.
 import { api } from "./app.js";
+import { icon } from "./icons.js";
 
 // Message actions are icons on one line; their names are for screen readers and hover.
-const ICONS = { "ai-regenerate": "↻", "ai-edit": "✎" };
+const ICONS = { "ai-regenerate": "regenerate", "ai-edit": "edit" };
 
 function button(cls, text, label, onClick) {
   const b = document.createElement("button");
   b.type = "button";
   b.className = cls in ICONS ? `${cls} ai-icon` : cls;
-  b.textContent = ICONS[cls] ?? text;
+  if (cls in ICONS) b.append(icon(ICONS[cls]));
+  else b.textContent = text;
   if (cls in ICONS) b.title = text;
   if (label) b.setAttribute("aria-label", label);
   b.addEventListener("click", onClick);

@@ -3,6 +3,7 @@
 // "waiting for approval" and "stop all" marks that follow from them.
 import { api } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
+import { icon } from "./icons.js";
 import { replyFacts, timeElement } from "./chat_meta.js";
 import { refreshEditable, renderVersionTools } from "./message_versions.js";
 import { $, T, input, logEl, showError, state } from "./panel_state.js";
@@ -31,7 +32,7 @@ export function renderMessage(m, { prepend = false } = {}) {
     const copy = document.createElement("button");
     copy.type = "button";
     copy.className = "ai-copy ai-icon";
-    copy.textContent = "⧉";
+    copy.append(icon("copy"));
     copy.title = T.copy;
     copy.setAttribute("aria-label", T.copy_message);
     copy.addEventListener("click", () => copyWithFeedback(copy, state.texts.get(li.dataset.messageId) ?? ""));

@@ -4,8 +4,9 @@ the page sideways; no button, link or field of `main` lies under the panel or ou
 viewport; the panel never covers the menu. axe-core finds no serious or critical issue on
 any page, in both themes and both languages (English at 1280/1440, Korean at 390/1000).
 
-One browser, one context per width and theme, the data seeded once per width; the panel's
-width changes in place (Home/End on its resize handle) instead of reloading each page."""
+One browser; each page is loaded once per language, then the width (viewport resize),
+the panel (Home/End on its resize handle, ×) and the theme change in place; the data is
+seeded once per group of pages."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, login
-from tests.browser.helpers import call, connect_model, reauth
+from tests.browser.helpers import call, connect_model, csrf, reauth
 from tests.fakes.script import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +58,9 @@ REPLY = (
     "## Disk report\n\nThe disk of **web-01** is full.\n\n"
     "| server | disk | inode use | mount point | filesystem |\n|---|---|---|---|---|\n"
     "| web-01.example.internal | 98 % | 71 % | /var/lib/very/long/mount/point | ext4 |\n\n"
-    "```bash\n" + "du -xh --max-depth=1 /var/lib/very/long/path/to/somewhere | sort -h " * 3 + "\n```\n"
+    "```bash\n"
+    + "du -xh --max-depth=1 /var/lib/very/long/path/to/somewhere | sort -h " * 3
+    + "\n```\n"
 )
 
 # Interactive elements of `main` whose visible part (after the clipping of their own
@@ -70,11 +73,13 @@ CHECK = """() => {
     problems.push(`page scrolls sideways: ${document.documentElement.scrollWidth} > ${vw}`);
   const panel = document.getElementById('ai-panel');
   const pr = panel && panel.checkVisibility() ? panel.getBoundingClientRect() : null;
-  const hit = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const hit = (a, b) => a.left < b.right - 1 && b.left < a.right - 1
+    && a.top < b.bottom - 1 && b.top < a.bottom - 1;
   if (pr) {
     for (const id of ['menu', 'topbar']) {
       const el = document.getElementById(id);
-      if (el && el.checkVisibility() && hit(pr, el.getBoundingClientRect())) problems.push(`panel covers #${id}`);
+      if (el && el.checkVisibility() && hit(pr, el.getBoundingClientRect()))
+        problems.push(`panel covers #${id}`);
     }
   }
   const sel = 'button, a[href], input:not([type=hidden]), select, textarea, summary';
@@ -93,7 +98,9 @@ CHECK = """() => {
     if (box.right - box.left < 1 || box.bottom - box.top < 1) continue;  // scrolled out of view
     const name = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
       ` "${(el.textContent || el.name || '').trim().slice(0, 30)}"`;
-    if (box.left < -1 || box.right > vw + 1) problems.push(`${name} outside the viewport (${Math.round(box.left)}..${Math.round(box.right)})`);
+    if (box.left < -1 || box.right > vw + 1)
+      problems.push(`${name} outside the viewport (${Math.round(box.left)}..`
+        + `${Math.round(box.right)})`);
     if (pr && hit(box, pr)) problems.push(`${name} under the panel`);
   }
   return problems;
@@ -131,7 +138,9 @@ def seed(page, base: str, operator, fake, key) -> dict:
     Server.objects.create(hostname="new-01.example.internal")
     portal, _ = Module.objects.get_or_create(name="portal")
     job = Job.objects.create(kind=Job.HEALTH_CHECK, server=web, module=portal)
-    ServerMetric.objects.create(server=web, cpu_percent=12.5, memory_percent=40.0, disk_percent=55.0)
+    ServerMetric.objects.create(
+        server=web, cpu_percent=12.5, memory_percent=40.0, disk_percent=55.0
+    )
     incident = Incident.objects.create(title="Portal slow on web-01", severity="sev3")
     runbook = call(
         page,
@@ -145,7 +154,10 @@ def seed(page, base: str, operator, fake, key) -> dict:
     actor = Actor(user=operator, via="ai", label=operator.username, session_key="chat")
     origin = {"connection_id": conn["id"], "room_id": room}
     run_tool_call(
-        "open_incident", {"severity": "sev3", "title": "Disk full web-01"}, actor=actor, origin=origin
+        "open_incident",
+        {"severity": "sev3", "title": "Disk full web-01"},
+        actor=actor,
+        origin=origin,
     )
     run_tool_call(
         "isolate_server",
@@ -196,43 +208,57 @@ def _set_state(page, state: str) -> None:
     if not panel.is_visible():
         page.locator("#ai-panel-toggle").click()
     page.locator("#ai-panel-resizer").press("End" if state == "open-max" else "Home")
+
+
+def _settle(page) -> None:
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
-@pytest.mark.parametrize("width", [390, 1000, 1280, 1440])
+# English at the wide widths, Korean at the narrow ones (longer words where space is short);
+# axe runs at one width per language, in both themes.
+LANGUAGES = {"en": ([1280, 1440], 1440), "ko": ([390, 1000], 1000)}
+GROUPS = [PAGES[i : i + 7] for i in range(0, len(PAGES), 7)]
+
+
+@pytest.mark.parametrize("group", range(len(GROUPS)))
+@pytest.mark.parametrize("language", ["en", "ko"])
 def test_every_page_fits_every_width(
-    live_asgi, page_factory, operator, fake_anthropic, provider_api_key, width
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key, language, group
 ):
+    """Each page is loaded once; the width, the panel and the theme change in place."""
     base = live_asgi.url
-    language = "ko" if width <= 1100 else "en"
-    setup = page_factory()
-    login(setup, base, operator)
-    ids = seed(setup, base, operator, fake_anthropic, provider_api_key)
-    setup.context.close()
+    widths, axe_width = LANGUAGES[language]
+    page = page_factory(viewport=(widths[0], 900))
+    login(page, base, operator)
+    ids = seed(page, base, operator, fake_anthropic, provider_api_key)
+    call(page, base, "PUT", "/api/ai/panel", {"theme": "light", "open": True})
+    if language == "ko":
+        page.request.post(
+            base + "/language/",
+            form={"language": "ko", "next": "/"},
+            headers={"X-CSRFToken": csrf(page)},
+        )
     out = ARTIFACTS / "layout"
     out.mkdir(parents=True, exist_ok=True)
     problems: dict[str, list] = {}
-    for theme in ("light", "dark"):
-        page = page_factory(viewport=(width, 844 if width <= 480 else 900))
-        login(page, base, operator)
-        call(page, base, "PUT", "/api/ai/panel", {"theme": theme, "open": True})
-        if language == "ko":
-            page.goto(base + "/")
-            with page.expect_navigation():
-                page.select_option("#lang-select", "ko")
-        for name, path in PAGES:
-            page.goto(base + path.format(**ids))
-            page.wait_for_selector(READY, state="attached")
+    for name, path in GROUPS[group]:
+        page.goto(base + path.format(**ids), wait_until="domcontentloaded")
+        page.wait_for_selector(READY, state="attached")
+        for width in widths:
+            page.set_viewport_size({"width": width, "height": 844 if width <= 480 else 900})
             for state in _states(width):
                 _set_state(page, state)
-                found = page.evaluate(CHECK)
-                if found:
-                    problems[f"{width}/{theme}/{name}/{state}"] = found
-                page.screenshot(path=str(out / f"{width}-{theme}-{name}-{state}.png"))
-            # axe once per page and theme (both languages over the four widths).
-            if width in (1000, 1440):
-                found = axe_violations(page, base)
-                if found:
-                    problems[f"{width}/{theme}/{language}/{name}/axe"] = found
-        page.context.close()
+                for theme in ("light", "dark"):
+                    page.evaluate("t => { document.documentElement.dataset.theme = t; }", theme)
+                    _settle(page)
+                    where = f"{width}/{theme}/{language}/{name}/{state}"
+                    found = page.evaluate(CHECK)
+                    if found:
+                        problems[where] = found
+                    shot = out / f"{width}-{theme}-{language}-{name}-{state}.jpeg"
+                    page.screenshot(path=str(shot), type="jpeg", quality=50)
+                    if width == axe_width and state in ("open-max", "below"):
+                        found = axe_violations(page, base)
+                        if found:
+                            problems[where + "/axe"] = found
     assert not problems, json.dumps(problems, indent=1, ensure_ascii=False)
