@@ -106,6 +106,11 @@ def test_approve_and_confirm_high_risk_on_a_phone_by_touch(
     copy = page.locator("#ai-log .ai-msg.from-model .ai-copy")
     assert copy.evaluate("b => getComputedStyle(b).opacity") == "1"
     assert copy.get_attribute("aria-label")
+    tops = page.locator("#ai-log .ai-msg.from-model .ai-msg-tools button").evaluate_all(
+        "bs => bs.filter(b => b.checkVisibility())"
+        ".map(b => Math.round(b.getBoundingClientRect().top))"
+    )
+    assert len(tops) >= 2 and len(set(tops)) == 1, tops  # Copy and Regenerate, one line
     shot(page, "03-panel-reply")
     page.locator("#ai-back-to-top").tap()
     page.wait_for_function("() => window.scrollY === 0")
