@@ -258,8 +258,8 @@ def test_every_page_fits_every_width(
                     found = page.evaluate(CHECK)
                     if found:
                         problems[where] = found
-                    shot = out / f"{width}-{theme}-{language}-{name}-{state}.jpeg"
-                    page.screenshot(path=str(shot), type="jpeg", quality=50)
+                    shot = out / f"{width}-{theme}-{language}-{name}-{state}.png"
+                    page.screenshot(path=str(shot))
                     if width == axe_width and state in ("open-max", "below"):
                         # The theme changes colours only (the same DOM, switched in place):
                         # every rule in light, the colour rule again in dark.
