@@ -2,7 +2,7 @@
 // versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
 // models see); after each change the panel reloads the room.
 import { api } from "./app.js";
-import { icon } from "./icons.js";
+import { icon } from "./panel_icons.js";
 
 // Message actions are icons on one line; their names are for screen readers and hover.
 const ICONS = { "ai-regenerate": "regenerate", "ai-edit": "edit" };

@@ -3,7 +3,7 @@
 // "waiting for approval" and "stop all" marks that follow from them.
 import { api } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
-import { icon } from "./icons.js";
+import { icon } from "./panel_icons.js";
 import { replyFacts, timeElement } from "./chat_meta.js";
 import { refreshEditable, renderVersionTools } from "./message_versions.js";
 import { $, T, input, logEl, showError, state } from "./panel_state.js";
