@@ -38,3 +38,51 @@ document.getElementById("theme-select")?.addEventListener("change", async (ev) =
   document.documentElement.dataset.theme = theme;
   await api("PUT", "/api/ai/panel", { theme }).catch(() => {});
 });
+
+// Phones: the menu and the top bar's preferences fold behind the Menu button.
+const menuToggle = document.getElementById("menu-toggle");
+menuToggle?.addEventListener("click", () => {
+  const open = document.getElementById("layout").classList.toggle("menu-open");
+  menuToggle.setAttribute("aria-expanded", String(open));
+});
+
+// "?" opens the list of keyboard shortcuts (not while typing in a field).
+function typing(el) {
+  return el?.closest?.("input, textarea, select, [contenteditable=''], [contenteditable=true]");
+}
+document.addEventListener("keydown", (ev) => {
+  if (ev.key !== "?" || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+  const dialog = document.getElementById("shortcuts");
+  if (!dialog || dialog.open || document.querySelector("dialog[open]")) return;
+  ev.preventDefault();
+  dialog.showModal();
+});
+
+// Tables become stacked cards when the page area is narrow (app.css): each cell carries its
+// column's name as a label. Rows added later (live lists) are labelled as they come.
+function labelCells(root) {
+  for (const table of root.querySelectorAll("table.grid")) {
+    const heads = [...table.querySelectorAll(":scope > thead th")].map((th) => th.textContent.trim());
+    if (!heads.length) continue;
+    for (const row of table.querySelectorAll(":scope > tbody > tr")) {
+      let col = 0;
+      for (const cell of row.cells) {
+        if (cell.colSpan === 1 && !("label" in cell.dataset)) cell.dataset.label = heads[col] ?? "";
+        col += cell.colSpan;
+      }
+    }
+  }
+}
+const mainEl = document.getElementById("main");
+if (mainEl) {
+  labelCells(mainEl);
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      labelCells(mainEl);
+    });
+  }).observe(mainEl, { childList: true, subtree: true });
+}

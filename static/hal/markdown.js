@@ -103,7 +103,10 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 /** Render `text` as sanitized Markdown into `el`, replacing what it held. */
 export function renderMarkdown(el, text) {
   const html = md.render(text || "");
-  el.replaceChildren(DOMPurify.sanitize(html, PURIFY));
+  const frag = DOMPurify.sanitize(html, PURIFY);
+  // Code blocks and tables scroll sideways: focusable, so a keyboard can scroll them too.
+  for (const box of frag.querySelectorAll("pre, .md-table")) box.tabIndex = 0;
+  el.replaceChildren(frag);
 }
 
 async function copyText(text) {
@@ -127,8 +130,20 @@ async function copyText(text) {
 /** Copy `text` and flash the button's label. */
 export async function copyWithFeedback(button, text) {
   const ok = await copyText(text);
+  const said = ok ? T.copied || "Copied" : T.copy_failed || "Copy failed";
+  // An icon button keeps its icon (its name is in aria-label) and says it in its title.
+  if (button.classList.contains("ai-icon")) {
+    const title = button.title;
+    button.title = said;
+    button.dataset.copied = ok ? "true" : "false";
+    setTimeout(() => {
+      button.title = title;
+      delete button.dataset.copied;
+    }, 1500);
+    return;
+  }
   const label = button.textContent;
-  button.textContent = ok ? T.copied || "Copied" : T.copy_failed || "Copy failed";
+  button.textContent = said;
   button.dataset.copied = ok ? "true" : "false";
   setTimeout(() => {
     button.textContent = label;

@@ -2,12 +2,18 @@
 // versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
 // models see); after each change the panel reloads the room.
 import { api } from "./app.js";
+import { icon } from "./panel_icons.js";
+
+// Message actions are icons on one line; their names are for screen readers and hover.
+const ICONS = { "ai-regenerate": "regenerate", "ai-edit": "edit" };
 
 function button(cls, text, label, onClick) {
   const b = document.createElement("button");
   b.type = "button";
-  b.className = cls;
-  b.textContent = text;
+  b.className = cls in ICONS ? `${cls} ai-icon` : cls;
+  if (cls in ICONS) b.append(icon(ICONS[cls]));
+  else b.textContent = text;
+  if (cls in ICONS) b.title = text;
   if (label) b.setAttribute("aria-label", label);
   b.addEventListener("click", onClick);
   return b;
@@ -79,7 +85,7 @@ function startEdit(li, m, ctx) {
   editor.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape") {
       ev.preventDefault();
-      ev.stopPropagation(); // Esc cancels the edit, not the drawer
+      ev.stopPropagation(); // Esc cancels the edit, not the replies
       close();
     } else if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();

@@ -10,6 +10,7 @@ import "./panel_composer.js";
 import { refreshRooms, selectRoom } from "./panel_rooms.js";
 import { connectSocket } from "./panel_socket.js";
 import { onEvent } from "./panel_events.js";
+import "./panel_rove.js";
 
 async function init() {
   try {

@@ -1,11 +1,16 @@
-// The AI panel's place on the page: open or closed, its width (dragged or by keyboard),
-// the overlay drawer on narrow screens, and the unread count on the AI button; the
-// preference is saved per operator on the server.
+// The AI panel's place on the page: docked on the right above 1100 px (open or closed, its
+// width dragged or set by keyboard, saved per operator on the server); at 1100 px or less
+// below the main content at full width (SPEC §3), where the AI button and Alt+A scroll to it
+// and "Back to top" returns. The unread count on the AI button counts replies that arrive
+// while the panel is out of sight.
 import { csrfToken } from "./app.js";
-import { Drawer } from "./drawer.js";
-import { $, T, layout, panel, state } from "./panel_state.js";
+import { $, T, input, layout, panel, state } from "./panel_state.js";
 
 const MIN_WIDTH = 280;
+// The page keeps at least this much width beside the panel at its widest: tables turn into
+// cards below 640 px of content (app.css), never into columns under the panel.
+const MAIN_MIN = 560;
+const below = window.matchMedia("(max-width: 1100px)");
 
 let saveTimer = null;
 export function savePanel() {
@@ -31,20 +36,24 @@ function flushPanel({ keepalive = false } = {}) {
 window.addEventListener("pagehide", () => flushPanel({ keepalive: true }));
 
 const toggleButton = $("#ai-panel-toggle");
-const drawer = new Drawer({ layout, panel, toggle: toggleButton, behind: [$("#menu"), $("#main")] });
 
 export function applyPanel() {
   layout.classList.toggle("panel-closed", !state.panel.open);
-  if (drawer.active) drawer.apply();
+  if (below.matches) toggleButton?.removeAttribute("aria-expanded");
   else toggleButton?.setAttribute("aria-expanded", String(state.panel.open));
   const width = clampWidth(state.panel.width);
   document.documentElement.style.setProperty("--panel-width", `${width}px`);
   resizer?.setAttribute("aria-valuenow", String(width));
+  resizer?.setAttribute("aria-valuemax", String(maxWidth()));
+}
+
+function maxWidth() {
+  const menu = $("#menu")?.getBoundingClientRect().width ?? 0;
+  return Math.max(MIN_WIDTH, Math.floor(window.innerWidth - menu - MAIN_MIN));
 }
 
 function clampWidth(width) {
-  const max = Math.max(MIN_WIDTH, window.innerWidth - 480);
-  return Math.round(Math.min(Math.max(Number(width) || 400, MIN_WIDTH), max));
+  return Math.round(Math.min(Math.max(Number(width) || 400, MIN_WIDTH), maxWidth()));
 }
 
 function setOpen(open) {
@@ -54,25 +63,53 @@ function setOpen(open) {
   savePanel();
 }
 
-// On wide screens the AI button docks/undocks the panel (a saved preference); on narrow
-// ones it opens the overlay drawer (never saved: a page load starts with it closed).
+// Below the content (≤ 1100 px) the panel is always there: the AI button and Alt+A bring
+// it into view with the composer focused. Docked, the AI button opens or closes it (a
+// saved preference) and Alt+A goes to the composer, opening the panel if needed.
+export function goToChat() {
+  if (!below.matches && !state.panel.open) setOpen(true);
+  const reduce = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  if (below.matches) panel.scrollIntoView({ block: "start", behavior: reduce ? "auto" : "smooth" });
+  input?.focus({ preventScroll: below.matches });
+  setUnread(0);
+}
+
 function togglePanel() {
-  if (drawer.active) drawer.set(!drawer.isOpen);
+  if (below.matches) goToChat();
   else setOpen(!state.panel.open);
 }
 
+// Whether the operator can see the panel now (below the content: scrolled into view).
+let inView = true;
 export function panelVisible() {
-  return !document.hidden && (drawer.active ? drawer.isOpen : state.panel.open);
+  return !document.hidden && (below.matches ? inView : state.panel.open);
 }
+new IntersectionObserver(
+  (entries) => {
+    inView = entries.some((e) => e.isIntersecting);
+    if (panelVisible()) setUnread(0);
+  },
+  { threshold: 0.25 },
+).observe(panel);
 
 toggleButton?.addEventListener("click", togglePanel);
-$("#ai-panel-close")?.addEventListener("click", () => (drawer.active ? drawer.set(false) : setOpen(false)));
+$("#ai-panel-close")?.addEventListener("click", () => setOpen(false));
+$("#ai-back-to-top")?.addEventListener("click", () => {
+  window.scrollTo({ top: 0 });
+  $("#main")?.focus({ preventScroll: true });
+});
+$("#skip-to-ai")?.addEventListener("click", (ev) => {
+  ev.preventDefault();
+  goToChat();
+});
 document.addEventListener("keydown", (ev) => {
   if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === "KeyA") {
     ev.preventDefault();
-    togglePanel();
+    if (below.matches || !state.panel.open || panel.contains(document.activeElement)) togglePanel();
+    else goToChat();
   }
 });
+below.addEventListener("change", applyPanel);
 
 // Replies that arrive while the panel is out of sight are counted on the AI button.
 let unread = 0;
@@ -87,7 +124,6 @@ export function setUnread(n) {
 export function unreadCount() {
   return unread;
 }
-drawer.onChange((open) => open && setUnread(0));
 document.addEventListener("visibilitychange", () => panelVisible() && setUnread(0));
 
 const resizer = $("#ai-panel-resizer");
@@ -112,6 +148,8 @@ resizer?.addEventListener("keydown", (ev) => {
   const step = ev.shiftKey ? 50 : 10;
   if (ev.key === "ArrowLeft") state.panel.width = clampWidth(state.panel.width + step);
   else if (ev.key === "ArrowRight") state.panel.width = clampWidth(state.panel.width - step);
+  else if (ev.key === "Home") state.panel.width = MIN_WIDTH;
+  else if (ev.key === "End") state.panel.width = maxWidth();
   else return;
   ev.preventDefault();
   applyPanel();

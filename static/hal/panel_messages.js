@@ -3,6 +3,7 @@
 // "waiting for approval" and "stop all" marks that follow from them.
 import { api } from "./app.js";
 import { copyWithFeedback, renderMarkdown } from "./markdown.js";
+import { icon } from "./panel_icons.js";
 import { replyFacts, timeElement } from "./chat_meta.js";
 import { refreshEditable, renderVersionTools } from "./message_versions.js";
 import { $, T, input, logEl, showError, state } from "./panel_state.js";
@@ -30,8 +31,9 @@ export function renderMessage(m, { prepend = false } = {}) {
     tools.className = "ai-msg-tools";
     const copy = document.createElement("button");
     copy.type = "button";
-    copy.className = "ai-copy";
-    copy.textContent = T.copy;
+    copy.className = "ai-copy ai-icon";
+    copy.append(icon("copy"));
+    copy.title = T.copy;
     copy.setAttribute("aria-label", T.copy_message);
     copy.addEventListener("click", () => copyWithFeedback(copy, state.texts.get(li.dataset.messageId) ?? ""));
     tools.append(copy);
@@ -132,7 +134,7 @@ async function stopAll() {
 $("#ai-stop-all")?.addEventListener("click", stopAll);
 input.addEventListener("keydown", (ev) => {
   if (ev.key === "Escape" && logEl.querySelector("li.ai-msg[data-status=streaming]")) {
-    ev.preventDefault(); // the drawer stays open: this Esc stopped the replies
+    ev.preventDefault(); // this Esc stopped the replies, nothing else
     stopAll();
   }
 });

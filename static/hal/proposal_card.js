@@ -162,9 +162,9 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
   if (p.details_visible === false) {
     info.append(el("p", "hint proposal-hidden", S.details_hidden));
   } else {
-    info.append(el("h4", "proposal-label", S.arguments), keyValues(p.arguments ?? {}, "proposal-args"));
+    info.append(el("h3", "proposal-label", S.arguments), keyValues(p.arguments ?? {}, "proposal-args"));
     if (p.result !== undefined && p.result !== null && p.status !== "pending") {
-      info.append(el("h4", "proposal-label", S.result), keyValues(p.result, "proposal-result"));
+      info.append(el("h3", "proposal-label", S.result), keyValues(p.result, "proposal-result"));
     }
   }
   if (p.error) {
@@ -209,7 +209,7 @@ export function renderReview(card, review) {
   box.dataset.verdict = review.verdict || "";
   box.setAttribute("aria-live", "polite");
   const who = review.reviewer ? `@${review.reviewer}` : "";
-  box.append(el("h4", "proposal-label", fill(S.review_by, { model: who })));
+  box.append(el("h3", "proposal-label", fill(S.review_by, { model: who })));
   if (review.status === "failed") {
     const err = el("p", "error review-failed", fill(S.review_failed, { reason: review.error || "" }));
     box.append(err);

@@ -182,9 +182,10 @@ def page_factory(browser, request, transactional_db):
     """
     contexts = []
 
-    def make(viewport=(1440, 900), locale="en-US"):
+    def make(viewport=(1440, 900), locale="en-US", **options):
+        # options: further browser-context settings (has_touch, is_mobile for a phone).
         context = browser.new_context(
-            viewport={"width": viewport[0], "height": viewport[1]}, locale=locale
+            viewport={"width": viewport[0], "height": viewport[1]}, locale=locale, **options
         )
         contexts.append((context, _InFlight(context)))
         page = context.new_page()

@@ -119,12 +119,14 @@ def test_panel_never_covers_the_menu_or_top_bar(live_asgi, page_factory, operato
         assert panel["x"] >= main["x"] + main["width"] - 1  # on the right
         screenshot(page, "layout-panel-1440")
     else:
-        # An overlay drawer (tests/browser/test_panel_surface.py): open, it covers part of the
-        # page but never the menu or the top bar, and has no resize handle.
-        page.click("#ai-panel-toggle")
-        drawer = box(page, "#ai-panel")
-        for selector in ("#menu", "#topbar"):
-            assert not overlaps(drawer, box(page, selector)), selector
+        # Below the page at full width (SPEC §3; issue 12's overlay drawer is withdrawn by
+        # issue 24): never over the menu, the top bar or the page, and no resize handle.
+        panel = box(page, "#ai-panel")
+        for selector in ("#menu", "#topbar", "#main"):
+            assert not overlaps(panel, box(page, selector)), selector
+        main = box(page, "#main")
+        assert panel["y"] >= main["y"] + main["height"] - 1
+        assert panel["width"] >= width - 20
         assert not page.locator("#ai-panel-resizer").is_visible()
         screenshot(page, "layout-panel-1000")
 

@@ -57,8 +57,8 @@ def template_leftovers(source: str) -> list[str]:
     attrs = re.findall(r'(?:placeholder|title|aria-label|alt)="([^"]*)"', s)
     found = [a for a in attrs if "{%" not in a and "{{" not in a and english_words(a)]
     s = re.sub(r"\{%.*?%\}|\{\{.*?\}\}", " ", s, flags=re.S)
-    # Commands and code samples are shown as typed.
-    s = re.sub(r"<(script|style|code|pre)\b.*?</\1>", " ", s, flags=re.S)
+    # Commands, code samples and keyboard keys (<kbd>Enter</kbd>) are shown as typed.
+    s = re.sub(r"<(script|style|code|pre|kbd)\b.*?</\1>", " ", s, flags=re.S)
     for line in re.sub(r"<[^>]*>", "\n", s).splitlines():
         if english_words(line):
             found.append(line.strip())
@@ -82,6 +82,7 @@ def test_the_scans_find_english():
         "Delete it",
     ]
     assert template_leftovers("<p>{% translate 'Delete it' %}</p><code>make test</code>") == []
+    assert template_leftovers("<dt><kbd>Shift</kbd>+<kbd>Enter</kbd></dt>") == []
     assert js_leftovers('if (!window.confirm("Delete this connection?")) return;') == [
         "Delete this connection?"
     ]
