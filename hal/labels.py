@@ -57,6 +57,36 @@ AUTH_LABELS: dict[str, Any] = {
 }
 
 
+SETTING_TYPE_LABELS: dict[str, Any] = {
+    "int": _("whole number"),
+    "bool": _("yes / no"),
+    "str": _("text"),
+    "choice": _("choice"),
+    "duration": _("duration (seconds)"),
+}
+
+TIER_LABELS: dict[str, Any] = {
+    "read": _("read"),
+    "write": _("write"),
+    "high_risk": _("high risk"),
+}
+
+
+def setting_type_label(code: Any) -> str:
+    """The operator-language name of a setting's type."""
+    return str(SETTING_TYPE_LABELS.get(str(code), code))
+
+
+def tier_label(code: Any) -> str:
+    """The operator-language name of a tool's risk tier."""
+    return str(TIER_LABELS.get(str(code), code))
+
+
+def bool_label(value: Any) -> str:
+    """yes / no in the operator's language (never Python's True/False)."""
+    return str(_("yes") if value else _("no"))
+
+
 def status_label(code: Any) -> str:
     """The operator-language label of a status code (the code itself when unknown)."""
     return str(STATUS_LABELS.get(str(code), code))
