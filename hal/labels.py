@@ -82,6 +82,14 @@ def tier_label(code: Any) -> str:
     return str(TIER_LABELS.get(str(code), code))
 
 
+def room_title_label(title: Any) -> str:
+    """A room's title as shown: the unified room's fixed English title in the reader's
+    language (a renamed room and an individual room keep their own name)."""
+    if str(title) == "Unified":
+        return str(_("Unified"))
+    return str(title)
+
+
 def bool_label(value: Any) -> str:
     """yes / no in the operator's language (never Python's True/False)."""
     return str(_("yes") if value else _("no"))
