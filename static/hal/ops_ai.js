@@ -175,7 +175,8 @@ for (const form of document.querySelectorAll("form[data-op]")) {
       if (!result || !result.redirecting) window.location.reload();
     } catch (err) {
       for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
-      show(`${err.message} (${err.code})`);
+      show(err.message);
+      statusBox.dataset.code = err.code || "";
       // A failed verify still changed the row (status, last error): show it after a moment.
       if (op === "verify") setTimeout(() => window.location.reload(), 2500);
     } finally {
