@@ -135,7 +135,8 @@ def archive_detail_page(request: HttpRequest, archive_id: int) -> HttpResponse:
             "page": "ai-archive",
             "archive": found,
             "title": found.room_title,
-            "messages": archive.archive_messages(found),
+            # Not "messages": base.html shows that name as the flash messages.
+            "transcript": archive.archive_messages(found),
             "archive_strings": _strings(),
         },
     )
@@ -155,7 +156,7 @@ def transcript_page(request: HttpRequest, room_id: int) -> HttpResponse:
     return render(
         request,
         "chatrooms/transcript.html",
-        {"page": "ai-archive", "room": room, "title": room.display_title(), "messages": rows},
+        {"page": "ai-archive", "room": room, "title": room.display_title(), "transcript": rows},
     )
 
 

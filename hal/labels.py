@@ -209,6 +209,7 @@ VIA_LABELS: dict[str, Any] = {
     "task": _("worker"),
     "cli": _("command line"),
     "system": _("HAL"),
+    "hal": "HAL",
     "admin": _("admin site"),
 }
 
@@ -231,6 +232,20 @@ def audit_target_label(target_type: Any, label: Any) -> str:
         number, _sep, title = text[len("room #") :].partition(" ")
         return str(_("room #%(id)s %(title)s") % {"id": number, "title": room_title_label(title)})
     return text
+
+
+JOB_KIND_LABELS: dict[str, Any] = {
+    "deploy": _("deploy"),
+    "restart": _("restart"),
+    "rollback": _("rollback"),
+    "health_check": _("health check"),
+    "reconcile": _("reconcile"),
+}
+
+
+def job_kind_label(code: Any) -> str:
+    """What a job does, in the operator's language."""
+    return str(JOB_KIND_LABELS.get(str(code), code))
 
 
 def setting_type_label(code: Any) -> str:

@@ -18,6 +18,7 @@ register.filter("bool_label", labels.bool_label)
 register.filter("room_title_label", labels.room_title_label)
 register.filter("audit_action_label", labels.audit_action_label)
 register.filter("via_label", labels.via_label)
+register.filter("job_kind_label", labels.job_kind_label)
 
 
 @register.filter
