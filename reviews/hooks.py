@@ -26,9 +26,7 @@ def _valid_reviewer(value: str) -> None:
 
     if not AIConnection.objects.filter(pk=int(value)).exists():
         raise InvalidInput(
-            format_lazy(
-                _("ai.proposal_reviewer: no connection has the id {value}."), value=value
-            ),
+            format_lazy(_("ai.proposal_reviewer: no connection has the id {value}."), value=value),
             code="unknown_reviewer",
         )
 

@@ -40,9 +40,7 @@ async def test_continue_makes_the_archive_the_rooms_history(models, aclient, orc
     assert response.status_code == 200, response.content
     assert response.json() == {"room_id": room_id, "archive_id": archive["id"], "messages": 2}
     live = await messages(aclient, room_id)
-    assert [(m["author"], m["text"]) for m in live] == [
-        (m["author"], m["text"]) for m in archived
-    ]
+    assert [(m["author"], m["text"]) for m in live] == [(m["author"], m["text"]) for m in archived]
     assert {m["id"] for m in live}.isdisjoint({m["id"] for m in archived})
     # The archive is as it was; the unrelated conversation went to an archive of its own.
     again = (await aclient.get(f"/api/ai/archives/{archive['id']}")).json()["messages"]

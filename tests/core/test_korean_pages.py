@@ -177,8 +177,8 @@ def objects(operator):
     from chatrooms.actions import ensure_rooms
     from chatrooms.archive import do_archive_messages
     from chatrooms.models import Message
-    from hal.models import Incident, Job, Module, Server
     from hal.actions.base import Actor
+    from hal.models import Incident, Job, Module, Server
     from runbooks.actions import check_create_runbook
 
     server = Server.objects.create(hostname="web", status="active")
