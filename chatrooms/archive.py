@@ -1,7 +1,13 @@
 """The operator's archive of past conversations: "New conversation" moves a room's messages
 into an Archive (the models and the room no longer see them) instead of deleting them;
-archives are read-only, deletable, searchable (chatrooms/search.py) and kept
+archives are read-only, searchable (chatrooms/search.py), continuable (a copy of the
+conversation becomes the room's live one; chatrooms/archive_continue.py) and kept
 HAL_CHAT_ARCHIVE_DAYS days (0: deleted at once, as before), enforced by the worker sweep.
+
+Deleting is a soft delete: the archive disappears at once and can be restored for
+ARCHIVE_UNDO_SECONDS; after that it is purged — on the operator's next access to the
+archive and by the worker's sweep — so closing the tab does not lose the undo window and
+nothing deleted outlives it by more than one sweep.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from chatrooms.models import Archive, Message, Room
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import NotFound
 from hal.ids import as_id
+
+ARCHIVE_UNDO_SECONDS = 10
 
 
 def archive_days() -> int:
@@ -52,7 +60,10 @@ def do_archive_messages(room: Room) -> tuple[int, Archive | None]:
 
 def archives_of(user: Any, room_id: Any = None) -> list[Archive]:
     """The operator's archives, newest first (optionally of one room)."""
-    queryset = Archive.objects.filter(operator=user).order_by("-created_at", "-id")
+    purge_deleted_archives(operator=user)
+    queryset = Archive.objects.filter(operator=user, deleted_at__isnull=True).order_by(
+        "-created_at", "-id"
+    )
     if room_id not in (None, ""):
         room = as_id(room_id)
         if room is None:
@@ -61,12 +72,18 @@ def archives_of(user: Any, room_id: Any = None) -> list[Archive]:
     return list(queryset)
 
 
-def get_archive(user: Any, archive_id: Any) -> Archive:
-    """One of the operator's own archives (another operator's does not exist for them)."""
+def get_archive(user: Any, archive_id: Any, *, deleted: bool = False) -> Archive:
+    """One of the operator's own archives (another operator's does not exist for them);
+    `deleted=True` finds one deleted within the undo window instead (to restore it)."""
     pk = as_id(archive_id)
     if pk is None:
         raise NotFound(_("No such archived conversation."), code="archive_not_found")
-    archive = Archive.objects.filter(pk=pk, operator=user).first()
+    found = Archive.objects.filter(pk=pk, operator=user)
+    if deleted:
+        found = found.filter(deleted_at__gte=timezone.now() - undo_window())
+    else:
+        found = found.filter(deleted_at__isnull=True)
+    archive = found.first()
     if archive is None:
         raise NotFound(_("No such archived conversation."), code="archive_not_found")
     return archive
@@ -81,9 +98,13 @@ def archive_messages(archive: Archive) -> list[Message]:
     )
 
 
+def undo_window() -> timedelta:
+    return timedelta(seconds=ARCHIVE_UNDO_SECONDS)
+
+
 @action("chat.archive.delete")
 def check_delete_archive(*, actor: Actor, archive_id: Any) -> int:
-    """Delete one of the operator's archived conversations."""
+    """Delete one of the operator's archived conversations (restorable for 10 s)."""
     require_perm(actor, "view")
     with transaction.atomic():
         archive = get_archive(actor.user, archive_id)
@@ -91,20 +112,55 @@ def check_delete_archive(*, actor: Actor, archive_id: Any) -> int:
 
 
 def do_delete_archive(actor: Actor, archive: Archive) -> int:
-    pk = archive.pk
+    """Hide the archive now; purge_deleted_archives removes it once the undo window passed."""
+    archive.deleted_at = timezone.now()
+    archive.save(update_fields=["deleted_at"])
     record_audit(
         actor,
         "chat.archive.delete",
         target_type="chat_archive",
-        target_id=pk,
+        target_id=archive.pk,
         before={"room_id": archive.room_id, "first_line": archive.first_line},
+        after={"undo_seconds": ARCHIVE_UNDO_SECONDS},
     )
-    archive.delete()
-    return pk
+    return archive.pk
+
+
+@action("chat.archive.restore")
+def check_restore_archive(*, actor: Actor, archive_id: Any) -> Archive:
+    """Undo a delete within ARCHIVE_UNDO_SECONDS (after that: 404 archive_not_found)."""
+    require_perm(actor, "view")
+    with transaction.atomic():
+        archive = get_archive(actor.user, archive_id, deleted=True)
+        return do_restore_archive(actor, archive)
+
+
+def do_restore_archive(actor: Actor, archive: Archive) -> Archive:
+    archive.deleted_at = None
+    archive.save(update_fields=["deleted_at"])
+    record_audit(
+        actor,
+        "chat.archive.restore",
+        target_type="chat_archive",
+        target_id=archive.pk,
+        after={"room_id": archive.room_id, "first_line": archive.first_line},
+    )
+    return archive
+
+
+def purge_deleted_archives(*, operator: Any = None, now: Any = None) -> int:
+    """Remove archives deleted longer ago than the undo window (with their messages)."""
+    cutoff = (now or timezone.now()) - undo_window()
+    gone = Archive.objects.filter(deleted_at__lt=cutoff)
+    if operator is not None:
+        gone = gone.filter(operator=operator)
+    deleted, _ = gone.delete()
+    return deleted
 
 
 def sweep_expired_archives(now: Any = None) -> int:
     """Delete archives older than the retention (the worker's periodic sweep)."""
+    purge_deleted_archives(now=now)  # deletes whose undo window has passed
     days = archive_days()
     if days <= 0:
         return 0  # nothing is archived then

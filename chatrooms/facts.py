@@ -15,15 +15,36 @@ def measure(
 ) -> dict[str, Any]:
     """The facts of a reply finishing now (`began`, `first_token`: perf_counter values)."""
     now = time.perf_counter()
+    counted: dict[str, Any] = {
+        "input_tokens": int(usage.get("input_tokens", 0)),
+        "output_tokens": int(usage.get("output_tokens", 0)),
+    }
+    if usage.get("estimated"):
+        counted["estimated"] = True  # not the provider's count: the UI marks it "≈"
     return {
         "model": model or "",
-        "usage": {
-            "input_tokens": int(usage.get("input_tokens", 0)),
-            "output_tokens": int(usage.get("output_tokens", 0)),
-        },
+        "usage": counted,
         "duration_ms": max(0, round((now - began) * 1000)),
         "ttft_ms": None if first_token is None else max(0, round((first_token - began) * 1000)),
     }
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of text: one per 4 bytes of UTF-8 (close for English, and for
+    Korean, whose 3-byte syllables are about a token each); 0 for no text."""
+    size = len(text.encode("utf-8"))
+    return (size + 3) // 4
+
+
+def estimate_stopped_usage(usage: dict[str, Any], *, prompt: str, streamed: str) -> None:
+    """A reply stopped before its provider reported usage (they report it at the end of a
+    message): count what was sent and streamed, marked `estimated`. Usage the provider did
+    send (an earlier tool round) is kept as it is."""
+    if usage.get("input_tokens") or usage.get("output_tokens") or not streamed:
+        return
+    usage["input_tokens"] = estimate_tokens(prompt)
+    usage["output_tokens"] = estimate_tokens(streamed)
+    usage["estimated"] = True
 
 
 def with_facts(meta: dict[str, Any] | None, facts: dict[str, Any] | None) -> dict[str, Any]:

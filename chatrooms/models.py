@@ -213,6 +213,9 @@ class Archive(models.Model):
     first_line = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Deleted by its operator: hidden at once, restorable for ARCHIVE_UNDO_SECONDS, then
+    # purged (chatrooms/archive.py: on the next access and by the worker's sweep).
+    deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     def __str__(self) -> str:
         return f"archive #{self.pk} of room #{self.room_id}"

@@ -78,6 +78,8 @@ def search(user: Any, raw: Any) -> dict[str, Any]:
     rows = list(
         _matching(q)
         .filter(room__operator=user)
+        # A deleted archive (still restorable for a few seconds) is gone for search.
+        .exclude(archive__deleted_at__isnull=False)
         .select_related("room", "room__connection", "archive")
         .order_by("-id")[:RESULTS_MAX]
     )

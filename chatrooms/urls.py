@@ -39,6 +39,16 @@ urlpatterns = [
     path("api/ai/panel", views.panel, name="api_panel"),
     path("api/ai/archives", views_archive.archives_api, name="api_archives"),
     path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),
+    path(
+        "api/ai/archives/<int:archive_id>/restore",
+        views_archive.archive_restore_api,
+        name="api_archive_restore",
+    ),
+    path(
+        "api/ai/archives/<int:archive_id>/continue",
+        views_archive.archive_continue_api,
+        name="api_archive_continue",
+    ),
     path("api/ai/search", views_archive.search_api, name="api_search"),
     path("ai/archive/", views_archive.archive_page, name="archive"),
     path("ai/archive/<int:archive_id>", views_archive.archive_detail_page, name="archive_detail"),
@@ -46,6 +56,16 @@ urlpatterns = [
         "ai/archive/<int:archive_id>/delete",
         views_archive.archive_delete_page,
         name="archive_delete",
+    ),
+    path(
+        "ai/archive/<int:archive_id>/restore",
+        views_archive.archive_restore_page,
+        name="archive_restore",
+    ),
+    path(
+        "ai/archive/<int:archive_id>/continue",
+        views_archive.archive_continue_page,
+        name="archive_continue",
     ),
     path(
         "ai/rooms/<int:room_id>/transcript",

@@ -123,6 +123,10 @@ def panel_strings() -> dict[str, Any]:
         "nobody_active": _("No model in this room is active."),
         "suggestions": {key: [_(p) for p in prompts] for key, prompts in SUGGESTIONS.items()},
         "status_labels": status_labels(),
+        # The composer's placeholder: "@name" only where there is more than one to address.
+        "placeholder_many": _("Message the models… (@name to address one)"),
+        "placeholder_one": _("Message @{name}…"),
+        "placeholder_none": _("Message…"),
     }
 
 

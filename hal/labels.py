@@ -42,6 +42,10 @@ STATUS_LABELS: dict[str, Any] = {
     "succeeded": _("succeeded"),
     "unavailable": _("unavailable"),
     "waiting_approval": _("waiting for approval"),
+    "healthy": _("healthy"),
+    "unhealthy": _("unhealthy"),
+    "impact_shown": _("impact shown"),
+    "target_confirmed": _("target confirmed"),
 }
 
 PROVIDER_LABELS: dict[str, Any] = {
@@ -55,6 +59,216 @@ AUTH_LABELS: dict[str, Any] = {
     "oauth": "OAuth 2.0",
     "login": _("CLI login session"),
 }
+
+
+SETTING_TYPE_LABELS: dict[str, Any] = {
+    "int": _("whole number"),
+    "bool": _("yes / no"),
+    "str": _("text"),
+    "choice": _("choice"),
+    "duration": _("duration (seconds)"),
+}
+
+TIER_LABELS: dict[str, Any] = {
+    "read": _("read"),
+    "write": _("write"),
+    "high_risk": _("high risk"),
+}
+
+
+# Audit actions as operators read them; the raw code stays in the audit row, the API and
+# on hover. tests/core/test_audit_labels.py fails when an action in the code has no label.
+AUDIT_ACTION_LABELS: dict[str, Any] = {
+    "accounts.group_delete": _("group deleted"),
+    "accounts.group_save": _("group saved"),
+    "accounts.own_password": _("own password changed"),
+    "accounts.user_create": _("operator created"),
+    "accounts.user_delete": _("operator deleted"),
+    "accounts.user_set_password": _("operator password set"),
+    "accounts.user_update": _("operator updated"),
+    "agent.auth": _("agent authentication"),
+    "auth.login": _("logged in"),
+    "auth.logout": _("logged out"),
+    "auth.reauth": _("re-authenticated"),
+    "budgets.set_limit": _("budget limit set"),
+    "chat.archive.continue": _("archived conversation continued"),
+    "chat.archive.delete": _("archived conversation deleted"),
+    "chat.archive.expired": _("archived conversations expired"),
+    "chat.archive.restore": _("archived conversation restored"),
+    "chat.message.edit": _("message edited"),
+    "chat.message.regenerate": _("reply regenerated"),
+    "chat.message.send": _("message sent"),
+    "chat.message.show_version": _("message version shown"),
+    "chat.room.rename": _("chat room renamed"),
+    "chat.room.reset": _("new conversation"),
+    "chat.room.stop": _("room replies stopped"),
+    "chat.turn.retry": _("reply retried"),
+    "chat.turn.stop": _("reply stopped"),
+    "chat.turns.interrupted": _("replies interrupted"),
+    "chat.web_context": _("web context changed"),
+    "confirmation.execute": _("confirmed change executed"),
+    "confirmation.start": _("confirmation started"),
+    "confirmation.target": _("confirmation target retyped"),
+    "connections.budget_paused": _("connection paused (budget)"),
+    "connections.budget_resumed": _("connection resumed (budget)"),
+    "connections.budget_warning": _("budget warning"),
+    "connections.chat_failure": _("connection failed in chat"),
+    "connections.create": _("AI connection added"),
+    "connections.delete": _("AI connection deleted"),
+    "connections.delete_secret": _("connection key deleted"),
+    "connections.enable": _("AI connection enabled"),
+    "connections.oauth_callback": _("OAuth callback"),
+    "connections.oauth_connect": _("OAuth connected"),
+    "connections.oauth_refresh": _("OAuth token refreshed"),
+    "connections.oauth_start": _("OAuth started"),
+    "connections.set_budget": _("connection budget set"),
+    "connections.set_enabled": _("AI connection enabled or disabled"),
+    "connections.set_price": _("model prices set"),
+    "connections.set_secret": _("connection key saved"),
+    "connections.update": _("AI connection updated"),
+    "connections.verify": _("AI connection verified"),
+    "dr.restore": _("DR restore"),
+    "dr.snapshot": _("DR snapshot"),
+    "dr.snapshot.complete": _("DR snapshot finished"),
+    "emergency.enter": _("emergency mode entered"),
+    "emergency.leave": _("emergency mode left"),
+    "incidents.annotate": _("incident note added"),
+    "incidents.close": _("incident closed"),
+    "incidents.open": _("incident opened"),
+    "incidents.reopen": _("incident reopened"),
+    "jobs.cancel": _("job cancelled"),
+    "jobs.claim": _("job claimed"),
+    "jobs.finish": _("job finished"),
+    "jobs.lease": _("job lease renewed"),
+    "jobs.log": _("job log written"),
+    "jobs.orphaned": _("job orphaned"),
+    "jobs.resume": _("job resumed"),
+    "jobs.retry": _("job retried"),
+    "jobs.revert": _("job reverted"),
+    "jobs.stop": _("job stopped"),
+    "jobs.sweep_orphans": _("orphaned jobs swept"),
+    "mail.check": _("mail relay checked"),
+    "modules.configure": _("module configured"),
+    "modules.health_check": _("module health checked"),
+    "modules.reconcile": _("modules reconciled"),
+    "modules.restart": _("module restarted"),
+    "modules.rollback": _("module rolled back"),
+    "operator.auto_fetch_urls": _("URL pre-fetch switched"),
+    "operator.bootstrap": _("first operator created"),
+    "operator.language": _("language changed"),
+    "operator.panel_state": _("AI panel state saved"),
+    "proposals.approve": _("proposal approved"),
+    "proposals.cancel_room": _("room proposals cancelled"),
+    "proposals.confirm": _("proposal confirmation step"),
+    "proposals.create": _("AI proposal created"),
+    "proposals.execute": _("proposal executed"),
+    "proposals.reject": _("proposal rejected"),
+    "releases.approve": _("release approved"),
+    "releases.deploy": _("release deployed"),
+    "releases.register": _("release registered"),
+    "releases.verify": _("release verified"),
+    "reviews.result": _("second opinion received"),
+    "reviews.start": _("second opinion asked"),
+    "runbooks.archive": _("runbook archived"),
+    "runbooks.create": _("runbook created"),
+    "runbooks.edit": _("runbook edited"),
+    "servers.agent_token_issue": _("agent token issued"),
+    "servers.agent_token_revoke": _("agent token revoked"),
+    "servers.approve": _("server approved"),
+    "servers.delete": _("server deleted"),
+    "servers.enrol": _("server enrolled"),
+    "servers.enrolment_token": _("enrolment token issued"),
+    "servers.heartbeat": _("server heartbeat"),
+    "servers.isolate": _("server isolated"),
+    "servers.maintenance": _("maintenance mode changed"),
+    "servers.maintenance_on": _("maintenance mode on"),
+    "servers.reachable": _("server reachable again"),
+    "servers.register": _("server registered"),
+    "settings.change": _("setting changed"),
+    "tools.call": _("AI tool called"),
+    "vault.delete": _("secret deleted"),
+    "vault.generate_key": _("vault key generated"),
+    "vault.put": _("secret stored"),
+    "vault.rewrap": _("secrets re-encrypted"),
+    "vault.rotate": _("vault key rotated"),
+    "vault.verify": _("vault verified"),
+    "webfetch.allow_domain_delete": _("allowed domain removed"),
+    "webfetch.allow_domain_save": _("allowed domain saved"),
+    "webfetch.curated_source_delete": _("curated source removed"),
+    "webfetch.curated_source_save": _("curated source saved"),
+    "webfetch.tavily_key": _("search key saved"),
+}
+
+VIA_LABELS: dict[str, Any] = {
+    "web": _("web"),
+    "api": _("API"),
+    "ws": _("chat socket"),
+    "ai": _("AI"),
+    "mcp": "MCP",
+    "agent": _("agent"),
+    "task": _("worker"),
+    "cli": _("command line"),
+    "system": _("HAL"),
+    "hal": "HAL",
+    "admin": _("admin site"),
+}
+
+
+def audit_action_label(code: Any) -> str:
+    """The human label of an audit action code (the code itself when it has none)."""
+    return str(AUDIT_ACTION_LABELS.get(str(code), code))
+
+
+def via_label(code: Any) -> str:
+    """Through which path an action came, in the operator's language."""
+    return str(VIA_LABELS.get(str(code), code))
+
+
+def audit_target_label(target_type: Any, label: Any) -> str:
+    """An audit row's target as shown: a room's stored English label ("room #1 Unified")
+    in the reader's language; other targets are names and stay as they are."""
+    text = str(label or "")
+    if str(target_type) == "room" and text.startswith("room #"):
+        number, _sep, title = text[len("room #") :].partition(" ")
+        return str(_("room #%(id)s %(title)s") % {"id": number, "title": room_title_label(title)})
+    return text
+
+
+JOB_KIND_LABELS: dict[str, Any] = {
+    "deploy": _("deploy"),
+    "restart": _("restart"),
+    "rollback": _("rollback"),
+    "health_check": _("health check"),
+    "reconcile": _("reconcile"),
+}
+
+
+def job_kind_label(code: Any) -> str:
+    """What a job does, in the operator's language."""
+    return str(JOB_KIND_LABELS.get(str(code), code))
+
+
+def setting_type_label(code: Any) -> str:
+    """The operator-language name of a setting's type."""
+    return str(SETTING_TYPE_LABELS.get(str(code), code))
+
+
+def tier_label(code: Any) -> str:
+    """The operator-language name of a tool's risk tier."""
+    return str(TIER_LABELS.get(str(code), code))
+
+
+def room_title_label(title: Any) -> str:
+    """A room's title as shown: the unified room's fixed English title in the reader's
+    language (a renamed room and an individual room keep their own name)."""
+    if str(title) == "Unified":
+        return str(_("Unified"))
+    return str(title)
+
+
+def bool_label(value: Any) -> str:
+    """yes / no in the operator's language (never Python's True/False)."""
+    return str(_("yes") if value else _("no"))
 
 
 def status_label(code: Any) -> str:

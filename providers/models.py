@@ -157,6 +157,8 @@ class AIConnection(models.Model):
             "last_checked_at": self.last_checked_at.isoformat() if self.last_checked_at else None,
             "last_error": self.last_error,
             "last_error_at": self.last_error_at.isoformat() if self.last_error_at else None,
+            # Never verified yet: the UI shows it neutral ("not verified yet"), not as an error.
+            "verified": self.last_checked_at is not None,
             "secret_hint": secret_hint,
             # The one action that makes the connection addressable again ("" when it is).
             "next_action": recovery_action(self),

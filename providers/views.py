@@ -51,7 +51,7 @@ def _list(request: HttpRequest) -> dict[str, Any]:
 
 def _create(request: HttpRequest) -> tuple[dict[str, Any], int]:
     conn = actions.check_create_connection(actor=_actor(request), data=json_body(request))
-    return conn.as_dict(), 201
+    return {**conn.as_dict(), **actions.verification_fields(conn)}, 201
 
 
 def _get(request: HttpRequest, pk: int) -> dict[str, Any]:
@@ -169,13 +169,26 @@ def verify_message(outcome: Any) -> str:
     }
 
 
+def _added_message(conn: AIConnection) -> str:
+    """One result for an add: verified with its default model, or why not."""
+    outcome = getattr(conn, "verification", None)
+    if outcome is None:
+        return _("@%(name)s was added.") % {"name": conn.name}
+    if outcome.error is not None:
+        return _("@%(name)s was added, but the verification failed: %(message)s") % {
+            "name": conn.name,
+            "message": outcome.error.localized_message,
+        }
+    return verify_message(outcome)
+
+
 def _form_post(request: HttpRequest, actor: Actor) -> str:
     """Run one /ops/ai form (the page also works without JavaScript); returns a message."""
     post = request.POST
     op = post.get("op", "")
     if op == "create":
         conn = actions.check_create_connection(actor=actor, data=_form_create_data(post))
-        return _("@%(name)s was added.") % {"name": conn.name}
+        return _added_message(conn)
     pk = post.get("id", "")
     if op == "secret":
         conn = actions.check_set_connection_secret(
@@ -329,7 +342,18 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
             % {"message": exc.localized_message, "code": exc.code},
         )
         return redirect(reverse("providers:ops_ai") + "?oauth=failed")
-    messages.success(request, _("@%(name)s is connected through OAuth.") % {"name": conn.name})
+    connected = _("@%(name)s is connected through OAuth.") % {"name": conn.name}
+    outcome = getattr(conn, "verification", None)
+    if outcome is not None and outcome.error is not None:
+        messages.error(
+            request,
+            _("@%(name)s is connected through OAuth, but the verification failed: %(message)s")
+            % {"name": conn.name, "message": outcome.error.localized_message},
+        )
+    else:
+        # One step, one result: connected and (when it ran) verified, in one line.
+        done = f" {verify_message(outcome)}" if outcome is not None else ""
+        messages.success(request, connected + done)
     return redirect(reverse("providers:ops_ai") + "?oauth=connected")
 
 

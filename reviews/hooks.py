@@ -7,15 +7,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
+from hal.errors import InvalidInput
 from hal.proposal_hooks import register_on_proposal_created, register_proposal_extra
 from reviews import actions
 
 
 def _valid_reviewer(value: str) -> None:
-    if value not in (actions.OFF, actions.ANY) and not value.isdigit():
+    """off, any, or the id of a connection that exists (else reviews would stop silently)."""
+    if value in (actions.OFF, actions.ANY):
+        return
+    if not value.isdigit():
         raise ValueError('expected "off", "any" or a connection id.')
+    from providers.models import AIConnection
+
+    if not AIConnection.objects.filter(pk=int(value)).exists():
+        raise InvalidInput(
+            format_lazy(_("ai.proposal_reviewer: no connection has the id {value}."), value=value),
+            code="unknown_reviewer",
+        )
+
+
+def _reviewer_options() -> list[tuple[str, Any]]:
+    """off, any other active model, then each connection by name (its id is the value)."""
+    from providers.models import AIConnection
+
+    named = AIConnection.objects.order_by("position", "id").values_list("pk", "name")
+    return [
+        (actions.OFF, _("off")),
+        (actions.ANY, _("any other active model")),
+        *[(str(pk), f"@{name}") for pk, name in named],
+    ]
 
 
 def on_proposal_created(proposal: Any) -> None:
@@ -38,9 +63,10 @@ def register() -> None:
         default=actions.OFF,
         max_length=20,
         validator=_valid_reviewer,
+        options=_reviewer_options,
         description=gettext_noop(
-            'Which model reviews AI proposals: "off", "any" (another active model) or a '
-            "connection id."
+            "Which model gives a second opinion on AI proposals: off, any other active model, "
+            "or one connection."
         ),
         controls="The second opinion on write and high-risk AI proposals (advice only).",
     )

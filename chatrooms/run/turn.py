@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, holds, integration
 from chatrooms.addressing import arelay_mentions
+from chatrooms.facts import estimate_stopped_usage
 from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds, turn_timeout
@@ -398,6 +399,11 @@ class TurnRunner:
         self, prepared: Prepared, framer: Framer, usage: dict[str, int], rounds: int
     ) -> None:
         framer.flush()
+        estimate_stopped_usage(
+            usage,
+            prompt=prepared.system + "".join(m.text for m in prepared.messages),
+            streamed=framer.full_text(),
+        )
         reply = await db(actions.do_finish_stopped)(
             prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds, facts=_facts(prepared)
         )

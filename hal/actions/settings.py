@@ -44,6 +44,13 @@ class SettingDef:
     max_value: int | None = None
     max_length: int = 500
     validator: Callable[[Any], None] | None = field(default=None, compare=False)
+    # Values offered by a select when the set is only known at run time (e.g. connections):
+    # a callable returning (value, label) pairs. The validator still decides what is valid.
+    options: Callable[[], list[tuple[str, Any]]] | None = field(default=None, compare=False)
+
+    def option_pairs(self) -> list[tuple[str, Any]]:
+        """The (value, label) pairs the settings page offers, or [] for a free field."""
+        return list(self.options()) if self.options is not None else []
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +80,7 @@ def register_setting(
     max_value: int | None = None,
     max_length: int = 500,
     validator: Callable[[Any], None] | None = None,
+    options: Callable[[], list[tuple[str, Any]]] | None = None,
 ) -> SettingDef:
     """Declare a setting (idempotent for the same definition); returns its definition."""
     if type not in TYPES:
@@ -90,6 +98,7 @@ def register_setting(
         max_value=max_value,
         max_length=max_length,
         validator=validator,
+        options=options,
     )
     # The default must itself be valid, or get_setting could return nonsense.
     coerce(definition, default)
@@ -164,6 +173,8 @@ def coerce(definition: SettingDef, value: Any) -> Any:
             )
         result = value
     if definition.validator is not None:
+        # A validator may raise InvalidInput with its own stable code (it passes through);
+        # a ValueError becomes invalid_setting_value.
         try:
             definition.validator(result)
         except ValueError as exc:
@@ -187,8 +198,10 @@ def get_setting(name: str) -> Any:
 def describe(name: str) -> dict[str, Any]:
     definition = get_definition(name)
     row = Setting.objects.filter(name=name).first()
+    options = [{"value": v, "label": str(label)} for v, label in definition.option_pairs()]
     return {
         **definition.as_dict(),
+        **({"options": options} if definition.options is not None else {}),
         "value": get_setting(name),
         "is_default": row is None,
         "updated_at": row.updated_at.isoformat() if row else None,

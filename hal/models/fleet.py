@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 DEFAULT_AGENT_STALE_SECONDS = 90
 
@@ -421,7 +422,7 @@ class Job(models.Model):
         elif self.module_id and self.module is not None:
             parts.append(self.module.name)
         if self.server_id and self.server is not None:
-            parts.append(f"on {self.server.hostname}")
+            parts.append(str(_("on %(host)s") % {"host": self.server.hostname}))
         return " ".join(parts)
 
     def as_dict(self) -> dict:

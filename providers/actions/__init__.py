@@ -54,6 +54,8 @@ from providers.actions.verify import (
     check_verify_connection,
     do_record_verification,
     in_transaction,
+    verification_fields,
+    verify_now,
 )
 
 __all__ = [
@@ -89,4 +91,6 @@ __all__ = [
     "in_transaction",
     "oauth_redirect_uri",
     "resolve_connection",
+    "verification_fields",
+    "verify_now",
 ]

@@ -105,7 +105,14 @@ def check_create_connection(*, actor: Actor, data: dict[str, Any]) -> AIConnecti
         # It can be called, but no model is chosen until a verify lists them.
         fields["status"] = AIConnection.ERROR
         fields["last_error"] = verification.NOT_VERIFIED
-    return do_create_connection(actor, fields, api_key=api_key, client_secret=client_secret)
+    conn = do_create_connection(actor, fields, api_key=api_key, client_secret=client_secret)
+    if api_key is not None:
+        # Added with a key: verify at once (fetches the models, picks the default) so the
+        # operator sees one result, not an `error` that only Verify would clear.
+        from providers.actions.verify import verify_now
+
+        return verify_now(actor, conn)
+    return conn
 
 
 @sensitive_variables("api_key", "client_secret")

@@ -175,7 +175,11 @@ def check_oauth_callback(*, actor: Actor, query: str) -> AIConnection:
         # The verifier is single use whatever happened.
         if verifier_row is not None:
             vault.delete_secret(verifier_row, actor=actor)
-    return do_store_oauth_tokens(actor, conn, tokens, action_code="connections.oauth_connect")
+    conn = do_store_oauth_tokens(actor, conn, tokens, action_code="connections.oauth_connect")
+    # Back from the provider with a token: verify at once, as adding a key does.
+    from providers.actions.verify import verify_now
+
+    return verify_now(actor, conn)
 
 
 def _record_oauth_failure(actor: Actor, conn: AIConnection, exc: Any) -> None:

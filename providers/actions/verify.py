@@ -98,6 +98,29 @@ async def acheck_verify_connection(*, actor: Actor, connection: Any) -> VerifyOu
     )
 
 
+def verify_now(actor: Actor, conn: AIConnection) -> AIConnection:
+    """Verify a connection that just got its credential (added with a key, OAuth connected):
+    one step, one result. The outcome rides on the returned row as `.verification`; inside
+    a transaction (the admin's bulk paths) nothing is called and the row stays unverified."""
+    if in_transaction() or conn.status == AIConnection.DISABLED:
+        conn.verification = None  # type: ignore[attr-defined]
+        return conn
+    outcome = check_verify_connection(actor=actor, connection=conn.pk)
+    fresh = outcome.connection
+    fresh.verification = outcome  # type: ignore[attr-defined]
+    return fresh
+
+
+def verification_fields(conn: AIConnection) -> dict[str, Any]:
+    """What a create/connect response adds about the verify it ran (nothing when none ran)."""
+    outcome = getattr(conn, "verification", None)
+    if outcome is None:
+        return {}
+    if outcome.error is not None:
+        return {"verify_error": outcome.error.as_dict()["error"]}
+    return {"model_choice": outcome.model_choice}
+
+
 def _credential_failure(exc: HalError) -> dict[str, str]:
     """kind and message of a verify whose credential could not be read."""
     if exc.code == vault.VaultError.code:

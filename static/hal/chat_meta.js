@@ -70,7 +70,9 @@ export function replyFacts(m) {
   if (m.model) facts.push(m.model);
   const usage = m.usage || {};
   if (usage.input_tokens != null || usage.output_tokens != null) {
-    facts.push(`${usage.input_tokens ?? 0} → ${usage.output_tokens ?? 0} ${T.tokens || "tokens"}`);
+    // "≈": HAL's estimate (a reply stopped before the provider reported its usage).
+    const about = usage.estimated ? "≈ " : "";
+    facts.push(`${about}${usage.input_tokens ?? 0} → ${usage.output_tokens ?? 0} ${T.tokens || "tokens"}`);
   }
   if (m.duration_ms != null) facts.push(seconds(m.duration_ms));
   if (m.ttft_ms != null) facts.push(`${T.first_token || "first token"} ${seconds(m.ttft_ms)}`);

@@ -57,7 +57,7 @@ function openDialog() {
 }
 
 function showError(dialog, err) {
-  dialog.replaceChildren(el("p", { class: "error" }, `${err.message} (${err.code})`));
+  dialog.replaceChildren(el("p", { class: "error", "data-code": err.code || "" }, err.message));
   const close = el("button", { type: "button" }, STRINGS.close);
   close.addEventListener("click", () => dialog.close());
   dialog.append(close);
@@ -120,7 +120,8 @@ async function confirmAndExecute(action, params, label, withReason = false) {
         dialog.close();
         window.location.reload();
       } catch (err) {
-        error.textContent = `${err.message} (${err.code})`;
+        error.textContent = err.message;
+        error.dataset.code = err.code || "";
       }
     });
   } catch (err) {

@@ -9,6 +9,7 @@ const dialog = document.getElementById("reauth-dialog");
 const STRINGS = JSON.parse(document.getElementById("ops-ai-strings")?.textContent || "{}");
 const BASE_URLS = JSON.parse(document.getElementById("ops-ai-base-urls")?.textContent || "{}");
 const FLASH_KEY = "hal-ops-ai-flash";
+const FLASH_ERROR_KEY = "hal-ops-ai-flash-error";
 
 // What the last verify did (the page reloads after it): shown once after the reload.
 const flash = sessionStorage.getItem(FLASH_KEY);
@@ -16,6 +17,12 @@ if (flash && flashBox) {
   flashBox.textContent = flash;
   flashBox.hidden = false;
   sessionStorage.removeItem(FLASH_KEY);
+}
+const failedFlash = sessionStorage.getItem(FLASH_ERROR_KEY);
+if (failedFlash && statusBox) {
+  statusBox.textContent = failedFlash;
+  statusBox.hidden = false;
+  sessionStorage.removeItem(FLASH_ERROR_KEY);
 }
 
 function verifyMessage(conn) {
@@ -162,11 +169,14 @@ for (const form of document.querySelectorAll("form[data-op]")) {
     try {
       const result = await withReauth(() => handlers[op](form));
       for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
-      if (op === "verify" && result && result.model_choice) sessionStorage.setItem(FLASH_KEY, verifyMessage(result));
+      // A verify — or an add with a key, which verifies at once — says what it chose.
+      if ((op === "verify" || op === "create") && result && result.model_choice) sessionStorage.setItem(FLASH_KEY, verifyMessage(result));
+      if (op === "create" && result && result.verify_error) sessionStorage.setItem(FLASH_ERROR_KEY, result.verify_error.message);
       if (!result || !result.redirecting) window.location.reload();
     } catch (err) {
       for (const field of form.querySelectorAll("input[type=password]")) field.value = "";
-      show(`${err.message} (${err.code})`);
+      show(err.message);
+      statusBox.dataset.code = err.code || "";
       // A failed verify still changed the row (status, last error): show it after a moment.
       if (op === "verify") setTimeout(() => window.location.reload(), 2500);
     } finally {

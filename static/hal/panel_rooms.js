@@ -148,6 +148,7 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
     savePanel();
   }
   markSelected();
+  composerPlaceholder();
   $("#ai-room").setAttribute("aria-labelledby", `ai-tab-${roomId}`);
   const data = await api("GET", `/api/ai/rooms/${roomId}/messages?limit=${PAGE}`);
   if (state.roomId !== roomId) return; // another tab was chosen meanwhile
@@ -167,7 +168,22 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
   scrollToEnd();
 }
 
+// "@name to address one" only in a room where several models could be addressed.
+export function composerPlaceholder() {
+  const room = state.rooms.find((r) => r.id === state.roomId);
+  const people =
+    room?.kind === "individual"
+      ? state.connections.filter((c) => c.id === room.connection_id)
+      : state.connections.filter((c) => c.status === "active");
+  const field = $("#ai-input");
+  if (!field) return;
+  if (people.length > 1) field.placeholder = T.placeholder_many || field.placeholder;
+  else if (people.length === 1) field.placeholder = (T.placeholder_one || "").replace("{name}", people[0].name);
+  else field.placeholder = T.placeholder_none || field.placeholder;
+}
+
 export function renderEmpty() {
+  composerPlaceholder();
   const flags = $("#ai-room-flags");
   flags.textContent = state.connections.length ? "" : T.no_models;
   logEl.querySelector(":scope > li.ai-empty")?.remove();

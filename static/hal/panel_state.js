@@ -32,6 +32,7 @@ export const list = (data, key) => (Array.isArray(data) ? data : data?.[key] || 
 
 // The composer's error line is where every part of the panel reports a failed call.
 export function showError(err) {
-  sendError.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : String(err);
+  // The sentence only: the code stays machine-readable in data-code (never a prefix).
+  sendError.textContent = err instanceof ApiError ? err.message : String(err);
   sendError.dataset.code = err.code || "";
 }

@@ -7,6 +7,8 @@
 import { api, ApiError } from "./app.js";
 
 export const S = JSON.parse(document.getElementById("proposal-strings")?.textContent || "{}");
+// Status codes as the operator reads them (hal/labels.py, rendered once by base.html).
+const STATUS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 
 const el = (tag, cls, text) => {
   const node = document.createElement(tag);
@@ -132,7 +134,9 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
   const head = el("div", "proposal-head");
   const tier = el("span", `badge tier-${p.tier}`, tierLabel(p.tier));
   head.append(el("strong", "proposal-tool", p.tool), " ", tier, " ");
-  head.append(el("span", `badge ${p.status} proposal-status`, p.status));
+  const status = el("span", `badge ${p.status} proposal-status`, STATUS[p.status] || p.status);
+  status.title = p.status;
+  head.append(status);
   info.append(head);
   const origin = originText(p);
   if (origin) info.append(el("p", "proposal-origin", origin));

@@ -70,6 +70,7 @@ def test_connect_with_oauth_round_trip(live_asgi, page_factory, operator, fake_o
     # Click → re-auth dialog → the browser goes to the authorization server and comes back.
     documents: list[str] = []
     page.on("request", lambda r: documents.append(r.url) if r.is_navigation_request() else None)
+    fake_openai.accepted_credentials = set()  # any token: the one issued is checked below
     button.click()
     dialog = page.locator("#reauth-dialog")
     expect(dialog).to_be_visible()
@@ -95,9 +96,12 @@ def test_connect_with_oauth_round_trip(live_asgi, page_factory, operator, fake_o
     # The page says so; the tokens are in the vault, the verifier and the state are spent.
     expect(page.locator(".flash li.success")).to_contain_text("@gateway is connected through OAuth")
     row = page.locator(f"#connection-{conn['id']}")
-    # Connected but not verified yet (no model list): Verify is what makes it active.
-    expect(row.locator("[data-field=status]")).to_have_attribute("data-status", "error")
+    # Connected and verified at once (one step, one result): the model list arrived with
+    # the new token as Bearer, the default model is chosen, the connection is active.
     access = fake_oauth.access_tokens[-1]
+    expect(row.locator("[data-field=status]")).to_have_attribute("data-status", "active")
+    expect(page.locator(".flash li.success")).to_contain_text("3 models verified")
+    assert [r.bearer() for r in fake_openai.requests_to("/v1/models")] == [access]
     expect(row.locator("[data-field=secret_hint]")).to_have_text(secret_hint(access))
     expect(row.locator("form[data-op=oauth] button")).to_have_text("Reconnect OAuth")
     assert sorted(stored_tokens(conn["id"])) == sorted(TOKEN_PURPOSES)
@@ -106,8 +110,8 @@ def test_connect_with_oauth_round_trip(live_asgi, page_factory, operator, fake_o
     assert access not in page.content()
     screenshot(page, "ops-ai-oauth-connected")
 
-    # Verify reads the token back from the server's vault (its keyring is the server's, not
-    # this process's) and sends it as Bearer to the provider: the model list arrives.
+    # Verify again reads the token back from the server's vault (its keyring is the
+    # server's, not this process's) and sends it as Bearer to the provider.
     fake_openai.accepted_credentials = {access}
     with page.expect_navigation():
         row.locator("form[data-op=verify] button").click()
@@ -187,6 +191,7 @@ def test_connect_with_oauth_without_javascript(
         policy = response.headers["content-security-policy"]
         form_action = next(d for d in policy.split(";") if d.strip().startswith("form-action"))
         assert form_action.split()[1:] == ["'self'", fake_oauth.origin], policy
+        fake_openai.accepted_credentials = set()  # the connect verifies with the new token
         plain.locator(f"#connection-{conn['id']} form[data-op=oauth] button").click()
         plain.wait_for_url(base + "/ops/ai?oauth=connected", timeout=5_000)
         assert refused == []

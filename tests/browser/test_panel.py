@@ -305,6 +305,14 @@ def test_at_name_addresses_one_model_with_autocomplete(
     page.press("#ai-input", "Enter")
     expect(page.locator("#ai-send-error")).to_have_attribute("data-code", "unknown_addressee")
     expect(page.locator("#ai-input")).to_have_value("@nobody hello")
+    # The sentence only: the code stays in data-code, never a prefix of the text.
+    assert "unknown_addressee" not in page.locator("#ai-send-error").inner_text()
+
+    # "@name to address one" only where several models could be addressed.
+    field = page.locator("#ai-input")
+    expect(field).to_have_attribute("placeholder", re.compile(r"@name to address one"))
+    page.locator("#ai-tabs [role=tab]", has_text="beta").click()
+    expect(field).to_have_attribute("placeholder", "Message @beta…")
 
 
 def test_failing_provider_shows_its_failure_while_the_other_answers(

@@ -45,6 +45,9 @@ def test_stop_button_and_escape(
     expect(page.locator("#ai-stop-all")).to_be_hidden()
     kept = reply.locator(".ai-text").inner_text()
     assert 0 < len(kept) < len(LONG)
+    # The tokens that streamed are counted (an estimate, marked ≈), never "0 → 0 tokens".
+    expect(reply.locator(".ai-facts")).to_contain_text("≈ ")
+    assert "0 → 0" not in reply.locator(".ai-facts").inner_text()
     screenshot(page, "panel-stopped")
 
     # Esc in the composer stops the room's streaming replies.

@@ -20,6 +20,19 @@ from vault.models import Secret
 from .conftest import API, call, error_code
 
 CALLBACK = "/ops/ai/oauth/callback"
+# The provider the connections point at: a connect verifies at once, on loopback only.
+PROVIDER: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def open_provider():
+    """A fake Anthropic API that accepts any token (the fake OAuth server issues them)."""
+    from tests.fakes.anthropic_api import FakeAnthropic
+
+    fake = FakeAnthropic().start()
+    PROVIDER["base_url"] = fake.base_url
+    yield fake
+    fake.stop()
 
 
 def oauth_connection(client, fake_oauth, **extra) -> dict:
@@ -27,6 +40,7 @@ def oauth_connection(client, fake_oauth, **extra) -> dict:
         "name": "oauth-claude",
         "provider": "anthropic",
         "auth_method": "oauth",
+        "base_url": PROVIDER["base_url"],
         "oauth": {
             "authorize_url": fake_oauth.authorize_url,
             "token_url": fake_oauth.token_url,
@@ -90,8 +104,8 @@ def test_full_flow_stores_tokens_hash_only_and_deletes_verifier(reauthed, fake_o
     assert get_credential_sync(conn["id"]).reveal() == fake_oauth.access_tokens[-1]
     body = call(reauthed, "GET", f"{API}/{conn['id']}").json()
     assert body["oauth"]["connected"] and body["secret_hint"]
-    # Connected, and a verify chooses the model: until then not active.
-    assert body["status"] == "error" and body["next_action"] == "verify"
+    # Connected, and verified at once: the model is chosen, the connection active.
+    assert body["status"] == "active" and body["next_action"] == "" and body["model"]
     assert body["oauth"]["expires_at"]
     page = reauthed.get("/ops/ai")
     assert "connected through OAuth" in page.content.decode()

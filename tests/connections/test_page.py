@@ -11,7 +11,7 @@ from providers.models import AIConnection
 pytestmark = pytest.mark.django_db
 
 
-def test_page_lists_connections_with_status_and_hint(reauthed, canary):
+def test_page_lists_connections_with_status_and_hint(reauthed, canary, fake_anthropic):
     reauthed.post(
         "/ops/ai",
         {
@@ -19,6 +19,7 @@ def test_page_lists_connections_with_status_and_hint(reauthed, canary):
             "name": "claude",
             "provider": "anthropic",
             "auth_method": "api_key",
+            "base_url": fake_anthropic.base_url,  # adding with a key verifies at once
             "api_key": canary,
         },
     )
