@@ -404,6 +404,12 @@ class TurnRunner:
             prompt=prepared.system + "".join(m.text for m in prepared.messages),
             streamed=framer.full_text(),
         )
+        if usage.get("estimated"):
+            # What streamed before the stop was paid for at the provider: the estimate is
+            # charged (and settles the reservation) like a reported usage, or a Stop
+            # would make a reply free of the budget.
+            prepared.charge[0] += usage["input_tokens"]
+            prepared.charge[1] += usage["output_tokens"]
         reply = await db(actions.do_finish_stopped)(
             prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds, facts=_facts(prepared)
         )

@@ -45,3 +45,24 @@ async def test_complete_reply_usage_is_the_providers_and_not_estimated(
     await orchestrator.wait_idle()
     reply = [m for m in await messages(aclient, room_id) if m["author_kind"] == "model"][-1]
     assert "estimated" not in reply["usage"] and reply["usage"]["output_tokens"] > 0
+
+
+async def test_a_stopped_replys_estimate_is_charged_to_its_connection(
+    models, aclient, orchestrator
+):
+    # Stopping a reply before the provider's usage arrives must not make it free: the
+    # tokens it streamed count against the connection's budget like any other call's.
+    from providers.budget_models import UsageDay
+
+    alpha = models[0]
+    room_id = await room_for(aclient, alpha.id)
+    alpha.fake.replies.push(Reply(text=LONG, token_delay=0.02))
+    await send(aclient, room_id, "talk for a while")
+    reply = await _streaming_reply(aclient, room_id)
+    await aclient.post(f"/api/ai/rooms/{room_id}/turns/{reply['turn_id']}/stop")
+    await orchestrator.wait_idle()
+    turn = await Turn.objects.aget(reply_id=reply["id"])
+    rows = [r async for r in UsageDay.objects.filter(connection_id=alpha.id)]
+    assert [(r.input_tokens, r.output_tokens) for r in rows] == [
+        (turn.usage["input_tokens"], turn.usage["output_tokens"])
+    ]
