@@ -109,7 +109,9 @@ class McpHttpMount:
             return
         actor = await database_sync_to_async(_actor_of_token)(token, scope)
         if actor is None:
-            await _refuse(send, 401, "invalid_token", "The MCP token is unknown, expired or revoked.")
+            await _refuse(
+                send, 401, "invalid_token", "The MCP token is unknown, expired or revoked."
+            )
             return
         # The SDK never sees the cookie header (nothing downstream may use a session).
         inner = dict(scope)

@@ -33,12 +33,12 @@ LAST_USED_GRANULARITY = timedelta(seconds=60)
 def _clean_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(_("Give the token a name."), code="invalid_name")
-    name = " ".join(name.split())
-    if len(name) > NAME_MAX or any(ord(ch) < 32 for ch in name):
+    cleaned = " ".join(name.split())
+    if len(cleaned) > NAME_MAX or any(ord(ch) < 32 for ch in cleaned):
         raise InvalidInput(
             _("The name must be at most 100 printable characters."), code="invalid_name"
         )
-    return name
+    return cleaned
 
 
 def _clean_ttl(ttl_days: Any) -> int:
@@ -166,4 +166,3 @@ def authenticate_mcp_token(raw: str | None) -> McpToken | None:
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_GRANULARITY)
     McpToken.objects.filter(stale, pk=row.pk).update(last_used_at=now)
     return row
-

@@ -39,18 +39,21 @@ def mint(user, name: str = "laptop", days: int = 30) -> str:
 
 def post(url: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, dict]:
     """A raw initialize POST to /mcp; (status, JSON body)."""
-    payload = body or json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-    ).encode()
+    payload = (
+        body
+        or json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        ).encode()
+    )
     request = urllib.request.Request(
         url + "/mcp",
         data=payload,
