@@ -166,3 +166,49 @@ def test_request_bodies_are_bounded(live, operator):
     big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"a" * (2 << 20) + b'"}}'
     status, _body = post(live.url, {"Authorization": f"Bearer {raw}"}, big)
     assert status == 413
+
+
+class _RoundRobin(httpx2.AsyncHTTPTransport):
+    """A load balancer without sticky sessions: each request goes to the next process."""
+
+    def __init__(self, ports: list[int]) -> None:
+        super().__init__()
+        self.ports, self.sent = ports, []
+
+    async def handle_async_request(self, request):
+        port = self.ports[len(self.sent) % len(self.ports)]
+        self.sent.append(port)
+        request.url = request.url.copy_with(port=port)
+        request.headers["host"] = f"127.0.0.1:{port}"
+        return await super().handle_async_request(request)
+
+
+async def test_one_client_over_two_web_processes(live, operator, tmp_path_factory):
+    """Issue 26 item 5: tokens live in the database and the server keeps no session, so
+    requests of one MCP session may reach any web process."""
+    await sync_to_async(Server.objects.create)(hostname="web-01", status="active")
+    raw = await sync_to_async(mint)(operator)
+    other = await sync_to_async(LiveServer)(tmp_path_factory.mktemp("mcp-live-2"))
+    try:
+        balancer = _RoundRobin([live.port, other.port])
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {raw}"}, transport=balancer, timeout=30
+        ) as http:
+            async with streamable_http_client(live.url + "/mcp", http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    for _ in range(2):
+                        result = await session.call_tool("list_servers", {})
+                        assert not result.is_error
+                    tools = await session.list_tools()
+                    assert any(t.name == "get_skill" for t in tools.tools)
+        assert {live.port, other.port} <= set(balancer.sent)
+        # Revoked once, in the shared database: both processes refuse it from then on.
+        await sync_to_async(do_revoke_mcp_token)(
+            Actor(user=operator, via="web"), await sync_to_async(McpToken.objects.get)()
+        )
+        for url in (live.url, other.url):
+            status, _body = await sync_to_async(post)(url, {"Authorization": f"Bearer {raw}"})
+            assert status == 401
+    finally:
+        await sync_to_async(other.stop)()
