@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -33,6 +34,8 @@ from hal.ws_origin import _headers, _one, _trusted, normalize, own_origin
 
 MCP_PATH = "/mcp"
 DEFAULT_MAX_BODY = 1024 * 1024
+# Stateless: the SDK logs "Terminating session: None" at INFO after every request.
+logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
 
 async def _refuse(send: Any, status: int, code: str, message: str) -> None:
