@@ -107,3 +107,11 @@ def test_the_page_in_korean(reauthed):
     reauthed.post("/language/", {"language": "ko", "next": "/mcp-access/"})
     page = reauthed.get("/mcp-access/").content.decode()
     assert "MCP 접근" in page and "토큰 만들기" in page
+
+
+def test_the_page_without_a_recent_reauth_links_to_it(client_op):
+    r = client_op.post("/mcp-access/", {"op": "create", "name": "desktop"})
+    assert r.status_code == 403
+    assert b'data-code="reauth_required"' in r.content
+    assert b"/reauth/?next=/mcp-access/" in r.content
+    assert McpToken.objects.count() == 0
