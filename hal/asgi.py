@@ -26,6 +26,7 @@ if settings.HAL_SERVE_STATIC:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from hal.mcp_http import McpHttpMount  # noqa: E402
 from hal.proxyheaders import TrustedProxyMiddleware  # noqa: E402
 from hal.routing import websocket_urlpatterns  # noqa: E402
 from hal.ws_guard import CookieTextValidator  # noqa: E402
@@ -33,7 +34,8 @@ from hal.ws_origin import SameOriginValidator  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # /mcp: HAL's MCP server over Streamable HTTP (bearer tokens only, hal/mcp_http.py).
+        "http": McpHttpMount(django_asgi_app),
         # Scheme, host and port, as CSRF checks them (not only the host name).
         "websocket": SameOriginValidator(
             CookieTextValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))  # type: ignore[arg-type]

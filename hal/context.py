@@ -189,4 +189,5 @@ MENU = [
     ("hal:emergency", gettext_noop("Emergency recovery")),
     ("providers:ops_ai", gettext_noop("AI connections")),
     ("webfetch:web", gettext_noop("Web context")),
+    ("hal:mcp_access", gettext_noop("MCP access")),
 ]

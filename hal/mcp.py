@@ -1,8 +1,9 @@
-"""HAL's MCP stdio server: every tool with its schema and annotations; only reads execute.
+"""HAL's MCP server (stdio here; Streamable HTTP at /mcp in hal/mcp_http.py): every tool
+with its schema and annotations; only reads execute.
 
 Built on the official SDK's `MCPServer` (mcp 2.x). Tools come from the same registry the
-chat models use. Read tools run as the configured operator through the `mcp` path
-(audited with via="mcp"). Write and high-risk tools are listed (so a client knows they
+chat models use. Read tools run as the configured operator (over HTTP: the owner of the
+request's MCP token) through the `mcp` path (audited with via="mcp"). Write and high-risk tools are listed (so a client knows they
 exist) but refused: they need an operator's approval in the console. An MCP call does
 NOT create a pending proposal — an MCP client has no conversation to resume with the
 outcome, and an external process must not be able to fill the operators' approval queue.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from mcp.server import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
@@ -22,6 +23,9 @@ from hal.actions.base import Actor, record_audit
 from hal.models import AuditEntry
 from hal.tools.dispatch import run_tool_call
 from hal.tools.registry import HIGH_RISK, READ, all_tools, get_tool
+
+# The ASGI scope key under which hal/mcp_http.py hands the token's actor to the server.
+SCOPE_ACTOR = "hal.mcp_actor"
 
 INSTRUCTIONS = (
     "HAL is an operations console (servers, modules, releases, jobs, incidents, audit, "
@@ -43,13 +47,24 @@ def refusal_text(tool_name: str) -> str:
 class HalMCPServer(MCPServer):
     """An MCPServer whose tools are HAL's registry, acting as one operator via `mcp`."""
 
-    def __init__(self, actor: Actor) -> None:
+    def __init__(self, actor: Actor | None) -> None:
         from hal.version import get_version
 
         super().__init__(name="hal", instructions=INSTRUCTIONS, version=get_version())
-        if actor.via != "mcp":
+        if actor is not None and actor.via != "mcp":
             actor = actor.with_via("mcp")
         self.actor = actor
+
+    def actor_for(self, context: Any) -> Actor:
+        """Who makes this call: the stdio server's operator, or (over HTTP, where one
+        server answers every token) the actor hal/mcp_http.py put in the request's scope."""
+        if self.actor is not None:
+            return self.actor
+        request = getattr(getattr(context, "request_context", None), "request", None)
+        actor = getattr(request, "scope", {}).get(SCOPE_ACTOR)
+        if not isinstance(actor, Actor):
+            raise PermissionError("an MCP call without an authenticated actor")
+        return actor
 
     async def list_tools(self) -> list[MCPTool]:
         return [
@@ -76,12 +91,14 @@ class HalMCPServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:
-        return await sync_to_async(self.call_tool_sync, thread_sensitive=True)(name, arguments)
+        actor = self.actor_for(context)
+        # database_sync_to_async: a long-lived web process must not keep a stale connection.
+        return await database_sync_to_async(self.call_tool_sync)(name, arguments, actor)
 
-    def _refuse(self, tool_name: str, code: str, message: str) -> dict[str, Any]:
+    def _refuse(self, actor: Actor, tool_name: str, code: str, message: str) -> dict[str, Any]:
         """Audit a refused MCP call; the payload the client reads."""
         record_audit(
-            self.actor,
+            actor,
             "tools.call",
             target_type="tool",
             target_id=tool_name,
@@ -92,21 +109,25 @@ class HalMCPServer(MCPServer):
         )
         return {"ok": False, "tool": tool_name, "error": {"code": code, "message": message}}
 
-    def call_tool_sync(self, name: str, arguments: Any) -> CallToolResult:
+    def call_tool_sync(
+        self, name: str, arguments: Any, actor: Actor | None = None
+    ) -> CallToolResult:
         """Run one MCP tool call (sync: the ORM)."""
+        actor = actor or self.actor_for(None)
         payload: dict[str, Any]
         tool = get_tool(name) if isinstance(name, str) else None
         if tool is not None and tool.needs_secret:
             payload = self._refuse(
+                actor,
                 tool.name,
                 "unavailable_over_mcp",
                 f"{tool.name} needs a secret from HAL's vault, which the MCP server does not "
                 "have. Nothing was run. Ask in the HAL console instead.",
             )
         elif tool is not None and tool.tier != READ:
-            payload = self._refuse(tool.name, "approval_required", refusal_text(tool.name))
+            payload = self._refuse(actor, tool.name, "approval_required", refusal_text(tool.name))
         else:
-            payload = run_tool_call(name, arguments, actor=self.actor, via="mcp").as_payload()
+            payload = run_tool_call(name, arguments, actor=actor, via="mcp").as_payload()
         text = json.dumps(payload, ensure_ascii=False, default=str)
         return CallToolResult(
             content=[TextContent(type="text", text=text)],

@@ -259,6 +259,8 @@ CONTENT_SECURITY_POLICY = {
 # HAL's own knobs (documented in .env.example).
 HAL_SERVE_STATIC = env_bool("HAL_SERVE_STATIC", not PRODUCTION)
 HAL_REAUTH_SECONDS = int(env("HAL_REAUTH_SECONDS", "600"))
+# The largest MCP request body /mcp accepts (hal/mcp_http.py); larger ones get 413.
+HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 # Failed logins/re-auths allowed per (username, client address), and per client address.
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from hal.urls_fleet import urlpatterns as fleet_patterns
+from hal.urls_mcp import urlpatterns as mcp_patterns
 from hal.urls_ops import urlpatterns as ops_patterns
 from hal.views import auth as auth_views
 from hal.views import confirmations, health, pages
@@ -27,7 +28,7 @@ hal_patterns = [
     ),
 ]
 
-hal_patterns += fleet_patterns + ops_patterns
+hal_patterns += fleet_patterns + ops_patterns + mcp_patterns
 
 urlpatterns = [
     # The chat's routes first: Django tries patterns in order, and a chat send is the

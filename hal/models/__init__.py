@@ -54,3 +54,7 @@ __all__ += [
 from hal.models.proposals import Proposal  # noqa: E402
 
 __all__ += ["Proposal"]
+
+from hal.models.mcp_tokens import McpToken  # noqa: E402
+
+__all__ += ["McpToken"]

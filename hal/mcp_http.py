@@ -1,0 +1,157 @@
+"""HAL's MCP server over Streamable HTTP at `/mcp` (the official SDK's transport).
+
+The same `HalMCPServer` as `manage.py mcp` (hal/mcp.py): the same tool list, the same
+dispatch, read tools only. What this module adds is the door:
+
+- a bearer token only (`Authorization: Bearer hal-mcp-…`, a personal MCP token,
+  hal/actions/mcp_tokens.py); the session cookie is never read, so a browser page cannot
+  ride an operator's login into `/mcp`;
+- the `Host` must be in ALLOWED_HOSTS, and an `Origin` (browsers send one) must be the
+  console's own or a CSRF-trusted one, by the WebSocket rule (hal/ws_origin.py);
+- request bodies bounded (HAL_MCP_MAX_BODY_BYTES) by the SDK's limit middleware.
+
+The SDK runs stateless with JSON responses: each POST is authenticated and answered on
+its own, so any web process behind the load balancer serves any request (tokens live in
+the database), and a revoked token stops working on its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from hal.actions.base import Actor
+from hal.actions.mcp_tokens import authenticate_mcp_token
+from hal.clientip import scope_client_ip
+from hal.mcp import SCOPE_ACTOR, HalMCPServer
+from hal.ws_origin import _headers, _one, _trusted, normalize, own_origin
+
+MCP_PATH = "/mcp"
+DEFAULT_MAX_BODY = 1024 * 1024
+# Stateless: the SDK logs "Terminating session: None" at INFO after every request.
+logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+
+
+async def _refuse(send: Any, status: int, code: str, message: str) -> None:
+    body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="hal"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def bearer(headers: dict[str, list[str]]) -> str | None:
+    """The token of a single `Authorization: Bearer …` header, else None."""
+    value = _one(headers, "authorization")
+    if not value:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
+    """Why the request's Host/Origin is refused, or None when it may go on."""
+    headers = _headers(scope)
+    own = own_origin(scope)
+    if own is None:
+        return 400, "bad_host", "The Host header is missing or not in ALLOWED_HOSTS."
+    if "origin" in headers:
+        raw = _one(headers, "origin")
+        origin = normalize(raw) if raw else None
+        if origin is None or not (origin == own or _trusted(origin)):
+            return 403, "origin_refused", "Requests from this Origin are refused."
+    return None
+
+
+def _actor_of_token(raw: str, scope: dict[str, Any]) -> Actor | None:
+    row = authenticate_mcp_token(raw)
+    if row is None:
+        return None
+    return Actor(
+        user=row.user,
+        via="mcp",
+        label=row.user.username,
+        ip=scope_client_ip(scope),
+        extra={"mcp_token": row.pk},
+    )
+
+
+class McpHttpMount:
+    """ASGI: `/mcp` to HAL's MCP server, every other HTTP request to `app`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.max_body = int(getattr(settings, "HAL_MCP_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Lock | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
+            await self.serve(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def serve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Check the door, then hand the request to the SDK's session manager."""
+        refusal = origin_refusal(scope)
+        if refusal is not None:
+            await _refuse(send, *refusal)
+            return
+        token = bearer(_headers(scope))
+        if token is None:
+            await _refuse(send, 401, "not_authenticated", "Send an MCP token as a Bearer.")
+            return
+        actor = await database_sync_to_async(_actor_of_token)(token, scope)
+        if actor is None:
+            await _refuse(
+                send, 401, "invalid_token", "The MCP token is unknown, expired or revoked."
+            )
+            return
+        # The SDK never sees the cookie header (nothing downstream may use a session).
+        inner = dict(scope)
+        inner["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != b"cookie"]
+        inner[SCOPE_ACTOR] = actor
+        manager = await self._running_manager()
+        await manager.handle_request(inner, receive, send)
+
+    async def _running_manager(self) -> StreamableHTTPSessionManager:
+        """The session manager of this event loop, started on first use (daphne sends no
+        ASGI lifespan events, so it cannot be started at boot)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._starting is None:
+            self._loop, self._manager, self._task = loop, None, None
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._manager is None:
+                manager = StreamableHTTPSessionManager(
+                    app=HalMCPServer(None)._lowlevel_server,
+                    json_response=True,
+                    stateless=True,
+                    max_request_body_size=self.max_body,
+                )
+                ready = asyncio.Event()
+
+                async def run() -> None:
+                    async with manager.run():
+                        ready.set()
+                        await asyncio.Event().wait()  # until the process stops
+
+                self._task = loop.create_task(run(), name="hal-mcp-http")
+                waiter = loop.create_task(ready.wait())
+                await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if not ready.is_set():  # the manager failed to start: say why, retry next time
+                    waiter.cancel()
+                    self._task.result()
+                    raise RuntimeError("the MCP session manager stopped while starting")
+                self._manager = manager
+        assert self._manager is not None
+        return self._manager
