@@ -148,6 +148,8 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "jobs.stop": _("job stopped"),
     "jobs.sweep_orphans": _("orphaned jobs swept"),
     "mail.check": _("mail relay checked"),
+    "mcp_token.create": _("MCP token created"),
+    "mcp_token.revoke": _("MCP token revoked"),
     "modules.configure": _("module configured"),
     "modules.health_check": _("module health checked"),
     "modules.reconcile": _("modules reconciled"),

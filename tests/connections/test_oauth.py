@@ -40,7 +40,8 @@ def oauth_connection(client, fake_oauth, **extra) -> dict:
         "name": "oauth-claude",
         "provider": "anthropic",
         "auth_method": "oauth",
-        "base_url": PROVIDER["base_url"],
+        # Callers from other modules (without this module's fixture) name their own.
+        "base_url": extra.get("base_url") or PROVIDER["base_url"],
         "oauth": {
             "authorize_url": fake_oauth.authorize_url,
             "token_url": fake_oauth.token_url,

@@ -52,6 +52,10 @@ WORDS = {
     "OpenAI",
     "Claude",
     "Code",
+    # MCP clients the MCP access page names (Claude Desktop, VS Code, MCP Inspector)
+    "Desktop",
+    "VS",
+    "Inspector",
     "Tavily",
     "PostgreSQL",
     "SQLite",
