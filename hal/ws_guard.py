@@ -33,6 +33,7 @@ from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.module_loading import import_string
 
+from hal.channel_queue import BEHIND_CODE
 from hal.errors import InvalidInput
 from hal.events import send_message_now
 from hal.jsonin import loads_json, text_is_clean
@@ -163,6 +164,12 @@ class SessionGuardMixin:
     async def hal_close(self, message: dict[str, Any]) -> None:
         self._guard_closed = True
         await self.close(code=message.get("code", CLOSE_CODE))
+
+    async def hal_behind(self, message: dict[str, Any]) -> None:
+        """The socket fell too far behind its events (hal/channel_queue.py): close it; the
+        client reconnects and resumes from the database."""
+        self._guard_closed = True
+        await self.close(code=message.get("code", BEHIND_CODE))
 
     async def hal_recheck(self, message: dict[str, Any]) -> None:
         await self.session_alive()
