@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -347,7 +348,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     )
     for tokens in args.tokens:
         fake, fake_url = start_fake_provider(args.latency, tokens, 1.0 / args.rate)
-        conns = create_connections(user, fake_url, args.models, f"c{tokens}x")
+        conns = create_connections(user, fake_url, args.models, f"c{tokens}{secrets.token_hex(2)}x")
         names = [c.name for c in conns]
         every_name += names
         connection.close()
