@@ -14,7 +14,10 @@ per-process memory at start (after warm-up) and end, DB connections and Redis me
 Usage (PostgreSQL + Redis only; nginx is installed from Debian when missing):
   DATABASE_URL=postgres://postgres@127.0.0.1:5432/perf_bench REDIS_URL=redis://127.0.0.1:6379/0 \
   HAL_REDIS_PREFIX=hal-soak .venv/bin/python bench/soak.py [--minutes 10] [--processes 3]
-Exit status 0 when lost = duplicated = 0.
+Each socket's deltas are checked as the panel merges them (bench/harness/stream_check.py):
+a delta whose offset is not the text that socket holds is a gap, a completed text other
+than the deltas' a wrong end.
+Exit status 0 when lost = duplicated = delta gaps = wrong end texts = 0.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from bench.harness import (
     setup_django,
     start_fake_provider,
 )
+from bench.harness.stream_check import StreamCheck
 
 
 def ensure_nginx() -> str | None:
@@ -132,6 +136,7 @@ class Operator:
         self.room = 0
         self.last_seen = 0
         self.open: set[int] = set()  # replies this socket has seen start and not end
+        self.check = StreamCheck()  # gap-free deltas on each connected socket
         self.waiting: dict[int, asyncio.Future] = {}  # operator message id -> done
         self.replies: dict[int, int] = {}  # reply id -> operator message id
         self.sent_at: dict[int, float] = {}
@@ -234,10 +239,12 @@ class Operator:
                     except Exception as exc:  # a bench bug must show, not stall the run
                         print(f"operator {self.index}: {event.get('type')}: {exc!r}", flush=True)
             except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                self.check.forget()  # what it followed comes back through the resume
                 await asyncio.sleep(0.3)
 
     async def _on_event(self, event: dict[str, Any], stats: Stats, latency: float) -> None:
         kind, data = event.get("type"), event.get("data") or {}
+        self.check.on(kind, data)
         if os.environ.get("HAL_SOAK_TRACE"):
             print(self.index, kind, {k: data.get(k) for k in ("id", "reply_to", "status")})
         items = data.get("messages", []) if kind == "resume" else [data]
@@ -392,6 +399,9 @@ async def soak(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> dict
         "lost": lost,
         "duplicated": duplicated,
         "unseen_on_socket": len(unseen),
+        "delta_gaps": sum(o.check.gaps for o in operators),
+        "wrong_end_text": sum(o.check.bad_ends for o in operators),
+        "delta_frames": sum(o.check.frames for o in operators),
         "retries": stats.retries,
         "reconnects": stats.reconnects,
         "first_token_p50_ms": pct(stats.first_token, 0.5) * 1000,
@@ -444,7 +454,8 @@ def main() -> int:
     result = asyncio.run(soak(args, env, tmp))
     print_report(result)
     print(f"logs in {tmp}")
-    return 0 if result["lost"] == 0 and result["duplicated"] == 0 else 1
+    clean = result["lost"] == 0 and result["duplicated"] == 0 and result["delta_gaps"] == 0
+    return 0 if clean and result["wrong_end_text"] == 0 else 1
 
 
 if __name__ == "__main__":

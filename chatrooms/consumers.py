@@ -100,6 +100,10 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
         get_orchestrator().start_sent(sent)
 
     async def hal_event(self, message: dict[str, Any]) -> None:
+        if message["event"] == "message.delta":
+            # Most frames: ids, offsets and model text, nothing to translate (no `_i18n`).
+            await self.send_json({"type": "message.delta", "data": message["data"]})
+            return
         if message["event"] in ("connection.updated", "room.updated"):
             await self._join_rooms()  # a new connection brings a new room to listen to
         data = localize(message["data"], getattr(self, "language", "en"))

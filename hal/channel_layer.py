@@ -1,6 +1,12 @@
-"""The Redis channel layer HAL runs on: channels_redis's pub/sub layer, with a group's
-members in this process served at once, and forgetting a channel that will not be read
-again (channels_redis unsubscribes only a cancelled read).
+"""The channel layers HAL runs on: channels' in-memory layer (the embedded default) and
+channels_redis's pub/sub layer, with a group's members in this process served at once, and
+forgetting a channel that will not be read again (channels_redis unsubscribes only a
+cancelled read).
+
+Both keep each channel's messages in a `hal.channel_queue.ChannelQueue`: a socket that
+falls behind gets a reply's deltas merged rather than dropped, never loses any other
+event, and is closed to resume from the database past a bound (the stock layers drop
+past 100 messages, or queue without limit).
 
 Local first: a `group_send` puts the message straight into the queues of the group's
 members in this process, then publishes it once for the other processes; its echo from
@@ -12,16 +18,23 @@ Redis round trip and a decode in the layer's one reader task (docs/performance.m
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
+from copy import deepcopy
 from typing import Any
 
+from channels.layers import InMemoryChannelLayer
 from channels_redis.pubsub import (
     RedisPubSubChannelLayer,
     RedisPubSubLoopLayer,
     RedisSingleShardConnection,
 )
 from channels_redis.utils import _wrap_close, decode_hosts
+
+from hal.channel_queue import ChannelQueue
+
+log = logging.getLogger("hal.channel_layer")
 
 # Echoes not seen after this long are forgotten (the group's last local member left
 # before its echo arrived, so Redis never sent it back).
@@ -35,9 +48,24 @@ class _EchoFilteringShard(RedisSingleShardConnection):
     channel_layer: LocalFirstLoopLayer
 
     def _receive_message(self, message: Any) -> None:
-        if message is not None and self.channel_layer.take_echo(message["data"]):
+        """channels_redis's delivery, with each message decoded once for all its members
+        (their queues hold messages, not bytes: a queue merges a reply's deltas)."""
+        if message is None:
             return
-        super()._receive_message(message)
+        layer = self.channel_layer
+        if layer.take_echo(message["data"]):
+            return
+        name = message["channel"]
+        if isinstance(name, bytes):
+            name = name.decode()
+        if name in layer.channels:
+            targets = [layer.channels[name]]
+        else:
+            targets = [layer.channels[c] for c in layer.groups.get(name, ()) if c in layer.channels]
+        if targets:
+            decoded = layer.channel_layer.deserialize(message["data"])
+            for queue in targets:
+                queue.put_nowait(decoded)
 
 
 class LocalFirstLoopLayer(RedisPubSubLoopLayer):
@@ -66,6 +94,26 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
         else:
             self._echoes[data] = count - 1
 
+    async def _subscribe_to_channel(self, channel: str) -> None:
+        self.channels[channel] = ChannelQueue()
+        await self._get_shard(channel).subscribe(channel)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        """channels_redis's receive; the queue already holds the decoded message."""
+        if channel not in self.channels:
+            await self._subscribe_to_channel(channel)
+        try:
+            message: dict[str, Any] = await self.channels[channel].get()
+        except (asyncio.CancelledError, TimeoutError, GeneratorExit):
+            # As channels_redis: a cancelled read is the consumer leaving.
+            if self.channels.pop(channel, None) is not None:
+                try:
+                    await self._get_shard(channel).unsubscribe(channel)
+                except BaseException:
+                    log.exception("could not unsubscribe %s", channel)
+            raise
+        return message
+
     def take_echo(self, data: bytes) -> bool:
         """Whether `data` is the echo of a message this process delivered itself."""
         if data in self._echoes:
@@ -81,8 +129,12 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
             for name in self.groups.get(group_channel, ())
             if name in self.channels
         ]
-        for queue in members:
-            queue.put_nowait(data)
+        if members:
+            # Decoded from the bytes sent: the members get what a remote process would,
+            # and nothing the caller changes afterwards. One copy, shared (read only).
+            decoded = self.channel_layer.deserialize(data)
+            for queue in members:
+                queue.put_nowait(decoded)
         if members:
             # Subscribed to the group while it has local members: Redis sends it back.
             self._expect_echo(data)
@@ -113,3 +165,58 @@ class PubSubLayer(RedisPubSubChannelLayer):
         layer = self._get_layer()
         if layer.channels.pop(channel, None) is not None:
             await layer._get_shard(channel).unsubscribe(channel)
+
+
+class MemoryLayer(InMemoryChannelLayer):
+    """channels' in-memory layer (one process) with HAL's channel queues: no message is
+    dropped at the stock 100-message capacity; one copy of a group message is shared by
+    its members; a channel left unread for `expiry` seconds is closed to resume instead
+    of silently leaving its groups."""
+
+    channels: dict[str, ChannelQueue]  # type: ignore[assignment]
+
+    def _queue(self, channel: str) -> ChannelQueue:
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = ChannelQueue()
+        return queue
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        assert "__asgi_channel__" not in message
+        self._queue(channel).put_nowait(deepcopy(message))
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        queue = self._queue(channel)
+        try:
+            message: dict[str, Any] = await queue.get()
+        finally:
+            if queue.empty() and not queue.behind and self.channels.get(channel) is queue:
+                del self.channels[channel]
+        return message
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        members = self.groups.get(group)
+        if members:
+            shared = deepcopy(message)  # isolated from the caller; read only downstream
+            for channel in members:
+                self._queue(channel).put_nowait(shared)
+
+    def _clean_expired(self) -> None:
+        """Stock: a channel whose oldest message is older than `expiry` leaves its groups.
+        Here it is told to close (and resume) instead: a live socket loses nothing."""
+        limit = time.monotonic() - self.expiry
+        for queue in list(self.channels.values()):
+            if not queue.behind and queue.oldest is not None and queue.oldest < limit:
+                queue.fall_behind()
+        timeout = int(time.time()) - self.group_expiry
+        for channels in self.groups.values():
+            for name, joined in list(channels.items()):
+                if joined and joined < timeout:
+                    channels.pop(name, None)

@@ -188,7 +188,9 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' in-memory layer with HAL's channel queues: it drops nothing past its stock
+    # 100-message capacity (hal/channel_queue.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "hal.channel_layer.MemoryLayer"}}
 
 TASKS = {
     "default": {

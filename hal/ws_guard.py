@@ -17,6 +17,7 @@ active, session auth hash (the password) still valid.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -33,9 +34,12 @@ from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.module_loading import import_string
 
+from hal.channel_queue import BEHIND_CODE
 from hal.errors import HalError, InvalidInput
 from hal.events import send_message_now
 from hal.jsonin import loads_json, text_is_clean
+
+log = logging.getLogger("hal.ws")
 
 CLOSE_CODE = 4401  # the console's "log in again" close code (also used at connect)
 CLOSE_EVENT = "hal.close"  # → SessionGuardMixin.hal_close
@@ -171,6 +175,14 @@ class SessionGuardMixin:
     async def hal_close(self, message: dict[str, Any]) -> None:
         self._guard_closed = True
         await self.close(code=message.get("code", CLOSE_CODE))
+
+    async def hal_behind(self, message: dict[str, Any]) -> None:
+        """The socket fell too far behind its events (hal/channel_queue.py): close it; the
+        client reconnects and resumes from the database."""
+        self._guard_closed = True
+        # A sign of a saturated web process (docs/performance.md, capacity).
+        log.warning("a socket fell too far behind its events; closed it to resume")
+        await self.close(code=message.get("code", BEHIND_CODE))
 
     async def hal_recheck(self, message: dict[str, Any]) -> None:
         await self.session_alive()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 
@@ -25,13 +26,30 @@ if _WORKER:
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+class Hops(list):
+    """Hop names in order; `tasks` pairs each with the task that made it, so a test can
+    count only the path under test (a background heartbeat's sweep is not a socket's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[tuple[str, object]] = []
+
+    def clear(self) -> None:
+        super().clear()
+        self.tasks.clear()
+
+    def made_by(self, *tasks: object) -> list[str]:
+        """The hops made by these tasks (e.g. a communicator's `future`: its consumer)."""
+        return [name for name, task in self.tasks if task in tasks]
+
+
 @pytest.fixture
 def hops(monkeypatch):
     """The sync functions sync_to_async sends to a thread while the test runs, in order
     (the hot paths' thread-hop counts; tests may append markers of their own)."""
     from asgiref.sync import SyncToAsync
 
-    seen: list[str] = []
+    seen = Hops()
     original = SyncToAsync.__call__
 
     async def counting(self, *args, **kwargs):
@@ -39,6 +57,7 @@ def hops(monkeypatch):
         if name == "_db_call" and len(args) > 1:  # a trip to HAL's DB threads: its function
             name += ":" + getattr(args[1], "__qualname__", repr(args[1]))
         seen.append(name)
+        seen.tasks.append((name, asyncio.current_task()))
         return await original(self, *args, **kwargs)
 
     monkeypatch.setattr(SyncToAsync, "__call__", counting)

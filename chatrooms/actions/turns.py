@@ -108,9 +108,19 @@ def do_start_turn(turn_id: int) -> tuple[Turn, Message] | None:
 
 def do_save_partial(message_id: int, text: str) -> None:
     """Persist a long reply's text so far (at most once a second)."""
-    Message.objects.filter(pk=message_id, status=Message.STREAMING).update(
-        text=text, updated_at=timezone.now()
-    )
+    do_save_partials({message_id: text})
+
+
+def do_save_partials(texts: Mapping[int, str]) -> None:
+    """Persist the text so far of several streaming replies in one transaction (the web
+    process's replies, once a second: chatrooms/run/partials.py); a reply no longer
+    streaming keeps its final text."""
+    now = timezone.now()
+    with transaction.atomic():
+        for message_id, text in texts.items():
+            rows.update(
+                Message, message_id, {"text": text, "updated_at": now}, status=Message.STREAMING
+            )
 
 
 def do_complete_turn(

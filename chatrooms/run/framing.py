@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from chatrooms.models import Message
+from chatrooms.run import partials
 from chatrooms.run.config import frame_seconds
 from hal import launch
 
@@ -46,8 +47,10 @@ class Framer:
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self.saved_pieces = 0  # len(text) at its last save (chatrooms/run/partials.py)
         orchestrator.framers[self.message_id] = self  # a resuming client asks for its text
         orchestrator.spawn(self._deliver())
+        partials.watch(orchestrator.framers)  # its text so far is saved once a second
 
     async def _deliver(self) -> None:
         while (item := await self.queue.get()) is not None:

@@ -136,7 +136,6 @@ class TurnRunner:
         usage = prepared.usage
         rounds = prepared.rounds
         transcript = list(prepared.transcript)
-        last_saved = time.monotonic()
         try:
             if isinstance(prepared.provider, ProviderError):
                 raise prepared.provider
@@ -187,12 +186,7 @@ class TurnRunner:
                                 self._end_launch(prepared, launching)
                                 launching = None
                             if isinstance(event, TextDelta):
-                                framer.add(event.text)
-                                if time.monotonic() - last_saved >= 1.0:
-                                    last_saved = time.monotonic()
-                                    await db(actions.do_save_partial)(
-                                        prepared.reply.pk, framer.full_text()
-                                    )
+                                framer.add(event.text)  # saved once a second (run/partials.py)
                             elif isinstance(event, ToolCall):
                                 calls.append(event)
                             elif isinstance(event, Usage):

@@ -2,6 +2,8 @@
 // asks the server to resume the open room from the last message shown.
 import { panel, state } from "./panel_state.js";
 
+const BEHIND_CODE = 4408;
+
 function lastSeenId() {
   let last = 0;
   for (const id of state.messages.keys()) if (typeof id === "number" && id > last) last = id;
@@ -39,8 +41,11 @@ export function connectSocket(onEvent, attempt = 0) {
     const msg = JSON.parse(ev.data);
     onEvent(msg.type, msg.data ?? msg);
   });
-  ws.addEventListener("close", () => {
+  ws.addEventListener("close", (ev) => {
     panel.dataset.live = "false";
-    setTimeout(() => connectSocket(onEvent, attempt + 1), Math.min(5000, 500 * 2 ** attempt));
+    // BEHIND_CODE (hal/channel_queue.py): the server closed a socket that fell too far
+    // behind its events; reconnect at once, and the open handler resumes what it missed.
+    const wait = ev.code === BEHIND_CODE ? 0 : Math.min(5000, 500 * 2 ** attempt);
+    setTimeout(() => connectSocket(onEvent, attempt + 1), wait);
   });
 }

@@ -236,9 +236,9 @@ async def test_database_is_not_written_per_token(models, aclient, orchestrator, 
     alpha.fake.replies.push(Reply(text=" ".join(["tok"] * 200), token_delay=0.001))
     room = await room_for(aclient, alpha.id)
     partial_saves = []
-    original = actions.do_save_partial
+    original = actions.do_save_partials
     monkeypatch.setattr(
-        actions, "do_save_partial", lambda *a, **k: partial_saves.append(a) or original(*a, **k)
+        actions, "do_save_partials", lambda *a, **k: partial_saves.append(a) or original(*a, **k)
     )
     await send(aclient, room, "long answer")
     await orchestrator.wait_idle()
