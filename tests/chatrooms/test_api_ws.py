@@ -42,8 +42,11 @@ async def test_new_connection_gets_a_room_and_deleted_one_loses_it(models, aclie
 
     from .conftest import add_connection, admin_actor
 
+    from asgiref.sync import sync_to_async
+
     await rooms_of(aclient)
-    extra = add_connection(operator, "delta", models[0].fake)
+    # Adding with a key verifies it (async_to_sync inside): not on the test's loop thread.
+    extra = await sync_to_async(add_connection)(operator, "delta", models[0].fake)
     titles = [r["title"] for r in await rooms_of(aclient)]
     assert titles == ["Unified", "alpha", "beta", "클로드", "delta"]
     check_delete_connection(actor=admin_actor(operator), connection=extra.pk)
