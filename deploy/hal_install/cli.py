@@ -53,6 +53,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "'systemctl is-active --quiet hal-web@{port}': an exit means roll back at once",
     )
     parser.add_argument("--restart-timeout", type=float, default=120.0, help="seconds")
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait, after --restart-cmd, for the restarted task worker's first "
+        "heartbeat (read from the health URL's checks.worker.started_at)",
+    )
     parser.add_argument("--keep", type=int, default=5, help="releases to keep (default 5)")
     parser.add_argument(
         "--allow-check",

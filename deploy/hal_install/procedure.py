@@ -169,10 +169,11 @@ def install_artifact(runner: Runner, args: argparse.Namespace, artifact: Path, s
 
     switch_current(root, version)
     say(f"switched current -> releases/{version}")
+    touched: list[str] = []  # the units restarted into `version`, in order
     try:
-        restart_all(runner, args, version)
+        restart_all(runner, args, version, touched=touched)
     except InstallError as exc:
-        return roll_back(runner, args, version, previous, str(exc), snapshot)
+        return roll_back(runner, args, version, previous, str(exc), snapshot, touched)
     removed = prune_releases(root, args.keep, protect={previous} if previous else set())
     if removed:
         say(f"removed old releases: {', '.join(sorted(removed))}")
@@ -187,8 +188,13 @@ def roll_back(
     previous: str | None,
     reason: str,
     snapshot: str | None,
+    touched: list[str] | None = None,
 ) -> int:
-    """Switch back to the previous release after a failed restart or read-back."""
+    """Switch back to the previous release after a failed restart or read-back.
+
+    Only the units that were restarted into `version` (`touched`) restart again: a web
+    process that never ran it still serves `previous` and stays up.
+    """
     if not previous:
         shout(f"FAILED after the switch to {version}: {reason}")
         shout("There is no previous release to roll back to; `current` stays on it.")
@@ -205,6 +211,7 @@ def roll_back(
             runner,
             argparse.Namespace(**{**vars(args), "health_timeout": args.rollback_timeout}),
             previous,
+            only=None if touched is None else set(touched),
         )
         shout(f"health OK: version {previous} after the rollback")
     except InstallError as exc:

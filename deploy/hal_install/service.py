@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import pwd
 import shlex
@@ -10,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from .errors import InstallError, say
-from .health import alive_check, wait_healthy
+from .health import alive_check, wait_healthy, wait_worker
 
 
 class Runner:
@@ -75,18 +76,36 @@ class Runner:
             raise InstallError(f"restart command exited {done.returncode}")
 
 
-def restart_all(runner: Runner, args: argparse.Namespace, version: str) -> None:
+def restart_all(
+    runner: Runner,
+    args: argparse.Namespace,
+    version: str,
+    *,
+    touched: list[str] | None = None,
+    only: set[str] | None = None,
+) -> None:
     """Restart into the release `current` points at and wait until it answers as `version`.
 
     With --web-ports (the multi-process layout) the web processes restart one at a time,
-    each waited for on its own port before the next goes down, so the proxy always has a
-    healthy upstream; then --restart-cmd (the worker) and the read-back of --health-url.
+    each ready on its own port before the next goes down, so the proxy always has a
+    ready upstream; then --restart-cmd (the worker), the read-back of --health-url and
+    the restarted worker's own heartbeat. Each unit is added to `touched` before its
+    restart (so a rollback restarts only those); `only` limits the restarts to such a list.
     """
+    touched = [] if touched is None else touched
     for port in args.web_ports:
+        if only is not None and f"web:{port}" not in only:
+            continue
+        touched.append(f"web:{port}")
         runner.restart(args.restart_web_cmd.format(port=port), args.restart_timeout)
         url = args.web_health_url.format(port=port)
         say(wait_healthy(url, version, args.health_timeout, alive_check(args.alive_cmd, port)))
-    if args.restart_cmd:
+    worker_since = None
+    if args.restart_cmd and (only is None or "restart-cmd" in only):
+        touched.append("restart-cmd")
+        worker_since = dt.datetime.now(dt.UTC)
         runner.restart(args.restart_cmd, args.restart_timeout)
     alive = None if args.web_ports else alive_check(args.alive_cmd, None)
     say(wait_healthy(args.health_url, version, args.health_timeout, alive))
+    if worker_since is not None:
+        say(wait_worker(args.health_url, worker_since, args.worker_timeout))
