@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Callable
 
 from .errors import InstallError
-from .inputs import check_url
+from .inputs import check_url, is_loopback
 
 
 def read_health(url: str, timeout: float = 5.0) -> tuple[int, dict]:
@@ -23,7 +23,12 @@ def read_health(url: str, timeout: float = 5.0) -> tuple[int, dict]:
         # Straight to daphne on loopback: say what the TLS proxy would have said, so a
         # production HAL (SECURE_SSL_REDIRECT) answers instead of redirecting.
         headers["X-Forwarded-Proto"] = "https"
-    opener = urllib.request.build_opener(_NoRedirects)
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+    if is_loopback(parts.hostname):
+        # This host's own daphne: never through HTTP(S)_PROXY (given for the download, e.g.
+        # ship.py --remote-env), which would answer for it or not at all.
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
     request = urllib.request.Request(url, headers=headers)  # noqa: S310 — checked above
     try:
         with opener.open(request, timeout=timeout) as resp:
