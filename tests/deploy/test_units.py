@@ -296,3 +296,19 @@ def test_systemd_accepts_every_directive(name, tmp_path):
     output = done.stdout + done.stderr
     assert "Unknown" not in output and "Failed to parse" not in output, output
     assert done.returncode == 0, output
+
+
+def test_the_docs_never_copy_the_agent_unit_onto_the_console_host():
+    """Issue 28 item 9: `cp hal-*.service` brought hal-agent.service along."""
+    doc = (REPO / "docs" / "deploy.md").read_text()
+    blocks = "\n".join(re.findall(r"^```sh\n(.*?)^```", doc, flags=re.M | re.S))
+    assert "hal-*.service" not in blocks
+    assert "cp deploy/systemd/hal-*" not in "".join(p.read_text() for p in SYSTEMD.iterdir())
+    console = re.findall(r"^for unit in ([^;]+); do", blocks, flags=re.M)
+    assert len(console) == 2, console  # §2 (single process) and §6 (hal-web@)
+    for units in console:
+        assert "hal-agent" not in units and "hal-worker.service" in units
+    # Nothing is started before a release exists: `enable --now` only after an install.
+    for line in blocks.splitlines():
+        if "enable --now" in line and not line.startswith("#"):
+            assert "hal-web" not in line and "hal-worker" not in line, line
