@@ -13,26 +13,42 @@ from pathlib import Path
 from .errors import InstallError, say
 from .health import alive_check, wait_healthy, wait_worker
 
+UNTRUSTED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PIP_")
+
 
 class Runner:
     """Runs the release's manage.py (as --user, with the env file) and the restart command."""
 
     def __init__(self, env_file_values: dict[str, str], user: str | None) -> None:
         # As the systemd units do (Environment=HAL_PRODUCTION=1); hal.env may not unset it.
-        self.env = {**os.environ, **env_file_values, "HAL_PRODUCTION": "1"}
+        # Nothing from the caller's environment decides which code runs: no PYTHONPATH
+        # (the venv's own packages only) and no pip settings (the wheelhouse only).
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(UNTRUSTED_ENV)}
+        self.env = {**inherited, **env_file_values, "HAL_PRODUCTION": "1"}
         try:
             self.user = pwd.getpwnam(user) if user else None
         except KeyError as exc:
             raise InstallError(f"no such user: {user}") from exc
         self.last_output = ""
 
-    def run(self, argv: list[str], cwd: Path, *, as_user: bool = True, **extra_env: str) -> str:
-        """Run argv, echo its output, raise InstallError on a non-zero exit."""
+    def run(
+        self,
+        argv: list[str],
+        cwd: Path,
+        *,
+        as_user: bool = True,
+        umask: int | None = None,
+        quiet: bool = False,
+        **extra_env: str,
+    ) -> str:
+        """Run argv, echo its output (unless quiet), raise InstallError on a non-zero exit."""
         env = {**self.env, **extra_env}
         # The service's steps (migrate, dr_snapshot, check) write the data dir: the units'
         # umask, so the database and snapshots are 0600. Root's own steps build the
         # release, which the service must be able to read.
-        kwargs: dict = {"umask": 0o077 if as_user else 0o022}
+        if umask is None:
+            umask = 0o077 if as_user else 0o022
+        kwargs: dict = {"umask": umask}
         if as_user and self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
             env["HOME"] = self.user.pw_dir
@@ -51,16 +67,24 @@ class Runner:
         except OSError as exc:  # e.g. the service user cannot execute the interpreter
             raise InstallError(f"{shlex.join(argv[:2])}… could not run: {exc}") from exc
         output = self.last_output = done.stdout.strip()
-        if output:
+        if output and not (quiet and done.returncode == 0):
             print("    " + output.replace("\n", "\n    "), flush=True)
         if done.returncode != 0:
             raise InstallError(f"{shlex.join(argv[:4])}… exited {done.returncode}")
         return output
 
-    def manage(self, release: Path, *args: str, as_user: bool = True, **extra_env: str) -> str:
+    def manage(
+        self,
+        release: Path,
+        *args: str,
+        as_user: bool = True,
+        umask: int | None = None,
+        **extra_env: str,
+    ) -> str:
         """`<release>/.venv/bin/python manage.py …` in the release directory."""
         python = str(release / ".venv" / "bin" / "python")
-        return self.run([python, "manage.py", *args], cwd=release, as_user=as_user, **extra_env)
+        argv = [python, "manage.py", *args]
+        return self.run(argv, cwd=release, as_user=as_user, umask=umask, **extra_env)
 
     def restart(self, command: str, timeout: float) -> None:
         """The operator's restart command, split like a shell would, run without one."""

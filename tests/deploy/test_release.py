@@ -195,7 +195,8 @@ def test_keygen_modes_and_refuses_to_overwrite(tmp_path):
     # A private key others can read is refused before anything is built (as ssh does).
     key.chmod(0o644)
     repo = make_repo(tmp_path)
-    done = run_release("build", "--repo", str(repo), "--out", str(tmp_path / "d"), "--key", str(key))
+    out = tmp_path / "d"
+    done = run_release("build", "--repo", str(repo), "--out", str(out), "--key", str(key))
     assert done.returncode == 1 and "readable by others" in done.stderr
     assert not (tmp_path / "d").exists()
 
