@@ -173,6 +173,18 @@ def test_skip_tests_builds_this_repo_and_says_it_is_not_a_release(clone, tmp_pat
     assert f"hal-{version}/manage.py" in names
     assert f"hal-{version}/hal/settings.py" in names
     assert not any("/.venv/" in n or n.endswith(".sqlite3") for n in names)
+    # Every dependency as a wheel, each listed with its sha256 for pip's hash-checking mode.
+    with tarfile.open(artifact) as tar:
+        listing = tar.extractfile(f"hal-{version}/.wheelhouse/requirements.txt").read().decode()
+        wheels = {
+            n.rsplit("/", 1)[1]: hashlib.sha256(tar.extractfile(n).read()).hexdigest()
+            for n in names
+            if n.endswith(".whl")
+        }
+    assert any(name.startswith("Django-") or name.startswith("django-") for name in wheels)
+    assert len(listing.splitlines()) == len(wheels) > 10
+    for digest in wheels.values():
+        assert f"--hash=sha256:{digest}" in listing
     with tarfile.open(artifact) as tar:
         info = json.loads(tar.extractfile(f"hal-{version}/.hal-build.json").read())
     assert info["tested"] is False and info["tests"] == {}
