@@ -18,7 +18,17 @@ $(STAMP): pyproject.toml requirements.lock
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-venv: $(STAMP)
+# The dependencies as wheels (deploy/wheelhouse.py), kept beside the venv: the deploy tests
+# build their release wheelhouses from it offline (--no-index --find-links), as a build
+# machine builds one from the package index.
+WHEELHOUSE := $(VENV)/wheelhouse
+WHEEL_STAMP := $(WHEELHOUSE)/.built-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
+$(WHEEL_STAMP): $(STAMP)
+	@rm -rf $(WHEELHOUSE)
+	$(BIN)/python deploy/wheelhouse.py $(WHEELHOUSE)
+	@touch $@
+
+venv: $(STAMP) $(WHEEL_STAMP)
 
 # System packages the tests drive, installed when missing (root or sudo), in one apt call:
 # chromium + a Korean font for the browser tests (screenshots of the Korean UI show text,

@@ -1,34 +1,57 @@
 #!/usr/bin/env python3
 """Build a HAL release artifact from a clean git tree with a passing suite, or verify one.
 
-    python deploy/release.py build [--repo DIR] [--out DIR] [--skip-tests]
-    python deploy/release.py verify dist/hal-<version>.tar.gz [--sha256 HEX]
+    .venv/bin/python deploy/release.py keygen [--key ~/.config/hal/release-key.pem]
+    .venv/bin/python deploy/release.py build [--repo DIR] [--out DIR] [--key PEM]
+                                             [--skip-tests] [--pip-args "…"]
+    python3 deploy/release.py verify dist/hal-<version>.tar.gz [--sha256 HEX] [--release-key PUB]
 
 The artifact is `git archive HEAD` (so only committed files ship) named
 `hal-<version>.tar.gz`, with `hal-<version>.tar.gz.sha256` in `sha256sum` format beside it.
 It carries `hal-<version>/.hal-build.json` (version, commit, build time, whether the suite
-ran and its counts): `install.py` refuses an artifact whose suite did not run.
-Standard library only: it runs before any virtualenv exists.
+ran and its counts) and `hal-<version>/.wheelhouse/` (every dependency as a wheel, with
+sha256 hashes: deploy/wheelhouse.py). Beside it, `hal-<version>.tar.gz.record.json` is the
+build record — artifact sha256, version, commit, test result — signed with the Ed25519
+release key (`keygen` makes it; `cryptography` signs, so build with the checkout's venv).
+`install.py` refuses an unsigned or mis-signed record and an artifact whose suite did not
+run. `verify` needs only the standard library.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import gzip
 import hashlib
 import io
 import json
+import os
+import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import wheelhouse  # noqa: E402 — deploy/wheelhouse.py, beside this file
+from hal_install import ed25519  # noqa: E402 — the verifier the host runs
+from hal_install import record as signed  # noqa: E402
+from hal_install.artifact import artifact_layout  # noqa: E402
+from hal_install.errors import InstallError  # noqa: E402
+
 CHUNK = 1024 * 1024
 BUILD_INFO = ".hal-build.json"
+# The release key on the build machine: private 0600 in a 0700 directory; the .pub beside it
+# is what the ops host trusts (/etc/hal/release-key.pub).
+DEFAULT_KEY = Path.home() / ".config" / "hal" / "release-key.pem"
+DEFAULT_PUBLIC_KEY = DEFAULT_KEY.with_suffix(".pub")
 
 
 class ReleaseError(Exception):
@@ -66,8 +89,15 @@ def read_version(pyproject: str) -> str:
     return version.strip()
 
 
-def build(repo: Path, out: Path, skip_tests: bool) -> Path:
-    """Check the tree, run the suite, archive HEAD, write the checksum; return the artifact."""
+def build(
+    repo: Path,
+    out: Path,
+    skip_tests: bool,
+    key: Path = DEFAULT_KEY,
+    pip_args: list[str] = (),  # type: ignore[assignment]
+) -> Path:
+    """Check the tree, run the suite, build the wheelhouse, archive HEAD, sign the record."""
+    private_key = load_private_key(key)  # before the suite runs: no half-made release
     repo = Path(git(repo, "rev-parse", "--show-toplevel").strip())
     dirty = git(repo, "status", "--porcelain")
     if dirty.strip():
@@ -107,14 +137,138 @@ def build(repo: Path, out: Path, skip_tests: bool) -> Path:
         "tested": not skip_tests,
         "tests": counts,
     }
-    write_artifact(repo, commit, f"hal-{version}/", info, partial)
+    with tempfile.TemporaryDirectory(prefix="hal-release-") as tmp:
+        wheels = Path(tmp) / "wheels"
+        count = build_wheelhouse(repo, commit, wheels, pip_args)
+        print(f"wheelhouse: {count} wheels (Python {platform.python_version()})", flush=True)
+        write_artifact(repo, commit, f"hal-{version}/", info, partial, wheels)
     partial.replace(artifact)
     digest = sha256_file(artifact)
     (out / f"{name}.sha256").write_text(f"{digest}  {name}\n")
-    print(f"{artifact}\nsha256 {digest}\ncommit {commit}\ntests {format_counts(info)}")
+    record = write_record(artifact, build_record(artifact, info, digest, count), private_key)
+    print(
+        f"{artifact}\nsha256 {digest}\ncommit {commit}\ntests {format_counts(info)}\n"
+        f"signed {record.name} (release key {public_fingerprint(private_key)})"
+    )
     if skip_tests:
         print("(dry run: NOT A RELEASE)", file=sys.stderr)
     return artifact
+
+
+def build_wheelhouse(repo: Path, commit: str, dest: Path, pip_args: list[str]) -> int:
+    """The wheelhouse of the committed pyproject.toml and requirements.lock."""
+    pyproject = git(repo, "show", f"{commit}:pyproject.toml")
+    try:
+        lock: str | None = git(repo, "show", f"{commit}:requirements.lock")
+    except ReleaseError:
+        lock = None
+    try:
+        return wheelhouse.build(pyproject, lock, dest, list(pip_args))
+    except wheelhouse.WheelhouseError as exc:
+        raise ReleaseError(str(exc)) from exc
+
+
+# --- the release key and the signed build record ----------------------------------------
+
+
+def _crypto():  # type: ignore[no-untyped-def]
+    """cryptography's serialization and Ed25519 key (signing is the build machine's job)."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519 as crypto_ed25519
+    except ImportError as exc:
+        raise ReleaseError(
+            "signing needs the `cryptography` package: run release.py with the checkout's "
+            "venv (make venv; .venv/bin/python deploy/release.py …)"
+        ) from exc
+    return serialization, crypto_ed25519
+
+
+def keygen(key: Path) -> Path:
+    """A new Ed25519 release key: private PEM 0600 (directory 0700), public PEM beside it."""
+    serialization, crypto_ed25519 = _crypto()
+    public = key.with_suffix(".pub")
+    for path in (key, public):
+        if path.exists():
+            raise ReleaseError(f"{path} exists; not overwriting a release key")
+    key.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private = crypto_ed25519.Ed25519PrivateKey.generate()
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    public.write_bytes(
+        private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    public.chmod(0o644)
+    print(f"release key {public_fingerprint(private)}\nprivate {key} (0600)\npublic  {public}")
+    return public
+
+
+def load_private_key(key: Path):  # type: ignore[no-untyped-def]
+    """The release key; refused when others could read it (as ssh refuses such keys)."""
+    serialization, crypto_ed25519 = _crypto()
+    try:
+        mode = key.stat().st_mode
+        data = key.read_bytes()
+    except OSError as exc:
+        raise ReleaseError(
+            f"cannot read the release key {key}: {exc.strerror or exc} "
+            "(make one with `release.py keygen`, or pass --key)"
+        ) from exc
+    if mode & 0o077:
+        raise ReleaseError(f"{key} is readable by others (mode {mode & 0o777:o}): chmod 600 it")
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ReleaseError(f"{key} is not an unencrypted PEM private key: {exc}") from exc
+    if not isinstance(private, crypto_ed25519.Ed25519PrivateKey):
+        raise ReleaseError(f"{key} is not an Ed25519 key")
+    return private
+
+
+def public_fingerprint(private) -> str:  # type: ignore[no-untyped-def]
+    serialization, _ = _crypto()
+    raw = private.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    return ed25519.fingerprint(raw)
+
+
+def build_record(artifact: Path, info: dict, digest: str, wheels: int) -> dict:
+    """What the signature vouches for: this artifact, its version and commit, the tests."""
+    return {
+        "artifact": artifact.name,
+        "sha256": digest,
+        "version": info["version"],
+        "commit": info["commit"],
+        "built_at": info.get("built_at"),
+        "tested": info["tested"],
+        "tests": info.get("tests", {}),
+        # The wheelhouse fits this Python (minor version; markers may need the micro).
+        "python": platform.python_version(),
+        "wheels": wheels,
+    }
+
+
+def write_record(artifact: Path, record: dict, private) -> Path:  # type: ignore[no-untyped-def]
+    """Sign the record text with the release key; write <artifact>.record.json."""
+    text = json.dumps(record, indent=2, sort_keys=True)
+    envelope = {
+        "format": signed.FORMAT,
+        "record": text,
+        "key": public_fingerprint(private),
+        "signature": base64.b64encode(private.sign(text.encode())).decode(),
+    }
+    path = artifact.with_name(artifact.name + signed.SUFFIX)
+    path.write_text(json.dumps(envelope, indent=2) + "\n")
+    return path
 
 
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)\b")
@@ -151,8 +305,10 @@ def format_counts(info: dict) -> str:
     return ", ".join(f"{n} {what}" for what, n in counts.items()) or "ran (no pytest summary)"
 
 
-def write_artifact(repo: Path, commit: str, prefix: str, info: dict, dest: Path) -> None:
-    """`git archive` of commit plus <prefix>.hal-build.json, gzip-compressed into dest."""
+def write_artifact(
+    repo: Path, commit: str, prefix: str, info: dict, dest: Path, wheels: Path | None = None
+) -> None:
+    """`git archive` of commit, <prefix>.hal-build.json and <prefix>.wheelhouse/, gzipped."""
     archive = subprocess.run(  # noqa: S603
         ["git", "archive", "--format=tar", f"--prefix={prefix}", commit],  # noqa: S607
         cwd=repo,
@@ -168,8 +324,19 @@ def write_artifact(repo: Path, commit: str, prefix: str, info: dict, dest: Path)
         member.size, member.mode = len(data), 0o644
         member.mtime = int(dt.datetime.now(dt.UTC).timestamp())
         tar.addfile(member, io.BytesIO(data))
+        for path in sorted(wheels.iterdir()) if wheels is not None else ():
+            member = tar.gettarinfo(str(path), f"{prefix}{wheelhouse.WHEELHOUSE}/{path.name}")
+            member.uid = member.gid = 0
+            member.uname = member.gname = "root"
+            member.mode = 0o644
+            with open(path, "rb") as fh:
+                tar.addfile(member, fh)
     buffer.seek(0)
-    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+    # Level 6: the wheels are compressed already; 9 would only cost time.
+    with (
+        open(dest, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz,
+    ):
         shutil.copyfileobj(buffer, gz)
 
 
@@ -202,27 +369,61 @@ def verify(artifact: Path, expected: str | None = None) -> str:
     return actual
 
 
+def verify_record(artifact: Path, digest: str, public_key: Path) -> dict:
+    """The artifact's signed build record, its signature checked with public_key and its
+    fields with the artifact (sha256, version, the build info inside) — as install.py does."""
+    path = artifact.with_name(artifact.name + signed.SUFFIX)
+    try:
+        key = signed.load_public_key(public_key)
+        record = signed.open_record(signed.read_record_file(path), key, path.name)
+        version, _ = artifact_layout(artifact)
+        info = read_build_info(artifact)
+        signed.check_record(record, sha256=digest, version=version, build=info)
+    except (InstallError, OSError, tarfile.TarError, ValueError) as exc:
+        raise ReleaseError(str(exc)) from exc
+    print(f"{path.name}: signature OK (release key {ed25519.fingerprint(key)})")
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="release.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build hal-<version>.tar.gz and its .sha256")
+    k = sub.add_parser("keygen", help="make the Ed25519 release key (private 0600, .pub beside)")
+    k.add_argument("--key", type=Path, default=DEFAULT_KEY, help=f"default: {DEFAULT_KEY}")
+    b = sub.add_parser("build", help="build hal-<version>.tar.gz, its .sha256 and signed record")
     b.add_argument("--repo", type=Path, default=Path.cwd(), help="git checkout (default: .)")
     b.add_argument("--out", type=Path, default=None, help="output directory (default: REPO/dist)")
+    b.add_argument("--key", type=Path, default=DEFAULT_KEY, help=f"default: {DEFAULT_KEY}")
+    b.add_argument(
+        "--pip-args",
+        default="",
+        help="options for the wheelhouse's pip wheel, e.g. '--no-index --find-links DIR'",
+    )
     b.add_argument(
         "--skip-tests",
         action="store_true",
         help="dry run only: do not run `make test` (the result is NOT a release)",
     )
-    v = sub.add_parser("verify", help="check an artifact against its .sha256")
+    v = sub.add_parser("verify", help="check an artifact against its .sha256 and signed record")
     v.add_argument("artifact", type=Path)
     v.add_argument("--sha256", default=None, help="expected hex digest (default: the .sha256 file)")
+    v.add_argument(
+        "--release-key",
+        type=Path,
+        default=DEFAULT_PUBLIC_KEY,
+        help=f"the release public key (default: {DEFAULT_PUBLIC_KEY})",
+    )
     args = parser.parse_args(argv)
     try:
-        if args.command == "build":
-            build(args.repo, args.out or args.repo / "dist", args.skip_tests)
+        if args.command == "keygen":
+            keygen(args.key)
+        elif args.command == "build":
+            out = args.out or args.repo / "dist"
+            build(args.repo, out, args.skip_tests, args.key, shlex.split(args.pip_args))
         else:
-            verify(args.artifact, args.sha256)
+            digest = verify(args.artifact, args.sha256)
+            verify_record(args.artifact, digest, args.release_key)
     except ReleaseError as exc:
         print(f"release.py: {exc}", file=sys.stderr)
         return 1

@@ -2,19 +2,24 @@
 """Ship HAL to the ops host in one command: build, verify, copy over SSH, install, read back.
 
     python3 deploy/ship.py --host root@ops.example.org --url https://hal.example.org \\
-        [--artifact dist/hal-<v>.tar.gz]  [--ssh-config FILE] [-o SshOption=value ...] \\
-        [--cacert CA.pem] [--remote-dir /var/tmp/hal-ship] [--remote-python python3] \\
+        [--artifact dist/hal-<v>.tar.gz [--sha256 HEX]] [--release-key PUB] \\
+        [--ssh-config FILE] [-o SshOption=value ...] [--cacert CA.pem] \\
+        [--remote-dir /var/tmp/hal-ship] [--remote-python /usr/bin/python3] \\
         [--remote-env NAME=VALUE ...] -- <install.py arguments: --user hal --root /srv/hal …>
 
-Without --artifact it runs `release.py build` (clean tree, `make test`, git archive) in
---repo. Then: verify the sha256 (and that the suite ran) → copy the artifact and its own
-installer (install.pyz: its deploy/install.py with the hal_install package, one zipapp) to
-the host with the OpenSSH client (BatchMode: no password prompts; StrictHostKeyChecking:
-the host key must already be known) → run it there (backup, stage, switch, restart,
-health, automatic rollback) → read back from outside through the
-public HTTPS name: /api/health reports the artifact's version, the login page renders, a
-WebSocket upgrade to /ws/ai/ is answered by HAL, and TLS is valid for the name.
-Prints a release report; exits non-zero when any step fails. Standard library only.
+Without --artifact it runs `release.py build` (clean tree, `make test`, wheelhouse, signed
+record) in --repo. Then: verify the sha256 (--sha256 from the operator's other channel, else
+the .sha256 file) and the signed build record (the release key's signature, the artifact's
+sha256, version and commit, that the suite ran) → check over SSH (BatchMode: no password
+prompts; StrictHostKeyChecking: the host key must already be known) that --remote-python
+runs as the installer's --user → copy the artifact, its record and its own installer
+(install.pyz: its deploy/install.py with the hal_install package, one zipapp) into a fresh
+private directory (deploy/ship_remote.py) → run it there once its sha256 checks out
+(backup, stage, switch, restart, health, automatic rollback; the directory is removed
+afterwards) → read back from outside through the public HTTPS name: /api/health reports the
+artifact's version, the login page renders, a WebSocket upgrade to /ws/ai/ is answered by
+HAL, and TLS is valid for the name. Prints a release report; exits non-zero when any step
+fails. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,10 +30,8 @@ import datetime as dt
 import json
 import re
 import secrets
-import shlex
 import socket
 import ssl
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -36,19 +39,26 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipapp
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import release  # noqa: E402 — deploy/release.py, beside this file
+from ship_remote import (  # noqa: E402 — deploy/ship_remote.py: the host's side
+    ShipError,
+    Ssh,
+    check_python,
+    connect,
+    copy,
+    extract_installer,
+    make_remote_dir,
+    remote_install,
+    remove_remote_dir,
+    service_user,
+)
 
 LOGIN_TITLE = "Log in · HAL"
-
-
-class ShipError(Exception):
-    """A failed step: the message goes into the report and the exit status is 1."""
 
 
 @dataclass
@@ -101,141 +111,25 @@ def build(repo: Path, out: Path) -> tuple[str, Path]:
     return f"built {artifact.name}", artifact
 
 
-def verify(artifact: Path, report: Report) -> tuple[str, tuple[str, dict]]:
+def verify(args: argparse.Namespace, artifact: Path, report: Report) -> tuple[str, dict]:
+    """The sha256 (from --sha256, the operator's other channel, else the .sha256 file) and
+    the signed build record (--release-key), which must vouch for this very artifact."""
     try:
-        digest = release.verify(artifact)
-        info = release.read_build_info(artifact)
+        digest = release.verify(artifact, args.sha256)
+        record = release.verify_record(artifact, digest, Path(args.release_key))
     except (release.ReleaseError, OSError, tarfile.TarError, ValueError) as exc:
         raise ShipError(str(exc)) from exc
-    if info is None:
-        raise ShipError(f"{artifact.name} has no {release.BUILD_INFO}: build it with release.py")
     report.facts.update(
-        version=info.get("version", "?"),
+        version=str(record.get("version", "?")),
         sha256=digest,
-        commit=info.get("commit", "?"),
-        tests=release.format_counts(info),
+        commit=str(record.get("commit", "?")),
+        tests=release.format_counts(record),
     )
-    return f"sha256 {digest[:16]}…, tests {release.format_counts(info)}", (digest, info)
-
-
-# --- SSH --------------------------------------------------------------------------------
-
-
-class Ssh:
-    """The OpenSSH client with fixed safety options: no prompts, host key must be known."""
-
-    def __init__(self, host: str, config: str | None, options: list[str]) -> None:
-        self.host = host
-        self.base: list[str] = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
-        if config:
-            self.base = ["-F", config, *self.base]
-        for option in options:
-            self.base += ["-o", option]
-
-    def run(self, command: str, *, stream: bool = False) -> subprocess.CompletedProcess:
-        argv = ["ssh", *self.base, "--", self.host, command]
-        if stream:  # the installer's progress, live
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, check=False)  # noqa: S603
-        return subprocess.run(  # noqa: S603 — argv list; the remote command is quoted
-            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
-        )
-
-    def upload(self, source: Path, remote_path: str) -> subprocess.CompletedProcess:
-        """Stream a file to the host over the ssh channel (no sftp/scp subsystem needed)."""
-        command = f"umask 077 && cat > {shlex.quote(remote_path)}"
-        with open(source, "rb") as fh:
-            return subprocess.run(  # noqa: S603
-                ["ssh", *self.base, "--", self.host, command],  # noqa: S607
-                stdin=fh,
-                capture_output=True,
-                check=False,
-            )
-
-
-def connect(ssh: Ssh) -> tuple[str, None]:
-    done = ssh.run("uname -n")
-    if done.returncode != 0:
-        raise ShipError(f"ssh {ssh.host} failed: {done.stderr.strip() or done.returncode}")
-    return f"connected to {done.stdout.strip()} (host key verified)", None
-
-
-INSTALLER_PACKAGE = "hal_install"
-
-
-def extract_installer(artifact: Path, work: Path) -> Path:
-    """The installer from the artifact itself: the new release installs itself.
-
-    An artifact with deploy/hal_install/ gives `install.pyz`, a zipapp of that package whose
-    `__main__` is the artifact's deploy/install.py (one file to copy, run by python3 as is);
-    an older one, whose install.py is the whole installer, gives that install.py.
-    """
-    entry: bytes | None = None
-    package: dict[str, bytes] = {}
-    with tarfile.open(artifact) as tar:
-        for member in tar:
-            parts = member.name.strip("/").split("/")
-            if not member.isfile():
-                continue
-            if parts[1:] == ["deploy", "install.py"]:
-                entry = tar.extractfile(member).read()  # type: ignore[union-attr]
-            elif parts[1:3] == ["deploy", INSTALLER_PACKAGE] and len(parts) == 4:
-                if parts[3].endswith(".py"):
-                    package[parts[3]] = tar.extractfile(member).read()  # type: ignore[union-attr]
-    if entry is None:
-        raise ShipError(f"{artifact.name} has no deploy/install.py")
-    if not package:
-        path = work / "install.py"
-        path.write_bytes(entry)
-        return path
-    source = work / "installer"
-    (source / INSTALLER_PACKAGE).mkdir(parents=True)
-    (source / "__main__.py").write_bytes(entry)
-    for name, data in package.items():
-        (source / INSTALLER_PACKAGE / name).write_bytes(data)
-    path = work / "install.pyz"
-    zipapp.create_archive(source, path)
-    return path
-
-
-def copy(ssh: Ssh, artifact: Path, installer: Path, remote_dir: str) -> tuple[str, None]:
-    done = ssh.run(f"umask 077 && mkdir -p {shlex.quote(remote_dir)}")
-    if done.returncode != 0:
-        raise ShipError(f"cannot create {remote_dir} on the host: {done.stderr.strip()}")
-    for source in (artifact, installer):
-        done = ssh.upload(source, f"{remote_dir}/{source.name}")
-        if done.returncode != 0:
-            error = done.stderr.decode(errors="replace").strip() or done.returncode
-            raise ShipError(f"copying {source.name} failed: {error}")
-    size = artifact.stat().st_size / 1e6
-    return f"{artifact.name} ({size:.1f} MB) and {installer.name} → {ssh.host}:{remote_dir}", None
-
-
-def remote_install(
-    ssh: Ssh, args: argparse.Namespace, artifact: Path, installer: str, digest: str
-) -> tuple[str, None]:
-    remote_artifact = f"{args.remote_dir}/{artifact.name}"
-    env = [f"{k}={v}" for k, v in (e.split("=", 1) for e in args.remote_env)]
-    argv = [
-        *(["env", *env] if env else []),
-        args.remote_python,
-        f"{args.remote_dir}/{installer}",
-        "--artifact",
-        remote_artifact,
-        "--sha256",
-        digest,
-        *args.install_args,
-    ]
-    # The remote copy is verified again by install.py, then removed whatever happened.
-    command = f"{shlex.join(argv)}; rc=$?; rm -f {shlex.quote(remote_artifact)}; exit $rc"
-    done = ssh.run(command, stream=True)
-    if done.returncode != 0:
-        meaning = {
-            1: "refused or failed before the switch",
-            3: "ROLLED BACK",
-            4: "rolled back, previous release unhealthy",
-        }.get(done.returncode, "failed")
-        raise ShipError(f"{installer} exited {done.returncode} ({meaning})")
-    return f"{installer}: installed, switched, restarted, healthy on the host", None
+    source = "--sha256" if args.sha256 else f"{artifact.name}.sha256"
+    detail = (
+        f"sha256 {digest[:16]}… ({source}), signed record, tests {release.format_counts(record)}"
+    )
+    return detail, record
 
 
 # --- read-back from outside -------------------------------------------------------------
@@ -347,18 +241,63 @@ def ship(args: argparse.Namespace, report: Report) -> None:
         artifact = Path(args.artifact).resolve()
     else:
         artifact = step(report, "build (make test)", build, args.repo, args.repo / "dist")
-    digest, info = step(report, "verify", verify, artifact, report)
+    info = step(report, "verify", verify, args, artifact, report)
     if info.get("tested") is not True and "--allow-untested" not in args.install_args:
         report.steps.append(("verify", 0.0, False, "the suite did not run for this artifact"))
         raise ShipError("the artifact's suite did not run (release.py build --skip-tests)")
     ssh = Ssh(args.host, args.ssh_config, args.ssh_option)
     step(report, "ssh", connect, ssh)
+    user = service_user(args.install_args)
+    step(report, "python on host", check_python, ssh, args.remote_python, user)
+    record = artifact.with_name(artifact.name + release.signed.SUFFIX)
     with tempfile.TemporaryDirectory(prefix="hal-ship-") as work:
         installer = extract_installer(artifact, Path(work))
-        step(report, "copy", copy, ssh, artifact, installer, args.remote_dir)
-    step(report, "install on host", remote_install, ssh, args, artifact, installer.name, digest)
+        files = [artifact, record, installer]
+        remote_dir = step(report, "copy", private_copy, ssh, args, files)
+        argv = [
+            *("--artifact", f"{remote_dir}/{artifact.name}", "--sha256", info["sha256"]),
+            *installer_options(artifact, installer, remote_dir, args),
+            *args.install_args,
+        ]
+        env = [f"{k}={v}" for k, v in (e.split("=", 1) for e in args.remote_env)]
+        step(
+            report,
+            "install on host",
+            remote_install,
+            ssh,
+            remote_dir,
+            installer,
+            argv,
+            env,
+            args.remote_python,
+        )
     results = step(report, "read back (outside)", read_back, args.url, info["version"], args.cacert)
     report.facts.update(readback=" | ".join(results.values()))
+
+
+def private_copy(ssh: Ssh, args: argparse.Namespace, files: list[Path]) -> tuple[str, str]:
+    """A fresh private directory on the host, the files in it: (detail, its path)."""
+    remote_dir = make_remote_dir(ssh, args.remote_dir, args.remote_python)
+    try:
+        detail, _ = copy(ssh, files, remote_dir)
+    except ShipError:
+        remove_remote_dir(ssh, remote_dir)
+        raise
+    return detail, remote_dir
+
+
+def installer_options(
+    artifact: Path, installer: Path, remote_dir: str, args: argparse.Namespace
+) -> list[str]:
+    """--record and --python for an installer that knows them (an older artifact's does not)."""
+    with tarfile.open(artifact) as tar:
+        knows = any(name.endswith("/deploy/hal_install/record.py") for name in tar.getnames())
+    if not knows:
+        return []
+    options = ["--record", f"{remote_dir}/{artifact.name}{release.signed.SUFFIX}"]
+    if "--python" not in args.install_args:
+        options += ["--python", args.remote_python]
+    return options
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -378,11 +317,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cacert", help="CA bundle for the read-back (default: system store)")
     parser.add_argument(
-        "--remote-dir",
-        default="/var/tmp/hal-ship",  # noqa: S108 — created 0700 by the ssh user on the host
-        help="where the artifact is copied on the host (removed after the install)",
+        "--sha256",
+        help="the artifact's sha256 as published through another channel (release notes, the "
+        "change ticket); default: the .sha256 file beside the artifact",
     )
-    parser.add_argument("--remote-python", default="python3")
+    parser.add_argument(
+        "--release-key",
+        default=str(release.DEFAULT_PUBLIC_KEY),
+        help=f"the release public key the build record must verify with "
+        f"(default {release.DEFAULT_PUBLIC_KEY})",
+    )
+    parser.add_argument(
+        "--remote-dir",
+        default="/var/tmp/hal-ship",  # noqa: S108 — checked: the ssh user's, 0700; see ship_remote
+        help="parent of the per-ship private directory on the host (created 0700; refused if "
+        "another user owns it or it is group/world-writable)",
+    )
+    parser.add_argument(
+        "--remote-python",
+        default="/usr/bin/python3",
+        help="the host's interpreter for the installer and the release venv (absolute path; "
+        "checked runnable by the installer's --user before anything is copied)",
+    )
     parser.add_argument(
         "--remote-env",
         action="append",

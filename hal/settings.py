@@ -300,6 +300,8 @@ HAL_ARTIFACT_MAX_BYTES = int(env("HAL_ARTIFACT_MAX_BYTES", str(512 * 1024 * 1024
 HAL_SMTP_HOST = env("HAL_SMTP_HOST")
 HAL_SMTP_PORT = int(env("HAL_SMTP_PORT", "25"))
 HAL_DR_INCLUDE_KEYS = env_bool("HAL_DR_INCLUDE_KEYS", False)
+# pg_dump's limit; a `running` snapshot older than this is marked interrupted (worker sweep).
+HAL_DR_SNAPSHOT_TIMEOUT_SECONDS = int(env("HAL_DR_SNAPSHOT_TIMEOUT_SECONDS", "3600"))
 
 # AI connections and providers.
 HAL_PUBLIC_URL = env("HAL_PUBLIC_URL")  # e.g. https://hal.example.org (OAuth redirect URI)

@@ -106,14 +106,6 @@ def check_installable(
     )
 
 
-def read_dependencies(pyproject: Path) -> list[str]:
-    """The [project] dependencies of the release (what its venv needs)."""
-    deps = tomllib.loads(pyproject.read_text()).get("project", {}).get("dependencies", [])
-    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-        raise InstallError(f"{pyproject}: [project] dependencies is not a list of strings")
-    return deps
-
-
 def unpack(archive: Path, prefix: str, dest: Path) -> int:
     """Extract the archive's prefix/ into dest, refusing anything that escapes it."""
     count = 0

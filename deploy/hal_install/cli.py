@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
+from . import record as signed
 from .errors import EXIT_FAILED, InstallError, shout
 from .procedure import install
 
@@ -20,6 +20,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     source.add_argument("--artifact-url", help="https:// URL of hal-<version>.tar.gz")
     source.add_argument("--artifact", help="a local hal-<version>.tar.gz")
     parser.add_argument("--sha256", required=True, help="the artifact's expected sha256 (hex)")
+    parser.add_argument(
+        "--record",
+        default=None,
+        help="the signed build record, a path or https URL (default: the artifact's path or "
+        f"URL + {signed.SUFFIX})",
+    )
+    parser.add_argument(
+        "--release-key",
+        type=Path,
+        default=signed.DEFAULT_KEY,
+        help=f"the public key the record must be signed with (default {signed.DEFAULT_KEY})",
+    )
     parser.add_argument("--root", type=Path, default=Path("/srv/hal"))
     parser.add_argument("--env-file", type=Path, default=Path("/etc/hal/hal.env"))
     parser.add_argument(
@@ -53,6 +65,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "'systemctl is-active --quiet hal-web@{port}': an exit means roll back at once",
     )
     parser.add_argument("--restart-timeout", type=float, default=120.0, help="seconds")
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait, after --restart-cmd, for the restarted task worker's first "
+        "heartbeat (read from the health URL's checks.worker.started_at)",
+    )
     parser.add_argument("--keep", type=int, default=5, help="releases to keep (default 5)")
     parser.add_argument(
         "--allow-check",
@@ -71,11 +90,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="install a version that is not newer than the current one",
     )
-    parser.add_argument("--python", default=sys.executable, help="interpreter for the venv")
+    parser.add_argument(
+        "--python",
+        default="/usr/bin/python3",
+        help="the venv's interpreter, an absolute path the --user can run (default "
+        "/usr/bin/python3); the wheelhouse must have been built for its minor version",
+    )
     parser.add_argument(
         "--pip-args",
         default="",
-        help="extra pip install arguments, e.g. '--no-index --find-links /srv/wheels'",
+        help="extra options for pip install from the artifact's wheelhouse",
     )
     args = parser.parse_args(argv)
     args.root = args.root.resolve()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
 import subprocess
@@ -11,7 +12,7 @@ import urllib.request
 from collections.abc import Callable
 
 from .errors import InstallError
-from .inputs import check_url
+from .inputs import check_url, is_loopback
 
 
 def read_health(url: str, timeout: float = 5.0) -> tuple[int, dict]:
@@ -22,7 +23,12 @@ def read_health(url: str, timeout: float = 5.0) -> tuple[int, dict]:
         # Straight to daphne on loopback: say what the TLS proxy would have said, so a
         # production HAL (SECURE_SSL_REDIRECT) answers instead of redirecting.
         headers["X-Forwarded-Proto"] = "https"
-    opener = urllib.request.build_opener(_NoRedirects)
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+    if is_loopback(parts.hostname):
+        # This host's own daphne: never through HTTP(S)_PROXY (given for the download, e.g.
+        # ship.py --remote-env), which would answer for it or not at all.
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
     request = urllib.request.Request(url, headers=headers)  # noqa: S310 — checked above
     try:
         with opener.open(request, timeout=timeout) as resp:
@@ -65,11 +71,13 @@ def wait_healthy(
     alive: Callable[[], bool] | None = None,
     fail_after: int = FAIL_AFTER,
 ) -> str:
-    """Poll /api/health until it answers 200, status ok and this version; else raise.
+    """Poll /api/health until this version answers ready (HTTP 200); else raise.
 
-    Gives up before the timeout as soon as failure is certain: the process exited (the
-    alive check fails) or HAL itself answered 5xx `fail_after` times in a row. A 502/504
-    is the proxy saying nothing answers yet, which the timeout covers.
+    Ready is the web process's own state (database, migrations, channel layer, vault);
+    the task worker is waited for separately (wait_worker). Gives up before the timeout
+    as soon as failure is certain: the process exited (the alive check fails) or HAL
+    itself answered 5xx `fail_after` times in a row. A 502/504 is the proxy saying
+    nothing answers yet, which the timeout covers.
     """
     deadline = time.monotonic() + timeout
     last = "no answer"
@@ -78,8 +86,8 @@ def wait_healthy(
         try:
             status, body = read_health(url)
             last = f"HTTP {status}, status {body.get('status')!r}, version {body.get('version')!r}"
-            if status == 200 and body.get("status") == "ok" and body.get("version") == version:
-                return f"health OK: version {version} ({url})"
+            if status == 200 and body.get("version") == version and body.get("ready", True):
+                return f"health OK: version {version} ready, status {body.get('status')} ({url})"
             failures = failures + 1 if status >= 500 and status not in (502, 504) else 0
         except (urllib.error.URLError, OSError, ValueError) as exc:
             last = f"no answer ({exc})"
@@ -89,5 +97,45 @@ def wait_healthy(
         if alive is not None and not alive():
             raise InstallError(f"the process exited (alive check failed); last health: {last}")
         if time.monotonic() >= deadline:
-            raise InstallError(f"{url} did not report version {version} healthy: {last}")
+            raise InstallError(f"{url} did not report version {version} ready: {last}")
+        time.sleep(0.5)
+
+
+def _when(value: object) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return when.replace(tzinfo=dt.UTC) if when and when.tzinfo is None else when
+
+
+def wait_worker(url: str, since: dt.datetime, timeout: float) -> str:
+    """Poll /api/health until a task worker started at or after `since` is beating.
+
+    The worker's own heartbeat (`checks.worker.started_at`, written by the worker on this
+    host's clock) is what says the restarted worker runs; web readiness never waits for
+    it. When the health says the worker is not required (HAL_HEALTH_REQUIRE_WORKER=0),
+    there is nothing to wait for.
+    """
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    # Heartbeat times have microseconds; the restart moment is taken just before it.
+    since = since - dt.timedelta(seconds=1)
+    while True:
+        try:
+            _, body = read_health(url)
+            worker = (body.get("checks") or {}).get("worker") or {}
+            if worker.get("required") is False:
+                return "worker: not required by this HAL (HAL_HEALTH_REQUIRE_WORKER=0)"
+            started = _when(worker.get("started_at"))
+            # An older release's health has no started_at: its last beat must be new.
+            started = started or _when(worker.get("last_seen_at"))
+            fresh = worker.get("fresh", worker.get("ok"))
+            if fresh and started is not None and started >= since:
+                return f"worker heartbeat OK: started {started.isoformat()}"
+            last = f"worker {worker.get('reason') or 'started ' + str(started)}"
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            last = f"no answer ({exc})"
+        if time.monotonic() >= deadline:
+            raise InstallError(f"no heartbeat from the restarted task worker: {last}")
         time.sleep(0.5)

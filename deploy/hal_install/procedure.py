@@ -6,19 +6,12 @@ import argparse
 import datetime as dt
 import json
 import re
-import shlex
 import shutil
 import urllib.parse
 from pathlib import Path
 
-from .artifact import (
-    SAFE_NAME,
-    artifact_layout,
-    check_installable,
-    read_build_info,
-    read_dependencies,
-    unpack,
-)
+from . import record as signed
+from .artifact import SAFE_NAME, artifact_layout, check_installable, read_build_info
 from .errors import (
     EXIT_NO_ROLLBACK,
     EXIT_ROLLBACK_UNHEALTHY,
@@ -30,71 +23,35 @@ from .errors import (
 from .inputs import check_env, check_url, download, load_env_file, sha256_file
 from .releases import RECORD, current_release, install_lock, prune_releases, switch_current
 from .service import Runner, restart_all
+from .staging import check_interpreter, check_python_matches, stage
 
 
-def obtain_artifact(args: argparse.Namespace, incoming: Path) -> Path:
-    """The local artifact path, downloaded into <root>/.incoming/ when given a URL."""
+def obtain_artifact(args: argparse.Namespace, incoming: Path) -> tuple[Path, Path]:
+    """The local artifact and signed record, downloaded into <root>/.incoming/ from URLs.
+
+    The record is --record (a path, or an https URL), by default the artifact's own path or
+    URL with `.record.json` appended (release.py writes it there).
+    """
+    record_source = args.record or (args.artifact or args.artifact_url) + signed.SUFFIX
     if args.artifact:
-        return Path(args.artifact).resolve()
-    name = Path(urllib.parse.urlsplit(args.artifact_url).path).name or "hal.tar.gz"
+        artifact = Path(args.artifact).resolve()
+    else:
+        artifact = fetch(args.artifact_url, incoming)
+    if "://" in record_source:
+        return artifact, fetch(record_source, incoming)
+    return artifact, Path(record_source).resolve()
+
+
+def fetch(url: str, incoming: Path) -> Path:
+    """Download url (https, or http on loopback) into incoming/."""
+    name = Path(urllib.parse.urlsplit(url).path).name or "hal.tar.gz"
     if not SAFE_NAME.match(name):
-        raise InstallError(f"unexpected artifact file name: {name!r}")
+        raise InstallError(f"unexpected file name: {name!r}")
     incoming.mkdir(parents=True, exist_ok=True)
     dest = incoming / name
-    say(f"downloading {args.artifact_url}")
-    download(args.artifact_url, dest)
+    say(f"downloading {url}")
+    download(url, dest)
     return dest
-
-
-def stage(
-    runner: Runner, args: argparse.Namespace, artifact: Path, version: str, prefix: str
-) -> Path:
-    """Unpack, venv + dependencies, migrate, collectstatic, check --deploy. Return the release."""
-    release = args.root / "releases" / version
-    if release.exists():
-        say(f"replacing an earlier, non-current {release}")
-        shutil.rmtree(release)
-    release.mkdir(parents=True)
-    say(f"unpacked {unpack(artifact, prefix, release)} entries into {release}")
-    runner.run([args.python, "-m", "venv", str(release / ".venv")], cwd=release, as_user=False)
-    # HAL runs from the release directory (templates, static and locale sit beside the
-    # code), so the venv holds the dependencies only: no build backend on the ops host,
-    # and no second copy of HAL in site-packages that nothing imports.
-    requirements = release / ".hal-requirements.txt"
-    requirements.write_text("\n".join(read_dependencies(release / "pyproject.toml")) + "\n")
-    pip = [str(release / ".venv" / "bin" / "python"), "-m", "pip", "install", "-q"]
-    # The release's requirements.lock pins the versions its tests passed with.
-    lock = release / "requirements.lock"
-    constraints = ["-c", lock.name] if lock.is_file() else []
-    runner.run(
-        [*pip, *shlex.split(args.pip_args), *constraints, "-r", requirements.name],
-        cwd=release,
-        as_user=False,
-    )
-    runner.manage(release, "migrate", "--noinput")
-    # Static files belong to the release (the proxy serves current/staticfiles); written
-    # by the installer because the release tree is not the service user's to change.
-    runner.manage(
-        release,
-        "collectstatic",
-        "--noinput",
-        as_user=False,
-        HAL_STATIC_ROOT=str(release / "staticfiles"),
-    )
-    deploy_check(runner, release, set(args.allow_check))
-    return release
-
-
-def deploy_check(runner: Runner, release: Path, allowed: set[str]) -> None:
-    """`check --deploy` fails on warnings, except the check IDs the operator accepted."""
-    try:
-        runner.manage(release, "check", "--deploy", "--fail-level", "WARNING")
-        return
-    except InstallError as exc:
-        issues = set(re.findall(r"\(([a-z_]+\.[EWC]\d+)\)", runner.last_output))
-        if not issues or not issues <= allowed:
-            raise InstallError(f"check --deploy: {', '.join(sorted(issues - allowed))}") from exc
-    say(f"check --deploy: accepted {', '.join(sorted(issues))} (--allow-check)")
 
 
 def install(args: argparse.Namespace) -> int:
@@ -109,28 +66,54 @@ def install(args: argparse.Namespace) -> int:
     if problems := check_env(env_values):
         raise InstallError(f"{args.env_file}:\n  " + "\n  ".join(problems))
     runner = Runner(env_values, args.user)
+    public_key = signed.load_public_key(args.release_key)
+    python_version = check_interpreter(runner, args.python)
     root: Path = args.root
     with install_lock(root):
         incoming = root / ".incoming"
-        artifact = obtain_artifact(args, incoming)
         try:
-            return install_artifact(runner, args, artifact, sha)
+            artifact, record_file = obtain_artifact(args, incoming)
+            build = verified_record(args, artifact, record_file, public_key, sha)
+            check_python_matches(build, python_version, args.python)
+            return install_artifact(runner, args, artifact, sha, build)
         finally:
-            # Installed, refused, failed or rolled back: a downloaded artifact never stays
-            # behind (the release record keeps its sha256 and source).
-            if artifact.parent == incoming:
-                artifact.unlink(missing_ok=True)
+            # Installed, refused, failed or rolled back: a downloaded artifact or record
+            # never stays behind (the release record keeps its sha256 and source).
+            for path in incoming.iterdir() if incoming.is_dir() else ():
+                path.unlink(missing_ok=True)
 
 
-def install_artifact(runner: Runner, args: argparse.Namespace, artifact: Path, sha: str) -> int:
-    """Verify, back up, stage, switch, restart, read back (roll back on failure)."""
-    root: Path = args.root
+def verified_record(
+    args: argparse.Namespace, artifact: Path, record_file: Path, public_key: bytes, sha: str
+) -> dict:
+    """The signed build record, opened with the host's release key and matched to the
+    artifact (the sha256 checked first: nothing else is read from an unverified file)."""
     actual = sha256_file(artifact)
     if actual != sha:
         raise InstallError(f"sha256 mismatch for {artifact.name}: expected {sha}, got {actual}")
     say(f"sha256 verified: {actual}")
+    record = signed.open_record(signed.read_record_file(record_file), public_key, record_file.name)
     version, prefix = artifact_layout(artifact)
-    build = read_build_info(artifact, prefix)
+    signed.check_record(
+        record, sha256=actual, version=version, build=read_build_info(artifact, prefix)
+    )
+    say(
+        f"build record verified: signed by release key {signed.ed25519.fingerprint(public_key)}"
+        f" (version {version}, commit {str(record.get('commit'))[:12]})"
+    )
+    return record
+
+
+def install_artifact(
+    runner: Runner, args: argparse.Namespace, artifact: Path, sha: str, build: dict
+) -> int:
+    """Back up, stage, switch, restart, read back (roll back on failure).
+
+    `build` is the verified, signed build record: what decides whether the suite ran.
+    """
+    root: Path = args.root
+    actual = sha
+    version, prefix = artifact_layout(artifact)
     previous = current_release(root)
     if previous == version:
         raise InstallError(f"{version} is already the current release; nothing to do")
@@ -169,10 +152,11 @@ def install_artifact(runner: Runner, args: argparse.Namespace, artifact: Path, s
 
     switch_current(root, version)
     say(f"switched current -> releases/{version}")
+    touched: list[str] = []  # the units restarted into `version`, in order
     try:
-        restart_all(runner, args, version)
+        restart_all(runner, args, version, touched=touched)
     except InstallError as exc:
-        return roll_back(runner, args, version, previous, str(exc), snapshot)
+        return roll_back(runner, args, version, previous, str(exc), snapshot, touched)
     removed = prune_releases(root, args.keep, protect={previous} if previous else set())
     if removed:
         say(f"removed old releases: {', '.join(sorted(removed))}")
@@ -187,8 +171,13 @@ def roll_back(
     previous: str | None,
     reason: str,
     snapshot: str | None,
+    touched: list[str] | None = None,
 ) -> int:
-    """Switch back to the previous release after a failed restart or read-back."""
+    """Switch back to the previous release after a failed restart or read-back.
+
+    Only the units that were restarted into `version` (`touched`) restart again: a web
+    process that never ran it still serves `previous` and stays up.
+    """
     if not previous:
         shout(f"FAILED after the switch to {version}: {reason}")
         shout("There is no previous release to roll back to; `current` stays on it.")
@@ -205,6 +194,7 @@ def roll_back(
             runner,
             argparse.Namespace(**{**vars(args), "health_timeout": args.rollback_timeout}),
             previous,
+            only=None if touched is None else set(touched),
         )
         shout(f"health OK: version {previous} after the rollback")
     except InstallError as exc:

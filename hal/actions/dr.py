@@ -27,7 +27,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,6 @@ log = logging.getLogger("hal.dr")
 
 MANIFEST = "MANIFEST.json"
 FORMAT = 1
-STALE_RUNNING = timedelta(hours=1)
 # Left out of a dumpdata snapshot: recreated by `migrate` (contenttypes, permissions) or
 # worthless after a restore (sessions).
 DUMPDATA_EXCLUDE = ["contenttypes", "auth.permission", "sessions", "admin.logentry"]
@@ -63,6 +62,11 @@ class SnapshotError(HalError):
 
 def snapshot_root() -> Path:
     return Path(settings.DATA_DIR) / "snapshots"
+
+
+def snapshot_timeout() -> int:
+    """Seconds a snapshot may run (pg_dump's limit); a `running` row older is released."""
+    return int(getattr(settings, "HAL_DR_SNAPSHOT_TIMEOUT_SECONDS", 3600))
 
 
 def include_keys() -> bool:
@@ -84,15 +88,52 @@ def sha256_file(path: Path) -> str:
 def check_snapshot_now(*, actor: Actor) -> Snapshot:
     """Take a DR snapshot now (write); returns the finished (or failed) snapshot."""
     require_perm(actor, "operate")
+    # A crashed run leaves a `running` row; past its timeout it no longer blocks (the
+    # worker's sweep releases it too, so the timer and installs need not wait for this).
+    sweep_stale_snapshots(actor)
     with transaction.atomic():
-        # A crashed run leaves a `running` row; after an hour it no longer blocks.
-        Snapshot.objects.filter(
-            status=Snapshot.RUNNING, started_at__lt=timezone.now() - STALE_RUNNING
-        ).update(status=Snapshot.FAILED, error="abandoned (process died)")
         if Snapshot.objects.filter(status=Snapshot.RUNNING).exists():
             raise Conflict(_("A snapshot is already being taken."), code="snapshot_running")
         snapshot = do_start_snapshot(actor)
     return do_run_snapshot(actor, snapshot)
+
+
+def sweep_stale_snapshots(actor: Actor) -> list[str]:
+    """Mark `running` snapshots older than the snapshot timeout interrupted (the worker's
+    periodic sweep); returns their names."""
+    limit = snapshot_timeout()
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    reason = f"no outcome within the snapshot timeout ({limit} s): its process died"
+    return do_interrupt_running(actor, reason, started_before=cutoff)
+
+
+def do_interrupt_running(
+    actor: Actor, reason: str, *, started_before: datetime | None = None
+) -> list[str]:
+    """Mark `running` snapshots (those started before `started_before`, if given)
+    interrupted with `reason`: one audit row each. Used by the sweep and by dr_restore."""
+    names = []
+    with transaction.atomic():
+        rows = Snapshot.objects.select_for_update().filter(status=Snapshot.RUNNING)
+        if started_before is not None:
+            rows = rows.filter(started_at__lt=started_before)
+        for snapshot in rows:
+            snapshot.status = Snapshot.INTERRUPTED
+            snapshot.error = reason[:500]
+            snapshot.finished_at = timezone.now()
+            snapshot.save(update_fields=["status", "error", "finished_at"])
+            record_audit(
+                actor,
+                "dr.snapshot.interrupted",
+                target=snapshot,
+                target_label=snapshot.name,
+                before={"status": Snapshot.RUNNING},
+                after={"status": snapshot.status},
+                message=reason[:500],
+            )
+            publish(OPS_GROUP, "dr.snapshot.failed", {"snapshot": snapshot.as_dict()})
+            names.append(snapshot.name)
+    return names
 
 
 def do_start_snapshot(actor: Actor) -> Snapshot:
@@ -305,7 +346,7 @@ def _run_pg(tool: str, args: list[str]) -> None:
             env=_pg_env(),
             capture_output=True,
             text=True,
-            timeout=3600,
+            timeout=snapshot_timeout(),
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:

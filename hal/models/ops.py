@@ -155,10 +155,12 @@ class Snapshot(models.Model):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    STATUS_CHOICES = [(s, s) for s in (RUNNING, SUCCEEDED, FAILED)]
+    # Its process stopped before an outcome: past its timeout, or a restore rewound it.
+    INTERRUPTED = "interrupted"
+    STATUS_CHOICES = [(s, s) for s in (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)]
 
     name = models.CharField(max_length=64, unique=True)
-    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=RUNNING)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES, default=RUNNING)
     path = models.CharField(max_length=500)
     method = models.CharField(max_length=30, blank=True)
     size_bytes = models.BigIntegerField(default=0)

@@ -1,10 +1,19 @@
-"""GET /api/health — no login; checks the database, channel layer and task worker."""
+"""GET /api/health — no login; is this web process ready, and how is the task worker.
+
+Readiness (HTTP 200 vs 503) is the web process's own: the database answers, every
+migration is applied, the channel layer carries a message and the vault's keyring is
+readable. The task worker's heartbeat is reported as `checks.worker` (and turns `status`
+to "degraded" for monitoring) but never makes a web process unready: a worker restart
+must not take web processes out of a load balancer (issue 28). install.py waits for the
+worker's own heartbeat separately, from `checks.worker.started_at`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -17,6 +26,30 @@ from django.views.decorators.http import require_GET
 
 from hal.models import WorkerHeartbeat
 from hal.version import get_version
+
+# Set once the migration plan was found empty: applied migrations are not unapplied under
+# a running process (a rollback keeps the newer schema, which the older code accepts).
+_MIGRATED = False
+
+
+def _unapplied_migrations() -> list[str]:
+    """Migrations of the installed code that the database has not applied."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    targets = executor.loader.graph.leaf_nodes()
+    return [f"{m.app_label}.{m.name}" for m, _ in executor.migration_plan(targets)]
+
+
+def check_migrations() -> dict:
+    """Every migration of this release is applied (checked until it first is)."""
+    global _MIGRATED
+    if not _MIGRATED:
+        unapplied = _unapplied_migrations()
+        if unapplied:
+            return {"ok": False, "reason": "unapplied migrations", "unapplied": len(unapplied)}
+        _MIGRATED = True
+    return {"ok": True}
 
 
 def check_database() -> dict:
@@ -54,19 +87,39 @@ def check_channel_layer() -> dict:
 
 
 def check_worker() -> dict:
-    """The newest task-worker heartbeat must be younger than HAL_WORKER_STALE_SECONDS."""
+    """The newest task-worker heartbeat must be younger than HAL_WORKER_STALE_SECONDS.
+
+    Reported, never part of readiness; `required` says whether monitoring should care
+    (HAL_HEALTH_REQUIRE_WORKER) and `started_at` lets install.py tell a restarted worker.
+    """
+    required = bool(settings.HAL_HEALTH_REQUIRE_WORKER)
     latest = WorkerHeartbeat.objects.order_by("-last_seen_at").first()
     if latest is None:
         return {
-            "ok": not settings.HAL_HEALTH_REQUIRE_WORKER,
+            "ok": not required,
+            "required": required,
             "last_seen_at": None,
+            "started_at": None,
             "reason": "no worker has reported",
         }
-    age = (timezone.now() - latest.last_seen_at).total_seconds()
+    now = timezone.now()
+    age = (now - latest.last_seen_at).total_seconds()
     fresh = age <= settings.HAL_WORKER_STALE_SECONDS
+    # The newest start among the workers still beating (several hosts may share the
+    # database): a restarted worker shows here at its first heartbeat.
+    newest = (
+        WorkerHeartbeat.objects.filter(
+            last_seen_at__gte=now - timedelta(seconds=settings.HAL_WORKER_STALE_SECONDS)
+        )
+        .order_by("-started_at")
+        .first()
+    ) or latest
     result = {
-        "ok": fresh or not settings.HAL_HEALTH_REQUIRE_WORKER,
+        "ok": fresh or not required,
+        "required": required,
+        "fresh": fresh,
         "last_seen_at": latest.last_seen_at.isoformat(),
+        "started_at": newest.started_at.isoformat(),
         "age_seconds": round(age, 1),
     }
     if not fresh:
@@ -76,13 +129,18 @@ def check_worker() -> dict:
 
 CHECKS = {
     "database": check_database,
+    "migrations": check_migrations,
     "channel_layer": check_channel_layer,
     "worker": check_worker,
 }
 
 
+# Reported only: a failing one degrades `status` but leaves the process ready.
+REPORT_ONLY = {"worker"}
+
+
 def register_health_check(name: str, check: Callable[[], dict[str, Any]]) -> None:
-    """Add a check of an app above hal (the vault registers its own from its ready())."""
+    """Add a readiness check of an app above hal (the vault registers its own)."""
     CHECKS[name] = check
 
 
@@ -106,28 +164,41 @@ def in_startup_grace() -> bool:
     return time.monotonic() - PROCESS_STARTED < startup_grace_seconds()
 
 
-@require_GET
-def health(request: HttpRequest) -> JsonResponse:
-    """Report status, version and each check; 503 when any check fails (except the worker
-    during the start-up grace period: 200 "starting")."""
+def run_checks() -> dict[str, dict[str, Any]]:
+    """Every check's result; a check that raises is reported failing, not raised."""
     checks = {}
     for name, fn in CHECKS.items():
         try:
             checks[name] = fn()
         except Exception as exc:  # a failing dependency is reported, not raised
             checks[name] = {"ok": False, "reason": type(exc).__name__}
-    ok = all(c["ok"] for c in checks.values())
-    status = "ok" if ok else "degraded"
+    return checks
+
+
+def summarize(checks: dict[str, dict[str, Any]]) -> tuple[bool, str]:
+    """(ready, status): ready unless a readiness check fails; status "ok", "starting"
+    (only the worker missing, just after this process started) or "degraded"."""
     failing = [name for name, c in checks.items() if not c["ok"]]
+    ready = not [name for name in failing if name not in REPORT_ONLY]
+    if not failing:
+        return ready, "ok"
     if failing == ["worker"] and in_startup_grace():
-        # Only the worker has not reported yet, just after a start: not an outage, so a
-        # deploy read-back or a load balancer does not flap.
+        # The worker has not reported yet, just after a start: not worth an alert.
         checks["worker"]["starting"] = True
-        ok, status = True, "starting"
+        return ready, "starting"
+    return ready, "degraded"
+
+
+@require_GET
+def health(request: HttpRequest) -> JsonResponse:
+    """Report status, readiness, version and each check; 503 only when not ready."""
+    checks = run_checks()
+    ready, status = summarize(checks)
     body = {
         "status": status,
+        "ready": ready,
         "version": get_version(),
         "checks": checks,
         "time": timezone.now().isoformat(),
     }
-    return JsonResponse(body, status=200 if ok else 503)
+    return JsonResponse(body, status=200 if ready else 503)

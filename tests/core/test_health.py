@@ -35,7 +35,8 @@ def long_running(monkeypatch):
     monkeypatch.setattr(health, "PROCESS_STARTED", time.monotonic() - 3600)
 
 
-def test_health_is_503_when_the_worker_heartbeat_is_stale(client, settings, long_running):
+def test_a_stale_worker_is_reported_but_the_web_process_stays_ready(client, settings, long_running):
+    """Issue 28 item 2: readiness is the web process's own; the worker is reported apart."""
     settings.HAL_HEALTH_REQUIRE_WORKER = True
     WorkerHeartbeat.objects.create(
         worker_id="w1",
@@ -43,10 +44,13 @@ def test_health_is_503_when_the_worker_heartbeat_is_stale(client, settings, long
         last_seen_at=timezone.now() - timedelta(seconds=settings.HAL_WORKER_STALE_SECONDS + 5),
     )
     response = client.get("/api/health")
-    assert response.status_code == 503
+    assert response.status_code == 200
     body = response.json()
-    assert body["status"] == "degraded"
+    assert body["status"] == "degraded" and body["ready"] is True
     assert body["checks"]["worker"]["ok"] is False
+    assert body["checks"]["worker"]["reason"] == "worker heartbeat is stale"
+    assert body["checks"]["worker"]["required"] is True
+    assert body["checks"]["worker"]["started_at"] is not None
 
 
 def test_health_is_ok_with_a_fresh_worker(client, settings):
@@ -57,9 +61,58 @@ def test_health_is_ok_with_a_fresh_worker(client, settings):
     assert client.get("/api/health").status_code == 200
 
 
-def test_health_is_503_when_no_worker_ever_reported(client, settings, long_running):
+def test_no_worker_ever_reported_is_degraded_not_unready(client, settings, long_running):
     settings.HAL_HEALTH_REQUIRE_WORKER = True
-    assert client.get("/api/health").status_code == 503
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded" and body["checks"]["worker"]["ok"] is False
+
+
+def test_unapplied_migrations_make_the_process_unready(client, monkeypatch):
+    from hal.views import health
+
+    monkeypatch.setattr(health, "_MIGRATED", False)
+    monkeypatch.setattr(health, "_unapplied_migrations", lambda: ["hal.9999_future"])
+    response = client.get("/api/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["ready"] is False and body["status"] == "degraded"
+    assert body["checks"]["migrations"] == {
+        "ok": False,
+        "reason": "unapplied migrations",
+        "unapplied": 1,
+    }
+
+
+def test_applied_migrations_are_checked_once(client, monkeypatch):
+    from hal.views import health
+
+    monkeypatch.setattr(health, "_MIGRATED", False)
+    calls = []
+
+    def plan():
+        calls.append(1)
+        return []
+
+    monkeypatch.setattr(health, "_unapplied_migrations", plan)
+    assert client.get("/api/health").json()["checks"]["migrations"] == {"ok": True}
+    assert client.get("/api/health").status_code == 200
+    assert calls == [1]
+
+
+def test_the_real_migration_plan_is_empty_in_a_migrated_database(monkeypatch):
+    from hal.views import health
+
+    assert health._unapplied_migrations() == []
+
+
+def test_an_unreadable_vault_makes_the_process_unready(client, monkeypatch):
+    from hal.views import health
+
+    monkeypatch.setitem(health.CHECKS, "vault", lambda: {"ok": False, "reason": "vault.E001"})
+    response = client.get("/api/health")
+    assert response.status_code == 503 and response.json()["ready"] is False
 
 
 def test_health_reports_a_failing_database(client, monkeypatch):
@@ -103,7 +156,7 @@ def test_health_is_starting_200_until_the_first_heartbeat(client, settings, monk
     assert client.get("/api/health").json()["status"] == "ok"
 
 
-def test_health_after_the_grace_period_is_503_without_a_worker(client, settings, monkeypatch):
+def test_health_after_the_grace_period_is_degraded_without_a_worker(client, settings, monkeypatch):
     import time
 
     from hal.views import health
@@ -112,7 +165,7 @@ def test_health_after_the_grace_period_is_503_without_a_worker(client, settings,
     settings.HAL_HEALTH_STARTUP_GRACE_SECONDS = 30
     monkeypatch.setattr(health, "PROCESS_STARTED", time.monotonic() - 31)
     response = client.get("/api/health")
-    assert response.status_code == 503 and response.json()["status"] == "degraded"
+    assert response.status_code == 200 and response.json()["status"] == "degraded"
 
 
 def test_starting_never_hides_a_failing_database(client, settings, monkeypatch):
@@ -129,3 +182,24 @@ def test_starting_never_hides_a_failing_database(client, settings, monkeypatch):
     monkeypatch.setitem(health.CHECKS, "database", broken)
     response = client.get("/api/health")
     assert response.status_code == 503 and response.json()["status"] == "degraded"
+
+
+def test_worker_started_at_is_the_newest_start_among_beating_workers(client, settings):
+    """install.py tells a restarted worker by it, even when another host's worker beats too."""
+    now = timezone.now()
+    WorkerHeartbeat.objects.create(
+        worker_id="other-host", started_at=now - timedelta(hours=2), last_seen_at=now
+    )
+    WorkerHeartbeat.objects.create(
+        worker_id="restarted",
+        started_at=now - timedelta(seconds=3),
+        last_seen_at=now - timedelta(seconds=2),
+    )
+    WorkerHeartbeat.objects.create(
+        worker_id="dead",
+        started_at=now,
+        last_seen_at=now - timedelta(seconds=settings.HAL_WORKER_STALE_SECONDS + 5),
+    )
+    worker = client.get("/api/health").json()["checks"]["worker"]
+    assert worker["started_at"] == (now - timedelta(seconds=3)).isoformat()
+    assert worker["fresh"] is True

@@ -151,13 +151,18 @@ def stop(name: str) -> int:
     if pid is None:
         return 0
     os.kill(pid, signal.SIGTERM)  # KillMode=mixed: the main process first
-    deadline = time.monotonic() + float(props.get("TimeoutStopSec", "90"))
+    started = time.monotonic()
+    deadline = started + float(props.get("TimeoutStopSec", "90"))
     while running(unit) and time.monotonic() < deadline:
         time.sleep(0.1)
+    killed = running(unit) is not None
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    # How long each stop took, and whether it needed the SIGKILL (the deploy tests report it).
+    with open(STATE / "stops.log", "a") as log:
+        log.write(f"{unit} {time.monotonic() - started:.2f}s{' SIGKILL' if killed else ''}\n")
     return 0
 
 

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tarfile
 from pathlib import Path
 
@@ -38,14 +37,58 @@ def free_port() -> int:
 def clean_env() -> dict[str, str]:
     """No DATABASE_URL/REDIS_URL/HAL_* from the outer run (CI runs on PostgreSQL too).
 
-    PYTHONPATH lends the release venv this checkout's installed dependencies, so pip finds
-    every requirement satisfied and (with --no-index) nothing is downloaded.
+    Nothing lends the release venv packages: it is installed from the artifact's
+    wheelhouse, as on a host.
     """
     keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
-    keep["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
-    keep["PIP_NO_INDEX"] = "1"
     keep["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return keep
+
+
+# The venv's local copy of the dependency wheels (`make venv` fills it from the package
+# index): the tests' release wheelhouses are built from it offline.
+LOCAL_WHEELS = REPO / ".venv" / "wheelhouse"
+# The release venv's interpreter in the tests: the one the wheelhouse was built with (a host
+# passes /usr/bin/python3, the default; here the test venv's Python may be another micro
+# version, whose wheels and markers differ).
+PYTHON = sys.executable
+
+
+def build_wheelhouse(dest: Path) -> Path:
+    """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS."""
+    if not any(LOCAL_WHEELS.glob("*.whl")):
+        raise RuntimeError(f"{LOCAL_WHEELS} holds no wheels: run `make venv`")
+    load_release().build_wheelhouse(
+        REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)]
+    )
+    return dest
+
+
+def make_release_key(directory: Path) -> dict:
+    """A release key made per run: the private key object and the public PEM file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    directory.mkdir(parents=True, exist_ok=True)
+    private = Ed25519PrivateKey.generate()
+    public = directory / "release-key.pub"
+    public.write_bytes(
+        private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return {"private": private, "public": public}
+
+
+def sign(artifact: Path, key: dict, **record_fields) -> Path:
+    """Write <artifact>.sha256 and the signed <artifact>.record.json, as release.py build
+    does, from the build info inside the artifact (record_fields override the record)."""
+    release = load_release()
+    digest = sha256(artifact)
+    artifact.with_name(artifact.name + ".sha256").write_text(f"{digest}  {artifact.name}\n")
+    info = release.read_build_info(artifact)
+    record = {**release.build_record(artifact, info, digest, 0), **record_fields}
+    return release.write_record(artifact, record, key["private"])
 
 
 def run_install(*args: str) -> subprocess.CompletedProcess:
@@ -90,6 +133,8 @@ def retarget(src_path: Path, dest_path: Path, old: str, new: str, **build) -> No
         for member in src.getmembers():
             data = src.extractfile(member).read() if member.isfile() else None
             member.name = member.name.replace(f"hal-{old}", f"hal-{new}", 1)
+            # A long name (a wheel's) is also in the member's PAX header, which would win.
+            member.pax_headers.pop("path", None)
             if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1:
                 data = data.replace(f'version = "{old}"'.encode(), f'version = "{new}"'.encode())
             if member.name.endswith("/.hal-build.json") and member.name.count("/") == 1:
@@ -127,6 +172,10 @@ def alive_cmd(site, port: int | str | None = None) -> str:
 
 def common_args(site) -> list[str]:
     return [
+        "--release-key",
+        str(site["release_key"]["public"]),
+        "--python",
+        PYTHON,
         "--root",
         str(site["root"]),
         "--env-file",

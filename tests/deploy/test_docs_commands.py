@@ -20,13 +20,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.deploy import hosts
-from tests.deploy.install_host import load_release, retarget, sha256
+from tests.deploy.install_host import load_release, retarget, sign
 from tests.deploy.marks import slow_once
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +72,10 @@ def namespaces_work() -> bool:
 
 
 @slow_once
-def test_deploy_md_sections_2_to_4_run_as_written(tmp_path):
+# Two installs from the wheelhouse (pip installs ~90 wheels each, as on a host) on top of
+# the rest: more than slow_once's 15 min on a loaded machine.
+@pytest.mark.timeout(1800)
+def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key):
     for tool in ("/usr/sbin/nginx", "/usr/bin/curl"):
         if not Path(tool).exists():
             pytest.skip(f"{tool} is missing (make system-deps installs nginx)")
@@ -82,7 +84,8 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path):
     blocks = section_blocks(DOC.read_text(), 2, 4)
     first, upgrade = doc_versions(blocks)[:2]
 
-    # The artifacts the docs name, as release.py builds them (suite marked as run).
+    # The artifacts the docs name, as release.py builds them (suite marked as run, the
+    # wheelhouse inside, the record signed with this run's release key).
     release = load_release()
     work, published = tmp_path / "work", tmp_path / "published"
     work.mkdir()
@@ -93,14 +96,21 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path):
     built = tmp_path / "built.tar.gz"
     version = release.read_version((REPO / "pyproject.toml").read_text())
     info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
-    release.write_artifact(REPO, commit, f"hal-{version}/", info, built)
+    release.write_artifact(REPO, commit, f"hal-{version}/", info, built, wheels)
     for name in (first, upgrade):
         artifact = published / f"hal-{name}.tar.gz"
         retarget(built, artifact, version, name)
-        sums = f"{sha256(artifact)}  {artifact.name}\n"
-        (published / f"{artifact.name}.sha256").write_text(sums)
-        shutil.copy(artifact, work)  # "a directory holding hal-<v>.tar.gz and its .sha256"
-        (work / f"{artifact.name}.sha256").write_text(sums)
+        sign(artifact, release_key)  # its .sha256 and .record.json beside it
+        # "a directory holding hal-<v>.tar.gz, its .sha256 and .record.json"
+        for suffix in ("", ".sha256", ".record.json"):
+            shutil.copy(published / f"{artifact.name}{suffix}", work)
+    shutil.copy(release_key["public"], work)  # "… and release-key.pub" (§1)
+    # The host's python3, in the namespace: the interpreter the wheelhouse was built with
+    # (this machine's /usr/bin/python3 may be another version; CI's certainly is).
+    host_python = tmp_path / "python3"
+    base = shlex.quote(os.path.realpath(sys._base_executable))
+    host_python.write_text(f'#!/bin/sh\nexec {base} "$@"\n')
+    host_python.chmod(0o755)
 
     ca = hosts.make_ca(tmp_path / "tls", "hal.example.org", "artifacts.example.org")
     shims = tmp_path / "shims"
@@ -148,14 +158,15 @@ server {{
 }}
 EOF
 nginx -t -q && nginx
-# python3 is the interpreter whose packages the offline install borrows (Debian's 3.11.2
-# would need async-timeout, which no wheel here provides); it lives under /root, which
-# the overlay opens to the service user as /usr/bin would be.
+# /usr/bin/python3 (install.py's default --python) is the interpreter the wheelhouse was
+# built for; it may live under /root (pyenv), which the overlay opens to the service user
+# as /usr/bin would be. Nothing lends the release venv packages: it is installed from the
+# artifact's wheelhouse, offline, as on a host.
 mkdir -p $OV/root/up $OV/root/work
 mount -t overlay overlay -o lowerdir=/root,upperdir=$OV/root/up,workdir=$OV/root/work /root
 chmod 0755 /root
-export PATH={q(str(shims))}:{q(str(Path(sys.base_prefix) / "bin"))}:/usr/sbin:/usr/bin:/sbin:/bin
-export PYTHONPATH={q(sysconfig.get_paths()["purelib"])} PIP_NO_INDEX=1
+mount --bind {q(str(host_python))} /usr/bin/python3
+export PATH={q(str(shims))}:/usr/sbin:/usr/bin:/sbin:/bin
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 cd {q(str(work))}
 . {q(str(doc_script))}
@@ -177,7 +188,7 @@ nginx -s stop
         ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", str(harness)],
         capture_output=True,
         text=True,
-        timeout=840,
+        timeout=1740,
         # A fresh login's environment, not the test runner's (DJANGO_ALLOW_ASYNC_UNSAFE…).
         env={"PATH": os.environ["PATH"], "HOME": "/root", "LANG": "C.UTF-8"},
     )

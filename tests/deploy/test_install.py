@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.deploy.install_host import (
+    PYTHON,
     alive_cmd,
     common_args,
     load_install,
@@ -46,10 +47,17 @@ def test_end_to_end_install_then_failed_upgrade_rolls_back(
     release = root / "releases" / version
     assert (release / "manage.py").exists()
     assert (release / ".venv" / "bin" / "python").exists()
-    # The dependencies were installed under the release's pinned versions.
-    assert (release / "requirements.lock").is_file()
-    assert "-c requirements.lock -r .hal-requirements.txt" in done.stdout + done.stderr
+    # The dependencies came from the artifact's wheelhouse only, every wheel hash-checked;
+    # the wheels are gone afterwards, their list with the hashes stays.
+    assert "--no-index --find-links" in done.stdout
+    assert "--only-binary :all: --require-hashes" in done.stdout
+    assert "build record verified: signed by release key" in done.stdout
+    assert (release / ".wheelhouse" / "requirements.txt").is_file()
+    assert not list((release / ".wheelhouse").glob("*.whl"))
     assert (release / "staticfiles" / "hal").is_dir()  # collectstatic ran
+    static = [release / "staticfiles", *(release / "staticfiles").rglob("*")]
+    assert {p.stat().st_uid for p in static} == {os.geteuid()}  # root's again
+    assert {p.stat().st_mode & 0o777 for p in static} == {0o755, 0o644}
     assert (site["data"] / "hal.sqlite3").exists()  # migrate ran against the data dir
     assert not (site["data"] / "snapshots").exists()  # nothing to back up on a first install
     record = json.loads((release / ".hal-release.json").read_text())
@@ -162,13 +170,14 @@ def test_refuses_plain_http_except_loopback(tmp_path):
     assert not (tmp_path / "srv").exists()
 
 
-def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
+def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts, release_key):
     write_env_file(tmp_path / "hal.env", tmp_path / "data")
     done = run_install(
         "--artifact",
         str(artifacts["first"]),
         "--sha256",
         "0" * 64,
+        *("--release-key", str(release_key["public"]), "--python", PYTHON),
         "--root",
         str(tmp_path / "srv"),
         "--env-file",
@@ -180,13 +189,16 @@ def test_refuses_a_checksum_mismatch_and_changes_nothing(tmp_path, artifacts):
     assert not (tmp_path / "srv" / "current").exists()
 
 
-def test_a_failed_download_install_leaves_nothing_in_incoming(tmp_path, artifacts, artifact_server):
+def test_a_failed_download_install_leaves_nothing_in_incoming(
+    tmp_path, artifacts, artifact_server, release_key
+):
     write_env_file(tmp_path / "hal.env", tmp_path / "data")
     done = run_install(
         "--artifact-url",
         f"{artifact_server}/{artifacts['first'].name}",
         "--sha256",
         "0" * 64,
+        *("--release-key", str(release_key["public"]), "--python", PYTHON),
         "--root",
         str(tmp_path / "srv"),
         "--env-file",
@@ -202,7 +214,8 @@ class _Health(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        body = json.dumps({"status": "degraded", "version": "1.0"}).encode()
+        # A 200 is a ready process: this one runs another version than awaited.
+        body = json.dumps({"status": "ok", "version": "0.9"}).encode()
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

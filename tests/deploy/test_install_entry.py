@@ -16,6 +16,7 @@ import pytest
 
 from tests.deploy.install_host import (
     INSTALL,
+    PYTHON,
     REPO,
     clean_env,
     common_args,
@@ -166,7 +167,7 @@ def test_install_py_copied_alone_installs_a_new_artifact(alone, site, artifacts,
 # --- what ship.py copies to the host ------------------------------------------------------------
 
 
-def test_ship_copies_a_zipapp_of_the_entry_point_and_the_package(artifacts, tmp_path):
+def test_ship_copies_a_zipapp_of_the_entry_point_and_the_package(artifacts, tmp_path, release_key):
     ship = load_ship()
     installer = ship.extract_installer(artifacts["first"], tmp_path)
     assert installer.name == "install.pyz"
@@ -177,6 +178,7 @@ def test_ship_copies_a_zipapp_of_the_entry_point_and_the_package(artifacts, tmp_
     done = run(
         installer,
         *("--artifact", str(artifacts["first"]), "--sha256", "0" * 64),
+        *("--release-key", str(release_key["public"]), "--python", PYTHON),
         *("--root", str(tmp_path / "srv"), "--env-file", str(tmp_path / "hal.env")),
     )
     assert done.returncode == 1 and "sha256 mismatch" in done.stderr

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 import urllib.request
@@ -26,9 +26,11 @@ from tests.deploy import hosts
 from tests.deploy.fake_service import load_env
 from tests.deploy.install_host import (
     FAKE_SERVICE,
+    PYTHON,
     load_release,
     retarget,
     sha256,
+    sign,
     stop_fake_services,
     write_env_file,
 )
@@ -94,8 +96,9 @@ def ops_host(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """An artifact as release.py build makes it (suite marked as run), with its .sha256."""
+def built(tmp_path_factory, wheels, release_key):
+    """An artifact as release.py build makes it (suite marked as run, wheelhouse inside),
+    with its .sha256 and signed record."""
     release = load_release()
     out = tmp_path_factory.mktemp("dist")
     commit = subprocess.run(
@@ -104,12 +107,12 @@ def built(tmp_path_factory):
     version = release.read_version((REPO / "pyproject.toml").read_text())
     artifact = out / f"hal-{version}.tar.gz"
     info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 7}}
-    release.write_artifact(REPO, commit, f"hal-{version}/", info, artifact)
-    (out / f"{artifact.name}.sha256").write_text(f"{sha256(artifact)}  {artifact.name}\n")
-    return {"artifact": artifact, "version": version, "commit": commit}
+    release.write_artifact(REPO, commit, f"hal-{version}/", info, artifact, wheels)
+    sign(artifact, release_key)
+    return {"artifact": artifact, "version": version, "commit": commit, "key": release_key}
 
 
-def ship_argv(ops_host, artifact: Path, *extra: str) -> list[str]:
+def ship_argv(ops_host, artifact: Path, *extra: str, key: dict | None = None) -> list[str]:
     fake = f"{sys.executable} {FAKE_SERVICE} --state {ops_host['state']} --port {{port}}"
     restart = f"{fake} --root {ops_host['root']} --env-file {ops_host['env_file']}"
     ports = ops_host["web_ports"]
@@ -128,15 +131,16 @@ def ship_argv(ops_host, artifact: Path, *extra: str) -> list[str]:
         str(artifact),
         "--remote-dir",
         str(ops_host["base"] / "incoming-ship"),
+        # The Python the test wheelhouse was built with (a host's is /usr/bin/python3).
         "--remote-python",
-        sys.executable,
-        # Offline: the release venv borrows this checkout's installed dependencies.
-        "--remote-env",
-        f"PYTHONPATH={sysconfig.get_paths()['purelib']}",
-        "--remote-env",
-        "PIP_NO_INDEX=1",
+        PYTHON,
+        "--release-key",
+        str((key or RELEASE_KEY)["public"]),
         *extra,
         "--",
+        # The host's copy of the public key (a real host: /etc/hal/release-key.pub).
+        "--release-key",
+        str((key or RELEASE_KEY)["public"]),
         "--root",
         str(ops_host["root"]),
         "--env-file",
@@ -155,6 +159,14 @@ def ship_argv(ops_host, artifact: Path, *extra: str) -> list[str]:
         "120",
         "--pip-args=--no-index",
     ]
+
+
+RELEASE_KEY: dict = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_key(release_key):
+    RELEASE_KEY.update(release_key)
 
 
 @pytest.fixture(scope="module")
@@ -193,14 +205,22 @@ def test_ship_installs_over_ssh_and_reads_back_through_https(ops_host, built, sh
     assert "TLS valid for localhost" in out
     # Both web processes were started, one after the other, each healthy before the next.
     for port in ops_host["web_ports"]:
-        assert f"health OK: version {built['version']} (http://127.0.0.1:{port}/api/health)" in out
+        assert re.search(
+            rf"health OK: version {re.escape(built['version'])} ready.*"
+            rf"\(http://127\.0\.0\.1:{port}/api/health\)",
+            out,
+        ), port
     # Installed on the "host": current points at the release; the copied artifact is gone.
     root = ops_host["root"]
     assert (root / "current").resolve() == root / "releases" / built["version"]
     record = json.loads((root / "current" / ".hal-release.json").read_text())
     assert record["sha256"] == sha256(built["artifact"])
     assert record["build"]["commit"] == built["commit"]
-    assert not (ops_host["base"] / "incoming-ship" / built["artifact"].name).exists()
+    # The ship's private directory (and the artifact and install.pyz in it) is gone; the
+    # parent it was made in is the SSH user's, 0700.
+    assert list((ops_host["base"] / "incoming-ship").iterdir()) == []
+    parent = (ops_host["base"] / "incoming-ship").stat()
+    assert parent.st_uid == os.geteuid() and parent.st_mode & 0o777 == 0o700
     print(f"ship end-to-end (first install): {seconds:.1f}s")
 
     # The read-back fails without the CA that signed the certificate (TLS really checked).
@@ -244,7 +264,6 @@ def session_cookie(ops_host) -> str:
     current = ops_host["root"] / "current"
     env = {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": sysconfig.get_paths()["purelib"],
         **load_env(ops_host["env_file"]),
         "HAL_PRODUCTION": "1",
     }
@@ -341,7 +360,7 @@ def test_rolling_upgrade_through_the_proxy_fails_no_request(ops_host, built, shi
     upgrade_version = f"{built['version']}.post1"
     upgrade = tmp_path / f"hal-{upgrade_version}.tar.gz"
     retarget(built["artifact"], upgrade, built["version"], upgrade_version)
-    (tmp_path / f"{upgrade.name}.sha256").write_text(f"{sha256(upgrade)}  {upgrade.name}\n")
+    sign(upgrade, built["key"])
 
     poller = Poller(f"{ops_host['url']}/api/health", ops_host["ca"].ca_pem)
     sockets = Socket(ops_host, session_cookie(ops_host))
@@ -419,7 +438,7 @@ def test_an_older_ship_py_copying_install_py_alone_installs_a_new_artifact(
     upgrade_version = f"{built['version']}.post2"
     upgrade = tmp_path / f"hal-{upgrade_version}.tar.gz"
     retarget(built["artifact"], upgrade, built["version"], upgrade_version)
-    (tmp_path / f"{upgrade.name}.sha256").write_text(f"{sha256(upgrade)}  {upgrade.name}\n")
+    sign(upgrade, built["key"])
     older_ship = tmp_path / "older_ship.py"
     older_ship.write_text(OLDER_SHIP.format(ship=str(SHIP)))
     argv = ship_argv(ops_host, upgrade)

@@ -130,6 +130,14 @@ def test_snapshot_then_restore_round_trip(op_actor, operator):
     assert not Incident.objects.filter(pk=later.pk).exists()
     # The restore itself is audited after the data came back.
     assert audit_rows("dr.restore")
+    # The dump holds its own row as it was while being taken (`running`): the restore
+    # never brings that back, or every later snapshot (and install) would be refused.
+    restored = Snapshot.objects.get(name=snap.name)
+    assert restored.status == Snapshot.INTERRUPTED
+    assert f"restore from {snap.name}" in restored.error
+    assert not Snapshot.objects.filter(status=Snapshot.RUNNING).exists()
+    assert audit_rows("dr.snapshot.interrupted")
+    assert dr.check_snapshot_now(actor=op_actor).status == Snapshot.SUCCEEDED
 
 
 @pytest.mark.django_db(transaction=True)
@@ -172,3 +180,33 @@ def test_snapshot_method_on_this_database(op_actor):
         manifest = json.loads((Path(snap.path) / "MANIFEST.json").read_text())
         # A failed pg_dump is allowed to fall back, but it must say why.
         assert snap.method == "pg_dump" or manifest["database"].get("pg_dump_error")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_releases_a_running_snapshot_past_its_timeout(op_actor, settings):
+    """Issue 28 item 3: a snapshot whose process died does not block for good."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from hal.actions.base import Actor
+    from hal.management.commands import hal_worker
+
+    settings.HAL_DR_SNAPSHOT_TIMEOUT_SECONDS = 600
+    stale = Snapshot.objects.create(name="died", path="/nonexistent", status=Snapshot.RUNNING)
+    young = Snapshot.objects.create(name="busy", path="/nonexistent", status=Snapshot.RUNNING)
+    Snapshot.objects.filter(pk=stale.pk).update(started_at=timezone.now() - timedelta(seconds=601))
+    # One of the worker's periodic sweeps.
+    assert dr.sweep_stale_snapshots in [fn for _, fn in hal_worker.periodic_sweeps()]
+    released = dr.sweep_stale_snapshots(Actor.for_system("task", label="worker"))
+    assert released == ["died"]
+    stale.refresh_from_db()
+    young.refresh_from_db()
+    assert stale.status == Snapshot.INTERRUPTED and "600 s" in stale.error
+    assert stale.finished_at is not None
+    assert young.status == Snapshot.RUNNING  # still within its timeout: left alone
+    rows = audit_rows("dr.snapshot.interrupted")
+    assert [r.target_label for r in rows] == ["died"]
+    # The young one still blocks; nothing else changed.
+    with pytest.raises(Conflict):
+        dr.check_snapshot_now(actor=op_actor)

@@ -82,15 +82,26 @@ class Command(BaseCommand):
         except dr.SnapshotError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         # Written into the restored database, so the restore is part of its history.
+        actor = Actor.for_system("cli", "dr_restore")
         with transaction.atomic():
             record_audit(
-                Actor.for_system("cli", "dr_restore"),
+                actor,
                 "dr.restore",
                 target_type="snapshot",
                 target_id=path.name,
                 target_label=str(path),
                 after={"method": result["method"], "keys_restored": result["keys_restored"]},
             )
+        # The dump holds the rows as they were while it was taken, its own snapshot's
+        # `running` among them: none of those processes runs now, and a `running` row
+        # would refuse every snapshot (the timer, the DR page, every install).
+        interrupted = dr.do_interrupt_running(
+            actor,
+            f"interrupted by the restore from {path.name}: the row came back as it was "
+            "while that snapshot was being taken",
+        )
+        if interrupted:
+            self.stdout.write(f"Marked interrupted: {', '.join(interrupted)}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Restored from {path.name} ({result['method']}); keys restored: "

@@ -16,6 +16,7 @@ from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 
 from hal.actions.base import Actor
+from hal.actions.dr import sweep_stale_snapshots
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.models import Job, WorkerHeartbeat
@@ -24,6 +25,13 @@ from hal.worker_hooks import loops, sweeps
 
 log = logging.getLogger("hal.worker")
 SWEEP_EVERY_SECONDS = 60
+# hal's own sweeps that take the worker's actor (the apps' come from hal/worker_hooks.py).
+HAL_SWEEPS: list[tuple[str, Any]] = [("dr.stale_snapshots", sweep_stale_snapshots)]
+
+
+def periodic_sweeps() -> list[tuple[str, Any]]:
+    """The sweeps run every SWEEP_EVERY_SECONDS after the orphan/proposal sweeps, in order."""
+    return HAL_SWEEPS + sweeps()
 
 
 def beat(worker_id: str, started_at: Any) -> None:
@@ -104,8 +112,8 @@ class Command(BaseCommand):
 
     @staticmethod
     def _app_sweeps(actor: Actor) -> None:
-        """The apps' sweeps (hal/worker_hooks.py); one failing does not skip the others."""
-        for name, fn in sweeps():
+        """hal's and the apps' sweeps (periodic_sweeps); one failing does not skip the others."""
+        for name, fn in periodic_sweeps():
             try:
                 fn(actor)
             except Exception:

@@ -28,17 +28,13 @@ def _health(actor: Actor, a: dict[str, Any]) -> dict[str, Any]:
     from django.utils import timezone
 
     from hal.version import get_version
-    from hal.views.health import CHECKS
+    from hal.views.health import run_checks, summarize
 
-    checks = {}
-    for key, fn in CHECKS.items():
-        try:
-            checks[key] = fn()
-        except Exception as exc:  # a failing dependency is reported, not raised
-            checks[key] = {"ok": False, "reason": type(exc).__name__}
-    ok = all(c["ok"] for c in checks.values())
+    checks = run_checks()
+    ready, status = summarize(checks)
     return {
-        "status": "ok" if ok else "degraded",
+        "status": status,
+        "ready": ready,
         "version": get_version(),
         "checks": checks,
         "time": timezone.now().isoformat(),

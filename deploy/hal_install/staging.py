@@ -1,0 +1,144 @@
+"""Staging `<root>/releases/<v>`: the interpreter check, unpack, the venv from the artifact's
+wheelhouse, then every manage.py step as the service user.
+
+Nothing unverified runs as root: root unpacks the verified artifact and has pip install
+the wheelhouse's wheels — `--no-index --only-binary :all: --require-hashes`, so no package
+index is asked and no sdist's build code runs — and every step that runs the release's own
+code (migrate, collectstatic, check) runs as `--user`. The release tree stays root's and
+read-only to the service; only `staticfiles/` is the service's while collectstatic fills
+it, then root's again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from .artifact import unpack
+from .errors import InstallError, say
+from .service import Runner
+
+WHEELHOUSE = ".wheelhouse"  # in the artifact, written by release.py build (deploy/wheelhouse.py)
+PROBE = "import ensurepip, sys, venv; print(sys.version.split()[0])"
+
+
+def check_interpreter(runner: Runner, python: str) -> str:
+    """The venv's interpreter must run for the service user (who runs the venv): its version.
+
+    Checked before anything is downloaded, unpacked or installed — an interpreter under a
+    directory the service user cannot enter (root's pyenv shim in /root) fails here, not
+    after pip.
+    """
+    if not os.path.isabs(python):
+        raise InstallError(f"--python must be an absolute path (got {python!r})")
+    who = f"the service user {runner.user.pw_name}" if runner.user else "this user"
+    try:
+        version = runner.run([python, "-c", PROBE], cwd=Path("/"), quiet=True)
+    except InstallError as exc:
+        raise InstallError(
+            f"--python {python} cannot run as {who}, with venv and ensurepip (Debian: "
+            f"apt-get install python3-venv): {exc}"
+        ) from exc
+    say(f"interpreter: {python} (Python {version}) runs as {who}")
+    return version.strip().splitlines()[-1]
+
+
+def check_python_matches(record: dict, version: str, python: str) -> None:
+    """The wheelhouse was built for one Python: refuse another minor version up front."""
+    built = str(record.get("python") or "")
+    if built.split(".")[:2] != version.split(".")[:2]:
+        raise InstallError(
+            f"the artifact's wheelhouse was built with Python {built or '?'}, but --python "
+            f"{python} is Python {version}: build the release with the ops host's Python "
+            "minor version, or pass --python with one"
+        )
+    if built != version:
+        say(f"note: wheelhouse built with Python {built}, installing with {version}")
+
+
+def stage(
+    runner: Runner, args: argparse.Namespace, artifact: Path, version: str, prefix: str
+) -> Path:
+    """Unpack, venv + dependencies, migrate, collectstatic, check --deploy. Return the release."""
+    release = args.root / "releases" / version
+    if release.exists():
+        say(f"replacing an earlier, non-current {release}")
+        shutil.rmtree(release)
+    release.mkdir(parents=True)
+    say(f"unpacked {unpack(artifact, prefix, release)} entries into {release}")
+    install_dependencies(runner, args, release)
+    runner.manage(release, "migrate", "--noinput")
+    collect_static(runner, release)
+    deploy_check(runner, release, set(args.allow_check))
+    return release
+
+
+def install_dependencies(runner: Runner, args: argparse.Namespace, release: Path) -> None:
+    """A venv of --python with exactly the wheelhouse's wheels (hash-checked, nothing built).
+
+    HAL runs from the release directory (templates, static and locale sit beside the
+    code), so the venv holds the dependencies only: no build backend on the ops host,
+    and no second copy of HAL in site-packages that nothing imports.
+    """
+    wheels = release / WHEELHOUSE
+    listing = wheels / "requirements.txt"
+    if not listing.is_file():
+        raise InstallError(
+            f"the artifact has no {WHEELHOUSE}/requirements.txt: it was built before release.py "
+            "made wheelhouses; build it again with this release's release.py"
+        )
+    runner.run([args.python, "-m", "venv", str(release / ".venv")], cwd=release, as_user=False)
+    pip = [str(release / ".venv" / "bin" / "python"), "-m", "pip", "install", "-q"]
+    runner.run(
+        [
+            *pip,
+            *("--no-index", "--find-links", str(wheels), "--only-binary", ":all:"),
+            "--require-hashes",
+            *shlex.split(args.pip_args),
+            *("-r", str(listing)),
+        ],
+        cwd=release,
+        as_user=False,
+        # The host's pip configuration (an index, constraints) has no say over this install.
+        PIP_CONFIG_FILE=os.devnull,
+    )
+    # The venv holds them now; the list with the hashes stays as the record of what it holds.
+    for wheel in wheels.glob("*.whl"):
+        wheel.unlink()
+
+
+def collect_static(runner: Runner, release: Path) -> None:
+    """collectstatic as the service user into a staticfiles/ it owns for that step only."""
+    static = release / "staticfiles"
+    static.mkdir()
+    if runner.user is not None:
+        os.chown(static, runner.user.pw_uid, runner.user.pw_gid)
+    try:
+        # Static files belong to the release (the proxy serves current/staticfiles), so
+        # they are world-readable (umask 022), unlike the data dir's files.
+        runner.manage(
+            release, "collectstatic", "--noinput", umask=0o022, HAL_STATIC_ROOT=str(static)
+        )
+    finally:
+        # Root's again, read-only to the service like the rest of the release.
+        for path in [static, *static.rglob("*")]:
+            if os.geteuid() == 0:
+                os.chown(path, 0, 0, follow_symlinks=False)
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def deploy_check(runner: Runner, release: Path, allowed: set[str]) -> None:
+    """`check --deploy` fails on warnings, except the check IDs the operator accepted."""
+    try:
+        runner.manage(release, "check", "--deploy", "--fail-level", "WARNING")
+        return
+    except InstallError as exc:
+        issues = set(re.findall(r"\(([a-z_]+\.[EWC]\d+)\)", runner.last_output))
+        if not issues or not issues <= allowed:
+            raise InstallError(f"check --deploy: {', '.join(sorted(issues - allowed))}") from exc
+    say(f"check --deploy: accepted {', '.join(sorted(issues))} (--allow-check)")
