@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := hal.settings
 
-.PHONY: run test test-suite lint format venv chromium system-deps claude-code migrate clean lock vendor
+.PHONY: run test test-suite lint format venv wheelhouse chromium system-deps claude-code migrate clean lock vendor
 
 # requirements.lock pins every dependency (dev tools too) to the versions CI last passed
 # with; `make lock` re-resolves pyproject.toml in a scratch venv and rewrites it.
@@ -28,7 +28,10 @@ $(WHEEL_STAMP): $(STAMP)
 	$(BIN)/python deploy/wheelhouse.py $(WHEELHOUSE)
 	@touch $@
 
-venv: $(STAMP) $(WHEEL_STAMP)
+venv: $(STAMP)
+
+# Only the tests need it (`make run` does not build wheels).
+wheelhouse: $(WHEEL_STAMP)
 
 # System packages the tests drive, installed when missing (root or sudo), in one apt call:
 # chromium + a Korean font for the browser tests (screenshots of the Korean UI show text,
@@ -77,7 +80,7 @@ run: migrate
 	  $(BIN)/python manage.py hal_local_agent --hal http://$(HOST):$(PORT) & \
 	  $(BIN)/daphne -b $(HOST) -p $(PORT) hal.asgi:application
 
-test: venv system-deps claude-code test-suite
+test: venv wheelhouse system-deps claude-code test-suite
 
 # The suite on every core (pytest-xdist; a test file stays on one worker, so its module
 # fixtures are built once). `make test-suite TEST_WORKERS=0` runs it in one process.

@@ -45,7 +45,7 @@ def clean_env() -> dict[str, str]:
     return keep
 
 
-# The venv's local copy of the dependency wheels (`make venv` fills it from the package
+# The venv's local copy of the dependency wheels (`make wheelhouse`, part of `make test`, fills it from the package
 # index): the tests' release wheelhouses are built from it offline.
 LOCAL_WHEELS = REPO / ".venv" / "wheelhouse"
 # The release venv's interpreter in the tests: the one the wheelhouse was built with (a host
@@ -57,7 +57,7 @@ PYTHON = sys.executable
 def build_wheelhouse(dest: Path) -> Path:
     """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS."""
     if not any(LOCAL_WHEELS.glob("*.whl")):
-        raise RuntimeError(f"{LOCAL_WHEELS} holds no wheels: run `make venv`")
+        raise RuntimeError(f"{LOCAL_WHEELS} holds no wheels: run `make wheelhouse`")
     load_release().build_wheelhouse(
         REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)]
     )

@@ -154,7 +154,7 @@ def clone(tmp_path_factory):
 
 def test_skip_tests_builds_this_repo_and_says_it_is_not_a_release(clone, tmp_path):
     out = tmp_path / "dist"
-    # The wheelhouse from the venv's local copy (make venv fills it): no network in tests.
+    # The wheelhouse from the venv's local copy (make wheelhouse fills it): no network in tests.
     done = run_release(
         "build",
         "--skip-tests",
