@@ -45,8 +45,8 @@ def clean_env() -> dict[str, str]:
     return keep
 
 
-# The venv's local copy of the dependency wheels (`make wheelhouse`, part of `make test`, fills it from the package
-# index): the tests' release wheelhouses are built from it offline.
+# The venv's local copy of the dependency wheels (`make wheelhouse`, part of `make test`,
+# fills it from the package index): the tests' release wheelhouses are built from it offline.
 LOCAL_WHEELS = REPO / ".venv" / "wheelhouse"
 # The release venv's interpreter in the tests: the one the wheelhouse was built with (a host
 # passes /usr/bin/python3, the default; here the test venv's Python may be another micro
