@@ -130,6 +130,7 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "dr.restore": _("DR restore"),
     "dr.snapshot": _("DR snapshot"),
     "dr.snapshot.complete": _("DR snapshot finished"),
+    "dr.snapshot.interrupted": _("snapshot marked interrupted"),
     "emergency.enter": _("emergency mode entered"),
     "emergency.leave": _("emergency mode left"),
     "incidents.annotate": _("incident note added"),

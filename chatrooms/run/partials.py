@@ -12,13 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from chatrooms import actions
 from hal.dbthreads import db
 
-if TYPE_CHECKING:
-    from chatrooms.run.framing import Framer
+
+class Framer(Protocol):
+    """What the saver reads of a reply's framer (chatrooms/run/framing.py imports this
+    module, so the type is described here rather than imported back)."""
+
+    text: list[str]
+    closed: bool
+    saved_pieces: int
+    message_id: int
+
+    def full_text(self) -> str: ...
+
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -28,7 +39,7 @@ SAVE_SECONDS = 1.0
 _savers: dict[int, asyncio.Task[None]] = {}
 
 
-def watch(framers: dict[int, Framer]) -> None:
+def watch(framers: Mapping[int, Framer]) -> None:
     """(On the loop) make sure the replies in `framers` are saved every SAVE_SECONDS."""
     key = id(framers)
     loop = asyncio.get_running_loop()
@@ -39,7 +50,7 @@ def watch(framers: dict[int, Framer]) -> None:
         task.add_done_callback(lambda t: _savers.pop(key, None) if _savers.get(key) is t else None)
 
 
-def due(framers: dict[int, Framer]) -> dict[int, str]:
+def due(framers: Mapping[int, Framer]) -> dict[int, str]:
     """The replies whose text grew since their last save, with that text (marked saved)."""
     out: dict[int, str] = {}
     for framer in list(framers.values()):
@@ -50,7 +61,7 @@ def due(framers: dict[int, Framer]) -> dict[int, str]:
     return out
 
 
-async def _save_while_streaming(framers: dict[int, Framer]) -> None:
+async def _save_while_streaming(framers: Mapping[int, Framer]) -> None:
     while framers:
         await asyncio.sleep(SAVE_SECONDS)
         texts = due(framers)
