@@ -38,11 +38,11 @@ async def test_rename_individual_room_and_unified_is_pinned(models, aclient):
 
 
 async def test_new_connection_gets_a_room_and_deleted_one_loses_it(models, aclient, operator):
+    from asgiref.sync import sync_to_async
+
     from providers.actions import check_delete_connection
 
     from .conftest import add_connection, admin_actor
-
-    from asgiref.sync import sync_to_async
 
     await rooms_of(aclient)
     # Adding with a key verifies it (async_to_sync inside): not on the test's loop thread.
