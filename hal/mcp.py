@@ -5,8 +5,9 @@ Built on the official SDK's `MCPServer` (mcp 2.x). Tools come from the same regi
 chat models use. Read tools run as the configured operator (over HTTP: the owner of the
 request's MCP token) through the `mcp` path (audited with via="mcp"). Write and high-risk
 tools are listed (so a client knows they exist) but refused: they need an operator's
-approval in the console. An MCP call does NOT create a pending proposal — an MCP client has no conversation to resume with the
-outcome, and an external process must not be able to fill the operators' approval queue.
+approval in the console. An MCP call does NOT create a pending proposal — an MCP client has
+no conversation to resume with the outcome, and an external process must not be able to fill
+the operators' approval queue.
 """
 
 from __future__ import annotations
