@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -75,16 +76,24 @@ class LiveServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        # Generous: a loaded 2-core machine can take tens of seconds to import Django.
+        deadline = time.monotonic() + 90
+        last: object = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.log_path.read_text()[-2000:]}")
             try:
                 urllib.request.urlopen(self.url + "/api/health", timeout=1)
                 return
-            except Exception:
-                time.sleep(0.2)
-        raise RuntimeError("daphne did not start")
+            except urllib.error.HTTPError as exc:  # up, but not ready (503 names why)
+                last = f"{exc.code} {exc.read()[:500]!r}"
+            except Exception as exc:
+                last = exc
+            time.sleep(0.2)
+        # Never leave it running: a daphne that did not get ready is still a process.
+        self.proc.kill()
+        self.proc.wait()
+        raise RuntimeError(f"daphne did not start (last health answer: {last})")
 
     def stop(self) -> None:
         self.proc.terminate()
