@@ -41,6 +41,9 @@ class ProviderConfig:
     # More LocalCLIProvider options as (name, value) pairs: config_dir, base_url,
     # min_version, probe.
     cli_options: tuple[tuple[str, Any], ...] = ()
+    # An OpenAI-compatible call's output cap (None: the provider's own). Set for budgeted
+    # connections: a reservation counts at most this many output tokens for a call.
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in PROVIDER_KINDS:
@@ -62,6 +65,7 @@ class ProviderConfig:
             self.cli_binary,
             self.cli_home,
             self.cli_models,
+            self.max_tokens,
         )
 
 
@@ -96,7 +100,7 @@ def build_provider(config: ProviderConfig) -> Provider:
     }
     if config.kind == "anthropic":
         return AnthropicProvider(**common)
-    return OpenAICompatProvider(**common)
+    return OpenAICompatProvider(**common, max_tokens=config.max_tokens)
 
 
 class ProviderRegistry:

@@ -282,3 +282,21 @@ async def test_edit_and_the_socket_are_refused_the_same_way(
     await orchestrator.wait_idle()
     assert len(beta.requests) == calls
     assert len(await messages(aclient, room)) == 2  # the first send and its reply only
+
+
+async def test_a_budgeted_openai_compatible_call_is_capped_at_its_estimated_output(
+    models, aclient, operator, orchestrator, settings
+):
+    # The bound holds only if a call cannot say more than its estimate counted: an
+    # OpenAI-compatible request has no output cap of its own, so a budgeted one sends the
+    # cap the reservation assumed (HAL_BUDGET_OUTPUT_TOKENS); an unbudgeted one is unchanged.
+    settings.HAL_BUDGET_OUTPUT_TOKENS = 321
+    beta = models[1]
+    room = await room_for(aclient, beta.id)
+    await send(aclient, room, "before any budget")
+    await orchestrator.wait_idle()
+    assert "max_tokens" not in beta.requests[-1].json
+    await set_budget(operator, beta.id, tokens_per_day=10**9)
+    await send(aclient, room, "with a budget")
+    await orchestrator.wait_idle()
+    assert beta.requests[-1].json["max_tokens"] == 321
