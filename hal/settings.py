@@ -345,6 +345,11 @@ if env("HAL_CHAT_DB_THREADS"):
 
 HAL_BUDGET_TOKENS_PER_DAY = int(env("HAL_BUDGET_TOKENS_PER_DAY", "0"))  # 0: unlimited
 HAL_BUDGET_FETCH_BYTES_PER_DAY = int(env("HAL_BUDGET_FETCH_BYTES_PER_DAY", "0"))  # 0: unlimited
+# Reservations (providers/reservations.py): prompt characters per estimated input token,
+# a budgeted call's output cap (sent as max_tokens), how long a reservation counts at most.
+HAL_BUDGET_CHARS_PER_TOKEN = float(env("HAL_BUDGET_CHARS_PER_TOKEN", "3"))
+HAL_BUDGET_OUTPUT_TOKENS = int(env("HAL_BUDGET_OUTPUT_TOKENS", "4096"))
+HAL_BUDGET_RESERVATION_SECONDS = float(env("HAL_BUDGET_RESERVATION_SECONDS", "900"))
 HAL_PROPOSAL_EXPIRY_MINUTES = int(env("HAL_PROPOSAL_EXPIRY_MINUTES", "60"))
 HAL_PROPOSAL_EXECUTION_TIMEOUT_SECONDS = float(env("HAL_PROPOSAL_EXECUTION_TIMEOUT_SECONDS", "900"))
 HAL_WS_RECHECK_SECONDS = float(env("HAL_WS_RECHECK_SECONDS", "60"))

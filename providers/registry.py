@@ -41,8 +41,8 @@ class ProviderConfig:
     # More LocalCLIProvider options as (name, value) pairs: config_dir, base_url,
     # min_version, probe.
     cli_options: tuple[tuple[str, Any], ...] = ()
-    # An OpenAI-compatible call's output cap (None: the provider's own). Set for budgeted
-    # connections: a reservation counts at most this many output tokens for a call.
+    # A call's output cap (None: the provider's default). Set for budgeted connections:
+    # a reservation counts at most this many output tokens for a call.
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
@@ -98,9 +98,11 @@ def build_provider(config: ProviderConfig) -> Provider:
         "label": config.label,
         "credential_hint": config.credential_hint,
     }
+    if config.max_tokens:
+        common["max_tokens"] = config.max_tokens
     if config.kind == "anthropic":
         return AnthropicProvider(**common)
-    return OpenAICompatProvider(**common, max_tokens=config.max_tokens)
+    return OpenAICompatProvider(**common)
 
 
 class ProviderRegistry:

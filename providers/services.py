@@ -62,9 +62,9 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False, credential:
         extra["cli_models"] = tuple(models)
     if conn.provider == AIConnection.LOCAL_CLI:
         extra["cli_options"] = local_cli_options(for_verify=for_verify)
-    if conn.provider == AIConnection.OPENAI_COMPAT and getattr(conn, "budgeted", False):
+    if conn.provider != AIConnection.LOCAL_CLI and getattr(conn, "budgeted", False):
         # The reservation estimates at most this much output (providers/reservations.py):
-        # without a cap an OpenAI-compatible reply could overrun its estimate unbounded.
+        # the call is capped at it (an OpenAI-compatible request has no cap of its own).
         extra["max_tokens"] = int(_setting("HAL_BUDGET_OUTPUT_TOKENS", 4096))
     return ProviderConfig(
         connection_id=conn.pk,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import LiveServer, screenshot
 from tests.browser.helpers import call, reauth
 from tests.browser.test_panel import READY, _setup_two_models, message
 from tests.fakes.script import Reply
@@ -14,10 +14,24 @@ from tests.fakes.script import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def live_tiny_estimates(django_db_blocker, tmp_path_factory):
+    """A daphne whose budget reservations estimate 2 tokens a call: this test is about the
+    pause and its messages after a charge, not about reservations (which would refuse a
+    20-token budget up front: tests/chatrooms/test_budget_reservations.py)."""
+    with django_db_blocker.unblock():
+        server = LiveServer(
+            tmp_path_factory.mktemp("live-budget"),
+            {"HAL_BUDGET_CHARS_PER_TOKEN": str(10**9), "HAL_BUDGET_OUTPUT_TOKENS": "1"},
+        )
+    yield server
+    server.stop()
+
+
 def test_budget_reached_pauses_with_a_clear_message_in_panel_and_ops_ai(
-    live_asgi, page_factory, operator, fake_anthropic, fake_openai, provider_api_key
+    live_tiny_estimates, page_factory, operator, fake_anthropic, fake_openai, provider_api_key
 ):
-    base = live_asgi.url
+    base = live_tiny_estimates.url
     page = page_factory()
     alpha, _beta = _setup_two_models(
         page, base, operator, fake_anthropic, fake_openai, provider_api_key

@@ -33,7 +33,7 @@ def _three_steps(page, button_text: str, target: str) -> None:
     field = dialog.locator("input").first
     field.fill(target + "x")  # a wrong identifier is refused, nothing runs
     dialog.locator("button.danger").click()
-    dialog.locator("p.error").filter(has_text="confirmation_mismatch").wait_for()
+    dialog.locator("p.error[data-code=confirmation_mismatch]").wait_for()
     field.fill(target)  # step 2: retype exactly; step 3 runs on submit
     dialog.locator("button.danger").click()
 
