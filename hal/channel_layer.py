@@ -47,6 +47,29 @@ class _EchoFilteringShard(RedisSingleShardConnection):
 
     channel_layer: LocalFirstLoopLayer
 
+    async def _do_receiving(self) -> None:
+        """channels_redis's receive loop, except that a cancel is never lost: redis-py may
+        turn a cancel that lands in a socket read into a ConnectionError, which the stock
+        loop logs and retries after a second — forever, holding the loop's shutdown (daphne
+        lingered until SIGKILL after SIGTERM; a test's teardown hung)."""
+        current = asyncio.current_task()
+        while True:
+            try:
+                if self._pubsub and self._pubsub.subscribed:
+                    message = await self._pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=0.1
+                    )
+                    self._receive_message(message)
+                else:
+                    await asyncio.sleep(0.1)
+            except (asyncio.CancelledError, asyncio.TimeoutError, GeneratorExit):
+                raise
+            except Exception:
+                if current is not None and current.cancelling():
+                    raise asyncio.CancelledError from None
+                log.exception("Unexpected exception in the Redis receive task")
+                await asyncio.sleep(1)
+
     def _receive_message(self, message: Any) -> None:
         """channels_redis's delivery, with each message decoded once for all its members
         (their queues hold messages, not bytes: a queue merges a reply's deltas)."""

@@ -130,3 +130,30 @@ async def test_local_members_do_not_wait_for_redis(monkeypatch):
         gate.set()
         await asyncio.wait_for(sending, 10)
         await layer.group_discard("test-no-wait", channel)
+
+
+async def test_the_receive_task_ends_when_cancelled_even_if_redis_raises_instead():
+    # redis-py can turn a cancel that lands in a socket read into a ConnectionError;
+    # channels_redis's receive loop logs that and carries on, so the cancel was lost and
+    # the loop's shutdown (daphne's SIGTERM, a test's teardown) waited on it forever.
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel("cancel.")
+    receive = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.3)  # subscribed, the shard's receive task reading
+    shard = next(s for s in layer._get_layer()._shards if s._receive_task is not None)
+
+    async def read_that_turns_cancel_into_connection_error(**_kwargs):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise RedisConnectionError("Connection closed by server.") from None
+
+    shard._pubsub.get_message = read_that_turns_cancel_into_connection_error
+    await asyncio.sleep(0.3)  # the loop is now inside the patched read
+    task = shard._receive_task
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    receive.cancel()
+    assert done, "the receive task swallowed its cancel"
