@@ -62,7 +62,7 @@ class _EchoFilteringShard(RedisSingleShardConnection):
                     self._receive_message(message)
                 else:
                     await asyncio.sleep(0.1)
-            except (asyncio.CancelledError, asyncio.TimeoutError, GeneratorExit):
+            except (TimeoutError, asyncio.CancelledError, GeneratorExit):
                 raise
             except Exception:
                 if current is not None and current.cancelling():
