@@ -244,7 +244,10 @@ async def test_restart_marks_interrupted_turns_and_retry_works(models, aclient, 
     assert again.status_code in (404, 409)
 
 
-async def test_stale_turns_are_recovered_at_first_use_only_when_old(models, operator):
+def test_stale_turns_are_recovered_at_first_use_only_when_old(models, operator):
+    # Synchronous on purpose: recovery is a sync action, and this test needs no event loop.
+    # Run as a coroutine, its loop's teardown hung twice in the PostgreSQL + Redis pass
+    # (a task that did not end on cancel; not yet identified — see the issue 29 note).
     from datetime import timedelta
 
     from django.utils import timezone
@@ -253,14 +256,12 @@ async def test_stale_turns_are_recovered_at_first_use_only_when_old(models, oper
     from chatrooms.models import Room
 
     alpha = models[0]
-    room = await Room.objects.acreate(operator=operator, kind="unified")
-    trigger = await Message.objects.acreate(
-        room=room, author_kind="operator", author="ops", text="x"
-    )
-    fresh = await Turn.objects.acreate(room=room, connection_id=alpha.id, trigger=trigger)
-    old = await Turn.objects.acreate(room=room, connection_id=alpha.id, trigger=trigger)
-    await Turn.objects.filter(pk=old.pk).aupdate(updated_at=timezone.now() - timedelta(hours=1))
+    room = Room.objects.create(operator=operator, kind="unified")
+    trigger = Message.objects.create(room=room, author_kind="operator", author="ops", text="x")
+    fresh = Turn.objects.create(room=room, connection_id=alpha.id, trigger=trigger)
+    old = Turn.objects.create(room=room, connection_id=alpha.id, trigger=trigger)
+    Turn.objects.filter(pk=old.pk).update(updated_at=timezone.now() - timedelta(hours=1))
     actions.do_recover_interrupted(stale_seconds=600)
-    await fresh.arefresh_from_db()
-    await old.arefresh_from_db()
+    fresh.refresh_from_db()
+    old.refresh_from_db()
     assert fresh.status == "queued" and old.status == "interrupted"
