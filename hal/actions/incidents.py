@@ -15,6 +15,7 @@ from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.ids import as_id
+from hal.incident_hooks import incident_changed
 from hal.models import Incident, IncidentEvent
 
 MAX_TITLE = 200
@@ -103,9 +104,11 @@ def _load(incident_id: Any, *, lock: bool = False) -> Incident:
 
 
 def _event(incident: Incident, actor: Actor, kind: str, text: str) -> IncidentEvent:
-    return IncidentEvent.objects.create(
+    event = IncidentEvent.objects.create(
         incident=incident, kind=kind, text=text, actor_label=actor.label[:150], via=actor.via
     )
+    incident_changed(kind, incident, event)
+    return event
 
 
 def _publish(event: str, incident: Incident) -> None:

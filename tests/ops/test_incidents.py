@@ -175,3 +175,28 @@ def test_pages_open_and_close(client_op):
     assert inc.status == "closed"
     detail = client_op.get(f"/incidents/{inc.pk}/")
     assert b"pruned logs" in detail.content
+
+
+def test_incident_hooks_run_in_the_changing_transaction_and_never_block_it(op_actor):
+    from django.db import transaction
+
+    from hal import incident_hooks
+
+    seen: list[tuple[str, int, bool]] = []
+
+    def record(kind, incident, event):
+        seen.append((kind, event.incident_id, transaction.get_connection().in_atomic_block))
+
+    def broken(kind, incident, event):
+        raise RuntimeError("a broken hook")
+
+    incident_hooks.register_on_incident_changed("test-record", record)
+    incident_hooks.register_on_incident_changed("test-broken", broken)
+    try:
+        inc = _open(op_actor)
+        incidents.check_close_incident(actor=op_actor, incident_id=inc.pk, resolution="fixed")
+    finally:
+        incident_hooks.unregister("test-record")
+        incident_hooks.unregister("test-broken")
+    assert seen == [("opened", inc.pk, True), ("closed", inc.pk, True)]
+    assert Incident.objects.get(pk=inc.pk).status == Incident.CLOSED

@@ -1,0 +1,39 @@
+"""Hooks run on an incident's changes by apps above hal (notifications, the investigator).
+
+`incident_changed(kind, incident, event)` runs inside the changing action's transaction, so
+a hook's own rows (an outbox entry) commit or roll back with the incident's; work that must
+wait for the commit uses `transaction.on_commit` itself. Neither hal nor its actions import
+the registering apps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("hal.incidents")
+
+# kind ("opened", "note", "closed", "reopened", …), the Incident, its new IncidentEvent.
+ChangedFn = Callable[[str, Any, Any], None]
+_CHANGED: dict[str, ChangedFn] = {}
+
+
+def register_on_incident_changed(name: str, fn: ChangedFn) -> None:
+    """Call `fn(kind, incident, event)` in the transaction of each incident change
+    (replaces a hook of that name)."""
+    _CHANGED[name] = fn
+
+
+def unregister(name: str) -> None:
+    """Remove the hook of this name (tests)."""
+    _CHANGED.pop(name, None)
+
+
+def incident_changed(kind: str, incident: Any, event: Any) -> None:
+    """Run the hooks; a failing hook is logged and never undoes or blocks the change."""
+    for name, fn in list(_CHANGED.items()):
+        try:
+            fn(kind, incident, event)
+        except Exception:
+            log.exception("incident hook %s failed for incident %s", name, incident.pk)
