@@ -221,7 +221,9 @@ class Orchestrator(TurnRunner, Recovery):
         def stop() -> None:
             for turn_id in ids:
                 task = self.turn_tasks.get(turn_id)
-                if task is not None and not task.done():
+                # Once is enough: the watcher re-reads the flag while the stopped reply is
+                # being saved, and a second cancel would interrupt that save.
+                if task is not None and not task.done() and turn_id not in self.stopping:
                     self.stopping.add(turn_id)
                     task.cancel()
 

@@ -47,6 +47,26 @@ def _uncancel() -> None:
         task.uncancel()
 
 
+async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
+    """Run a turn's closing save to its end even if the turn is cancelled again meanwhile
+    (a reset after a stop): cut short, its `message.completed` or `message.failed` would
+    never be sent (the turn's framer closes as its task ends) and the panel would show the
+    reply streaming. A cancel that arrived meanwhile is raised once the save is done."""
+    saving = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            if saving.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
+
+
 class TurnRunner:
     """One model call after its claim (a mixin of `Orchestrator`)."""
 
@@ -224,14 +244,14 @@ class TurnRunner:
             if turn_id in self.stopping:
                 # An operator's Stop: keep what was said, end the turn quietly.
                 _uncancel()
-                await asyncio.shield(self._stopped(prepared, framer, usage, rounds))
+                await _to_the_end(self._stopped(prepared, framer, usage, rounds))
                 return None
             if self.watchdog.take_expired(turn_id):
                 # No progress for the idle timeout: a failure, not a reset.
                 _uncancel()
                 await self._fail(prepared, framer, IDLE_CODE, IDLE_REASON)
                 return None
-            await asyncio.shield(
+            await _to_the_end(
                 self._fail(
                     prepared,
                     framer,

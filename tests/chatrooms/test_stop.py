@@ -140,3 +140,45 @@ async def test_stopped_turn_starts_no_pending_tool_call(models, aclient, orchest
     assert not await AuditEntry.objects.filter(action__startswith="tool.").aexists()
     assert len(alpha.requests) == 1
     assert await AuditEntry.objects.filter(action="chat.turn.stop", result="ok").acount() == 1
+
+
+async def test_a_second_stop_during_the_stopped_save_still_completes_the_reply(
+    models, aclient, operator, orchestrator, monkeypatch
+):
+    """A stop asked again while the first one is being saved (the watcher re-reads the
+    flag every half second; a loaded PostgreSQL takes longer than that) must not cut the
+    stopped reply's `message.completed` off: the panel would show it streaming forever."""
+    from chatrooms import actions as chat_actions
+
+    from .test_api_ws import events_until
+
+    alpha = models[0]
+    room_id = await room_for(aclient, alpha.id)
+    communicator = socket_for(operator)
+    connected, _ = await communicator.connect()
+    assert connected
+    real = chat_actions.do_finish_stopped
+    loop = asyncio.get_running_loop()
+
+    def slow_finish(turn_id, *args, **kwargs):
+        # While the stopped reply is being saved, the same stop arrives once more.
+        asyncio.run_coroutine_threadsafe(_again(turn_id), loop).result(5)
+        return real(turn_id, *args, **kwargs)
+
+    async def _again(turn_id):
+        orchestrator.request_stop([turn_id])
+        await asyncio.sleep(0.1)  # the second cancel lands before the save ends
+
+    monkeypatch.setattr(chat_actions, "do_finish_stopped", slow_finish)
+    alpha.fake.replies.push(Reply(text=LONG, token_delay=0.02))
+    await send(aclient, room_id, "talk for a while")
+    reply = await _streaming_reply(aclient, room_id)
+    response = await aclient.post(f"/api/ai/rooms/{room_id}/turns/{reply['turn_id']}/stop")
+    assert response.status_code == 200
+    seen = await events_until(
+        communicator,
+        lambda e: e["type"] == "message.completed" and e["data"]["id"] == reply["id"],
+    )
+    assert seen[-1]["data"]["stopped"] is True
+    await orchestrator.wait_idle()
+    await communicator.disconnect()
