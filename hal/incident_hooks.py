@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.db import transaction
+
 log = logging.getLogger("hal.incidents")
 
 # kind ("opened", "note", "closed", "reopened", …), the Incident, its new IncidentEvent.
@@ -34,6 +36,9 @@ def incident_changed(kind: str, incident: Any, event: Any) -> None:
     """Run the hooks; a failing hook is logged and never undoes or blocks the change."""
     for name, fn in list(_CHANGED.items()):
         try:
-            fn(kind, incident, event)
+            # A savepoint each: on PostgreSQL a hook's failed statement would otherwise
+            # abort the incident's own transaction.
+            with transaction.atomic():
+                fn(kind, incident, event)
         except Exception:
             log.exception("incident hook %s failed for incident %s", name, incident.pk)
