@@ -340,7 +340,8 @@ def rehearse(poll: float) -> int:
     user, _ = create_bench_user("oncall")
     admin = Actor(user=user, via="web", session_key="bench", reauth_at=time.time())
     agent = Actor.for_system("agent", "agent:web1.bench.test")
-    fake = FakeAnthropic().start()
+    fake = FakeAnthropic()
+    fake.start()
     key = "sk-bench-" + secrets.token_urlsafe(18)
     fake.accepted_credentials = {key}
     from providers.actions import check_create_connection

@@ -151,7 +151,7 @@ def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> 
             return Investigation.STOPPED
         claims = cited(inv, findings)
         cause = _clip(findings.get("likely_cause"))
-        summary = {
+        summary: dict[str, Any] = {
             "checked": [
                 {
                     "claim": c["claim"],
