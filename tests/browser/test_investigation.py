@@ -3,6 +3,8 @@ its timeline and the investigation panel, and the room "Incident #N" — in both
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from playwright.sync_api import expect
 
@@ -22,17 +24,26 @@ def test_incident_page_and_investigation_room(live_asgi, page_factory, operator,
         script_investigation,
     )
 
-    alpha = add_connection(operator, "alpha", fake_anthropic)
-    change_setting(operator, "ai.incident_investigator", str(alpha.pk))
-    script_investigation(fake_anthropic)
-    site = FailingHealth()
-    try:
-        fail_health_check(operator, "portal", site.url)
-    finally:
-        site.close()
+    def seed() -> None:
+        # Playwright's sync API keeps an event loop on this thread: the seeding (which
+        # verifies the connection and runs the investigation on loops of its own) runs in
+        # a thread of its own.
+        alpha = add_connection(operator, "alpha", fake_anthropic)
+        change_setting(operator, "ai.incident_investigator", str(alpha.pk))
+        script_investigation(fake_anthropic)
+        site = FailingHealth()
+        try:
+            fail_health_check(operator, "portal", site.url)
+        finally:
+            site.close()
+        done.extend(run_pending_once())
+
+    done: list = []
+    worker = threading.Thread(target=seed)
+    worker.start()
+    worker.join(120)
+    assert [status for _, status in done] == ["done"]
     incident = Incident.objects.get()
-    [(_, status)] = run_pending_once()
-    assert status == "done"
     proposal = Proposal.objects.get()
 
     base = live_asgi.url
@@ -60,10 +71,10 @@ def test_incident_page_and_investigation_room(live_asgi, page_factory, operator,
     page.goto(f"{base}/incidents/{incident.pk}/")
     expect(page.locator("#investigation-panel h2")).to_have_text("첫 조사")
     expect(page.locator("#investigation-room-link")).to_contain_text(
-        f'"인시던트 #{incident.pk}" 룸 열기'
+        f'"사건 #{incident.pk}" 룸 열기'
     )
     screenshot(page, "incident-investigation-ko")
     page.goto(f"{base}/incidents/{incident.pk}/room/")
-    expect(page.locator("#incident-room-title")).to_have_text(f"인시던트 #{incident.pk}")
+    expect(page.locator("#incident-room-title")).to_have_text(f"사건 #{incident.pk}")
     expect(page.locator(".summary-box h2")).to_have_text("요약")
     screenshot(page, "investigation-room-ko")

@@ -188,3 +188,29 @@ def test_the_setting_is_a_select_of_off_and_each_connection(investigator, models
         "/api/settings/ai.incident_investigator", {"value": "99999"}, "application/json"
     )
     assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_investigator"
+
+
+def test_a_dead_workers_investigation_runs_again_once_then_fails(investigator, operator):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    script_investigation(investigator.fake)
+    incident = open_incident(operator)
+    # A worker claimed it and died: running, with a heartbeat long past.
+    old = timezone.now() - timedelta(minutes=10)
+    Investigation.objects.filter(incident=incident).update(
+        status=Investigation.RUNNING, owner="dead", heartbeat_at=old, attempts=1
+    )
+    [(inv_id, status)] = run_pending_once()
+    assert status == Investigation.DONE
+    inv = Investigation.objects.get(pk=inv_id)
+    assert inv.attempts == 2
+    assert IncidentEvent.objects.filter(incident=incident, kind="investigation").count() == 1
+    # Dead again on its last attempt: failed, not run a third time.
+    Investigation.objects.filter(pk=inv_id).update(
+        status=Investigation.RUNNING, heartbeat_at=old, attempts=2
+    )
+    assert run_pending_once() == []
+    inv.refresh_from_db()
+    assert inv.status == Investigation.FAILED and inv.reason == "interrupted twice"

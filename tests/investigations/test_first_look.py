@@ -143,3 +143,23 @@ def test_an_operator_opening_an_incident_starts_one_too_and_only_one_at_a_time(
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Investigation.objects.create(incident=incident, room=incident_room(incident))
+
+
+def test_every_opening_path_queues_one_an_agent_and_an_approved_proposal(investigator, operator):
+    from hal.actions.base import Actor
+    from hal.actions.incidents import check_open_incident
+    from hal.actions.proposals import check_approve_proposal
+    from hal.tools import run_tool_call
+    from tests.fleet.conftest import make_actor
+
+    agent = Actor.for_system("agent", "agent:web1")
+    by_agent = check_open_incident(actor=agent, severity="sev3", title="disk 95 %")
+    op = make_actor(operator)
+    outcome = run_tool_call("open_incident", {"severity": "sev2", "title": "5xx"}, actor=op)
+    check_approve_proposal(actor=op, proposal_id=outcome.proposal.pk)
+    by_proposal = Incident.objects.exclude(pk=by_agent.pk).get()
+    assert by_proposal.title == "5xx"
+    for incident in (by_agent, by_proposal):
+        assert Investigation.objects.get(incident=incident).status == Investigation.QUEUED
+        assert incident_room(incident) is not None
+    assert AuditEntry.objects.filter(action="investigations.start").count() == 2
