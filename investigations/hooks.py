@@ -54,6 +54,9 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
     from investigations.models import Investigation
 
     latest = Investigation.objects.filter(incident=incident).select_related("connection").first()
+    enabled = actions.investigator_setting() != actions.OFF
+    if latest is None and not enabled:
+        return None  # the feature is off and never ran here: nothing to show
     return {
         "template": "investigations/_incident_panel.html",
         "context": {
@@ -62,7 +65,7 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
             "room_url": f"/incidents/{incident.pk}/room/",
             "can_start": incident.status == "open"
             and (latest is None or not latest.active)
-            and actions.investigator_setting() != actions.OFF,
+            and enabled,
         },
     }
 

@@ -23,7 +23,7 @@ def incident_room(incident):
 
 
 def test_off_by_default_a_failing_check_opens_an_incident_and_nothing_else(
-    models, operator, failing_health
+    models, operator, failing_health, client_op
 ):
     job = fail_health_check(operator, "portal", failing_health.url)
     assert job.status == Job.FAILED
@@ -33,6 +33,8 @@ def test_off_by_default_a_failing_check_opens_an_incident_and_nothing_else(
     assert not Investigation.objects.exists() and incident_room(incident) is None
     assert run_pending_once() == []
     assert all(not m.requests for m in models)
+    page = client_op.get(f"/incidents/{incident.pk}/").content.decode()
+    assert "Health-check job" in page and 'id="investigation-panel"' not in page
 
 
 def test_a_second_failure_of_the_same_module_opens_no_second_incident(
