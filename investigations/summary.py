@@ -137,7 +137,9 @@ def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> 
 
     with transaction.atomic():
         inv = (
-            Investigation.objects.select_for_update()
+            # Only this row is locked (PostgreSQL refuses FOR UPDATE on the outer join's
+            # nullable side: the connection may be gone).
+            Investigation.objects.select_for_update(of=("self",))
             .select_related("connection", "incident")
             .get(pk=investigation_id)
         )

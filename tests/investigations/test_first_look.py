@@ -165,3 +165,42 @@ def test_every_opening_path_queues_one_an_agent_and_an_approved_proposal(investi
         assert Investigation.objects.get(incident=incident).status == Investigation.QUEUED
         assert incident_room(incident) is not None
     assert AuditEntry.objects.filter(action="investigations.start").count() == 2
+
+
+def test_a_next_step_cites_the_runbook_it_follows(investigator, operator):
+    from hal.actions.incidents import check_open_incident
+    from runbooks.actions import check_create_runbook
+    from tests.fakes.script import Reply, ScriptedToolCall
+    from tests.fleet.conftest import make_actor
+
+    op = make_actor(operator)
+    book = check_create_runbook(actor=op, title="Portal down", body="1. Check its health.")
+    investigator.fake.replies.push(
+        Reply(text="", tool_calls=[ScriptedToolCall("read_runbook", {"id": book.pk}, id="rb")]),
+        Reply(
+            text="",
+            tool_calls=[
+                ScriptedToolCall(
+                    "submit_findings",
+                    {
+                        "checked": [{"claim": "A runbook applies.", "evidence": ["rb"]}],
+                        "likely_cause": "unknown",
+                        "next_steps": [
+                            {
+                                "tool": "check_module_health",
+                                "arguments": {"module": "portal"},
+                                "runbook": {"id": book.pk, "version": 1},
+                            }
+                        ],
+                    },
+                )
+            ],
+        ),
+    )
+    incident = check_open_incident(actor=op, severity="sev3", title="portal", modules=["portal"])
+    [(_, status)] = run_pending_once()
+    assert status == Investigation.DONE
+    proposal = Proposal.objects.get()
+    assert proposal.runbook == {"id": book.pk, "version": 1, "title": "Portal down"}
+    entry = IncidentEvent.objects.get(incident=incident, kind="investigation")
+    assert "(runbook: Portal down)" in entry.text
