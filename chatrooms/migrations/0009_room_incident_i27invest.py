@@ -6,44 +6,89 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chatrooms', '0008_archive_soft_delete_i24rest'),
-        ('hal', '0011_incidentevent_investigation_i27invest'),
-        ('providers', '0004_budget_reservations_i25'),
+        ("chatrooms", "0008_archive_soft_delete_i24rest"),
+        ("hal", "0011_incidentevent_investigation_i27invest"),
+        ("providers", "0004_budget_reservations_i25"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='room',
-            name='chatrooms_room_kind_matches_connection',
+            model_name="room",
+            name="chatrooms_room_kind_matches_connection",
         ),
         migrations.AddField(
-            model_name='room',
-            name='incident',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='rooms', to='hal.incident'),
+            model_name="room",
+            name="incident",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="rooms",
+                to="hal.incident",
+            ),
         ),
         migrations.AlterField(
-            model_name='room',
-            name='kind',
-            field=models.CharField(choices=[('unified', 'unified'), ('individual', 'individual'), ('incident', 'incident')], max_length=12),
+            model_name="room",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("unified", "unified"),
+                    ("individual", "individual"),
+                    ("incident", "incident"),
+                ],
+                max_length=12,
+            ),
         ),
         migrations.AlterField(
-            model_name='room',
-            name='operator',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='chat_rooms', to=settings.AUTH_USER_MODEL),
+            model_name="room",
+            name="operator",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="chat_rooms",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='room',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'unified'), ('connection__isnull', True)), models.Q(('kind', 'individual'), ('connection__isnull', False)), models.Q(('kind', 'incident'), ('connection__isnull', True)), _connector='OR'), name='chatrooms_room_kind_matches_connection'),
+            model_name="room",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("kind", "unified"), ("connection__isnull", True)),
+                    models.Q(("kind", "individual"), ("connection__isnull", False)),
+                    models.Q(("kind", "incident"), ("connection__isnull", True)),
+                    _connector="OR",
+                ),
+                name="chatrooms_room_kind_matches_connection",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='room',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'incident'), ('incident__isnull', False), ('operator__isnull', True)), models.Q(models.Q(('kind', 'incident'), _negated=True), ('incident__isnull', True), ('operator__isnull', False)), _connector='OR'), name='chatrooms_room_incident_has_no_operator'),
+            model_name="room",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("kind", "incident"),
+                        ("incident__isnull", False),
+                        ("operator__isnull", True),
+                    ),
+                    models.Q(
+                        models.Q(("kind", "incident"), _negated=True),
+                        ("incident__isnull", True),
+                        ("operator__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="chatrooms_room_incident_has_no_operator",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='room',
-            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'incident')), fields=('incident',), name='chatrooms_one_room_per_incident'),
+            model_name="room",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("kind", "incident")),
+                fields=("incident",),
+                name="chatrooms_one_room_per_incident",
+            ),
         ),
     ]

@@ -4,20 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('hal', '0010_merge_20261202_0715'),
+        ("hal", "0010_merge_20261202_0715"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='incidentevent',
-            name='data',
+            model_name="incidentevent",
+            name="data",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AlterField(
-            model_name='incidentevent',
-            name='kind',
-            field=models.CharField(choices=[('opened', 'opened'), ('note', 'note'), ('closed', 'closed'), ('reopened', 'reopened'), ('investigation', 'investigation')], max_length=16),
+            model_name="incidentevent",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("opened", "opened"),
+                    ("note", "note"),
+                    ("closed", "closed"),
+                    ("reopened", "reopened"),
+                    ("investigation", "investigation"),
+                ],
+                max_length=16,
+            ),
         ),
     ]

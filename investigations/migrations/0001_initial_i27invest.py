@@ -5,46 +5,92 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('chatrooms', '0009_room_incident_i27invest'),
-        ('hal', '0011_incidentevent_investigation_i27invest'),
-        ('providers', '0004_budget_reservations_i25'),
+        ("chatrooms", "0009_room_incident_i27invest"),
+        ("hal", "0011_incidentevent_investigation_i27invest"),
+        ("providers", "0004_budget_reservations_i25"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Investigation',
+            name="Investigation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('done', 'done'), ('stopped', 'stopped'), ('budget_exceeded', 'budget_exceeded'), ('failed', 'failed')], default='queued', max_length=16)),
-                ('started_by', models.CharField(blank=True, max_length=150)),
-                ('owner', models.CharField(blank=True, max_length=64)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('stop_requested', models.BooleanField(default=False)),
-                ('stopped_by', models.CharField(blank=True, max_length=150)),
-                ('budget', models.JSONField(blank=True, default=dict)),
-                ('rounds', models.PositiveSmallIntegerField(default=0)),
-                ('usage', models.JSONField(blank=True, default=dict)),
-                ('calls', models.JSONField(blank=True, default=list)),
-                ('summary', models.JSONField(blank=True, default=dict)),
-                ('proposal_ids', models.JSONField(blank=True, default=list)),
-                ('reason', models.CharField(blank=True, max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('connection', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='providers.aiconnection')),
-                ('incident', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='investigations', to='hal.incident')),
-                ('room', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='investigations', to='chatrooms.room')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("model", models.CharField(blank=True, max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("done", "done"),
+                            ("stopped", "stopped"),
+                            ("budget_exceeded", "budget_exceeded"),
+                            ("failed", "failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("started_by", models.CharField(blank=True, max_length=150)),
+                ("owner", models.CharField(blank=True, max_length=64)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("stop_requested", models.BooleanField(default=False)),
+                ("stopped_by", models.CharField(blank=True, max_length=150)),
+                ("budget", models.JSONField(blank=True, default=dict)),
+                ("rounds", models.PositiveSmallIntegerField(default=0)),
+                ("usage", models.JSONField(blank=True, default=dict)),
+                ("calls", models.JSONField(blank=True, default=list)),
+                ("summary", models.JSONField(blank=True, default=dict)),
+                ("proposal_ids", models.JSONField(blank=True, default=list)),
+                ("reason", models.CharField(blank=True, max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "connection",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="providers.aiconnection",
+                    ),
+                ),
+                (
+                    "incident",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="investigations",
+                        to="hal.incident",
+                    ),
+                ),
+                (
+                    "room",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="investigations",
+                        to="chatrooms.room",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
-                'indexes': [models.Index(fields=['status'], name='investigations_status')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status__in', ['queued', 'running'])), fields=('incident',), name='investigations_one_active_per_incident')],
+                "ordering": ["-id"],
+                "indexes": [models.Index(fields=["status"], name="investigations_status")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status__in", ["queued", "running"])),
+                        fields=("incident",),
+                        name="investigations_one_active_per_incident",
+                    )
+                ],
             },
         ),
     ]
