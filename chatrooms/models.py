@@ -17,16 +17,32 @@ def _iso(value: Any) -> str | None:
 
 
 class Room(models.Model):
-    """An operator's room: the pinned unified room or the individual room of one connection."""
+    """An operator's room (the pinned unified room, one connection's individual room) or the
+    shared room of one incident's investigations (no operator: every viewer reads it)."""
 
     UNIFIED = "unified"
     INDIVIDUAL = "individual"
-    KIND_CHOICES = [(UNIFIED, "unified"), (INDIVIDUAL, "individual")]
+    INCIDENT = "incident"
+    KIND_CHOICES = [(UNIFIED, "unified"), (INDIVIDUAL, "individual"), (INCIDENT, "incident")]
     UNIFIED_TITLE = "Unified"
     TITLE_MAX = 60
 
+    # Null only for an incident room: it belongs to no operator, so no operator's chats
+    # (nor their rooms list, search or archive) ever include it.
     operator = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_rooms"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="chat_rooms",
+    )
+    # The incident whose investigations this room holds (kind "incident" only).
+    incident = models.ForeignKey(
+        "hal.Incident",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="rooms",
     )
     kind = models.CharField(max_length=12, choices=KIND_CHOICES)
     connection = models.ForeignKey(
@@ -55,8 +71,21 @@ class Room(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(kind="unified") & Q(connection__isnull=True))
-                | (Q(kind="individual") & Q(connection__isnull=False)),
+                | (Q(kind="individual") & Q(connection__isnull=False))
+                | (Q(kind="incident") & Q(connection__isnull=True)),
                 name="chatrooms_room_kind_matches_connection",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="incident") & Q(incident__isnull=False) & Q(operator__isnull=True)
+                )
+                | (~Q(kind="incident") & Q(incident__isnull=True) & Q(operator__isnull=False)),
+                name="chatrooms_room_incident_has_no_operator",
+            ),
+            models.UniqueConstraint(
+                fields=["incident"],
+                condition=Q(kind="incident"),
+                name="chatrooms_one_room_per_incident",
             ),
         ]
 
@@ -68,6 +97,8 @@ class Room(models.Model):
             return self.title
         if self.kind == self.UNIFIED:
             return self.UNIFIED_TITLE
+        if self.kind == self.INCIDENT:
+            return f"Incident #{self.incident_id}"
         if self.connection_id and self.connection is not None:
             return self.connection.name
         return f"room {self.pk}"
@@ -81,6 +112,7 @@ class Room(models.Model):
             "custom_title": bool(self.title),
             "pinned": self.kind == self.UNIFIED,
             "connection_id": self.connection_id,
+            **({"incident_id": self.incident_id} if self.kind == self.INCIDENT else {}),
         }
 
 

@@ -19,6 +19,10 @@ log = logging.getLogger("hal.incidents")
 # kind ("opened", "note", "closed", "reopened", …), the Incident, its new IncidentEvent.
 ChangedFn = Callable[[str, Any, Any], None]
 _CHANGED: dict[str, ChangedFn] = {}
+# (actor, incident) -> {"template": ..., "context": {...}} or None: a section of the
+# incident page that an app above hal renders (the investigation panel).
+PanelFn = Callable[[Any, Any], "dict[str, Any] | None"]
+_PANELS: dict[str, PanelFn] = {}
 
 
 def register_on_incident_changed(name: str, fn: ChangedFn) -> None:
@@ -30,6 +34,26 @@ def register_on_incident_changed(name: str, fn: ChangedFn) -> None:
 def unregister(name: str) -> None:
     """Remove the hook of this name (tests)."""
     _CHANGED.pop(name, None)
+
+
+def register_incident_panel(name: str, fn: PanelFn) -> None:
+    """Add (or replace) a section of the incident page: `fn(actor, incident)` returns the
+    template and context to include, or None to show nothing."""
+    _PANELS[name] = fn
+
+
+def incident_panels(actor: Any, incident: Any) -> list[dict[str, Any]]:
+    """The registered sections for this incident page; a failing one is logged and left out."""
+    out: list[dict[str, Any]] = []
+    for name, fn in list(_PANELS.items()):
+        try:
+            panel = fn(actor, incident)
+        except Exception:
+            log.exception("incident panel %s failed for incident %s", name, incident.pk)
+            continue
+        if panel:
+            out.append(panel)
+    return out
 
 
 def incident_changed(kind: str, incident: Any, event: Any) -> None:

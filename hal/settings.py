@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "webfetch",
     "runbooks",
     "reviews",
+    "investigations",
 ]
 
 MIDDLEWARE = [

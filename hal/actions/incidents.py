@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.precheck import register_precheck
-from hal.errors import Conflict, InvalidInput, NotFound
+from hal.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from hal.events import OPS_GROUP, publish
 from hal.ids import as_id
 from hal.incident_hooks import incident_changed
@@ -103,9 +103,16 @@ def _load(incident_id: Any, *, lock: bool = False) -> Incident:
         raise NotFound(_("No such incident."), code="incident_not_found") from None
 
 
-def _event(incident: Incident, actor: Actor, kind: str, text: str) -> IncidentEvent:
+def _event(
+    incident: Incident, actor: Actor, kind: str, text: str, data: dict[str, Any] | None = None
+) -> IncidentEvent:
     event = IncidentEvent.objects.create(
-        incident=incident, kind=kind, text=text, actor_label=actor.label[:150], via=actor.via
+        incident=incident,
+        kind=kind,
+        text=text,
+        data=data or {},
+        actor_label=actor.label[:150],
+        via=actor.via,
     )
     incident_changed(kind, incident, event)
     return event
@@ -209,6 +216,87 @@ def do_annotate_incident(actor: Actor, incident: Incident, *, text: str) -> Inci
         record_audit(actor, "incidents.annotate", target=incident, after={"note": text[:500]})
         _publish("incident.annotated", incident)
     return event
+
+
+# --- an investigation's summary --------------------------------------------------------
+
+MAX_LINKS = 50
+
+
+@action("incidents.investigation")
+def check_record_investigation(
+    *, actor: Actor, incident_id: Any, text: Any, links: Any = None
+) -> IncidentEvent:
+    """Append a model investigation's summary to the timeline (HAL's investigator only:
+    a system actor), with links to the tool results it cites."""
+    if not actor.system:
+        raise PermissionDenied(
+            _("Only HAL's investigator records investigations."), code="permission_denied"
+        )
+    text = _text(text, "text", required=True)
+    clean: list[dict[str, str]] = []
+    for link in links or []:
+        if not isinstance(link, dict) or len(clean) >= MAX_LINKS:
+            raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
+        label, url = link.get("label"), link.get("url")
+        # Links stay inside the console: a relative path, never another site.
+        if not isinstance(label, str) or not isinstance(url, str) or not url.startswith("/"):
+            raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
+        if url.startswith("//"):
+            raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
+        clean.append({"label": label[:200], "url": url[:500]})
+    with transaction.atomic():
+        incident = _load(incident_id, lock=True)
+        return do_record_investigation(actor, incident, text=text, links=clean)
+
+
+def do_record_investigation(
+    actor: Actor, incident: Incident, *, text: str, links: list[dict[str, str]]
+) -> IncidentEvent:
+    with transaction.atomic():
+        event = _event(incident, actor, "investigation", text, {"links": links} if links else {})
+        record_audit(
+            actor,
+            "incidents.investigation",
+            target=incident,
+            after={"summary": text[:500], "links": len(links)},
+        )
+        _publish("incident.annotated", incident)
+    return event
+
+
+# --- a failing module health check ------------------------------------------------------
+
+HEALTH_ACTOR_LABEL = "hal-health"
+HEALTH_SEVERITY = "sev2"  # a module failing its health check is serving badly or not at all
+
+
+def open_for_failed_health_check(job: Any) -> Incident | None:
+    """Open an incident for a module whose health check failed (inside the job's
+    transaction), unless an open incident already names that module; returns the new one."""
+    from hal.models import Module
+
+    if job.module_id is None:
+        return None
+    # The module's row lock serialises two failing checks of it (no twin incidents).
+    module = Module.objects.select_for_update().get(pk=job.module_id)
+    for names in Incident.objects.filter(status=Incident.OPEN).values_list(
+        "affected_modules", flat=True
+    ):
+        if module.name in (names or []):
+            return None
+    server = job.server.hostname if job.server_id else None
+    where = f" on {server}" if server else ""
+    detail = (job.reason or job.error_code or "unhealthy")[:500]
+    actor = Actor.for_system("system", HEALTH_ACTOR_LABEL)
+    return do_open_incident(
+        actor,
+        severity=HEALTH_SEVERITY,
+        title=f"{module.name} failed its health check{where}"[:MAX_TITLE],
+        description=f"Health-check job #{job.pk} failed: {detail}",
+        servers=[server] if server else [],
+        modules=[module.name],
+    )
 
 
 # --- close / reopen ---------------------------------------------------------------------

@@ -64,14 +64,17 @@ class Incident(models.Model):
 
 
 class IncidentEvent(models.Model):
-    """One entry of an incident's timeline (opened, note, closed, reopened)."""
+    """One entry of an incident's timeline (opened, note, closed, reopened, investigation)."""
 
-    KINDS = ["opened", "note", "closed", "reopened"]
+    # "investigation": a model's first look at the incident (the investigations app).
+    KINDS = ["opened", "note", "closed", "reopened", "investigation"]
     KIND_CHOICES = [(k, k) for k in KINDS]
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
-    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
     text = models.TextField(blank=True)
+    # Structured extras of an entry (an investigation's links to the tool results it cites).
+    data = models.JSONField(default=dict, blank=True)
     actor_label = models.CharField(max_length=150, blank=True)
     via = models.CharField(max_length=10, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -90,6 +93,7 @@ class IncidentEvent(models.Model):
             "actor": self.actor_label,
             "via": self.via,
             "created_at": self.created_at.isoformat() if self.created_at else None,
+            **({"data": self.data} if self.data else {}),
         }
 
 

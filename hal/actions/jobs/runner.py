@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import transaction
@@ -23,6 +24,8 @@ from hal.errors import Conflict, InvalidInput, NotFound
 from hal.events import OPS_GROUP, publish
 from hal.models import Job, Module, ModuleDeployment, Server
 from hal.models.fleet import lease_deadline
+
+log = logging.getLogger("hal.jobs")
 
 
 def try_claim(job_id: int, claimer: str) -> bool:
@@ -159,6 +162,15 @@ def do_finish_job(
         message=message,
     )
     publish_job(job)
+    if job.kind == Job.HEALTH_CHECK and status == Job.FAILED:
+        # A failing module opens an incident (deduplicated per module), whoever ran it.
+        from hal.actions.incidents import open_for_failed_health_check
+
+        try:
+            with transaction.atomic():  # a savepoint: the job's outcome is kept regardless
+                open_for_failed_health_check(job)
+        except Exception:
+            log.exception("could not open an incident for health-check job %s", job.pk)
     return job
 
 

@@ -135,7 +135,7 @@ def origins_for(rows: list[Proposal]) -> dict[int, dict[str, Any]]:
             "model": names.get(p.connection_id) if p.connection_id is not None else None,
             "room_kind": room.kind if room else None,
             "room_title": room.display_title() if room else None,
-            "room_owner": (room.operator.get_username() if room else owner)
+            "room_owner": (room.operator.get_username() if room and room.operator_id else owner)
             or p.requested_label
             or None,
         }

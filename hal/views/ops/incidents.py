@@ -14,6 +14,7 @@ from hal import queries_ops
 from hal.actions import incidents
 from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
+from hal.incident_hooks import incident_panels
 from hal.models import Incident
 from hal.views.ops.request import render_page, request_actor
 
@@ -94,6 +95,7 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
         {
             "incident": incident,
             "timeline": incident.events.order_by("id"),
+            "panels": incident_panels(actor, incident),
             "page": "incidents",
             "selected_type": "incident",
             "selected_id": incident.pk,

@@ -1,0 +1,1 @@
+"""A model's first look at an incident: a room, read-only tools, a summary on the timeline."""

@@ -1,0 +1,216 @@
+"""The end of an investigation: its summary in the room, each next step as an ordinary
+proposal, and the timeline entry (hal.actions.incidents) with links to the evidence.
+
+HAL believes evidence: a claim keeps a link only to a read call of this investigation that
+succeeded; a claim citing anything else is shown as unsupported.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from investigations import actions
+from investigations.models import Investigation
+
+log = logging.getLogger("hal.investigations")
+
+MAX_CLAIMS = 10
+MAX_STEPS = 3
+MAX_TEXT = 1000
+
+
+def _clip(value: Any, limit: int = MAX_TEXT) -> str:
+    return str(value or "").strip()[:limit]
+
+
+def room_url(inv: Investigation, anchor: str = "") -> str:
+    return f"/incidents/{inv.incident_id}/room/" + (f"#{anchor}" if anchor else "")
+
+
+def cited(inv: Investigation, findings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims with their evidence checked against the calls that really ran."""
+    good = {c["id"]: c for c in inv.calls if c.get("ok")}
+    out = []
+    for item in (findings.get("checked") or [])[:MAX_CLAIMS]:
+        if not isinstance(item, dict):
+            continue
+        evidence = [str(e) for e in (item.get("evidence") or []) if isinstance(e, str | int)]
+        found = [good[e] for e in evidence if e in good]
+        out.append({"claim": _clip(item.get("claim")), "evidence": found})
+    return out
+
+
+def propose_steps(inv: Investigation, steps: Any, message_id: int) -> tuple[list[int], list[str]]:
+    """Each next step through the ordinary tool path: a write or high-risk call becomes a
+    pending proposal (nothing runs); a read or a refusal is only noted."""
+    from hal.tools import run_tool_call
+    from hal.tools.registry import READ, get_tool
+
+    ids: list[int] = []
+    notes: list[str] = []
+    actor = actions.investigator_actor()
+    for n, step in enumerate((steps or [])[:MAX_STEPS], start=1):
+        if not isinstance(step, dict):
+            continue
+        name = str(step.get("tool", ""))
+        tool = get_tool(name)
+        if tool is None or tool.tier == READ:
+            notes.append(
+                f"{name or '?'}: not a change (only write and high-risk tools are proposed)"
+            )
+            continue
+        arguments = dict(step.get("arguments") or {})
+        if step.get("runbook") not in (None, ""):
+            arguments["runbook"] = step["runbook"]
+        outcome = run_tool_call(
+            name,
+            arguments,
+            actor=actor,
+            origin={
+                "connection_id": inv.connection_id,
+                "room_id": inv.room_id,
+                "message_id": message_id,
+                "turn_id": f"investigation-{inv.pk}",
+                "tool_call_id": f"investigation-{inv.pk}-step-{n}",
+            },
+        )
+        if outcome.proposal is not None:
+            ids.append(outcome.proposal.pk)
+        else:
+            notes.append(f"{name}: refused ({(outcome.error or {}).get('code', 'error')})")
+    return ids, notes
+
+
+def compose(
+    inv: Investigation,
+    claims: list[dict[str, Any]],
+    cause: str,
+    proposals: list[Any],
+    notes: list[str],
+    fallback: str,
+) -> tuple[str, list[dict[str, str]]]:
+    """(timeline text, links): numbered claims citing [n] evidence, cause, next steps."""
+    links: list[dict[str, str]] = []
+    number: dict[str, int] = {}
+    lines = [f"First look by @{inv.connection.name if inv.connection else '?'}"]
+    if claims:
+        lines.append("Checked:")
+    for claim in claims:
+        refs = []
+        for call in claim["evidence"]:
+            if call["id"] not in number:
+                number[call["id"]] = len(number) + 1
+                links.append(
+                    {
+                        "label": f"[{number[call['id']]}] {call['tool']}",
+                        "url": room_url(inv, call["anchor"]),
+                    }
+                )
+            refs.append(f"[{number[call['id']]}]")
+        lines.append(f"- {claim['claim']} " + (" ".join(refs) if refs else "(unsupported)"))
+    if cause:
+        lines.append(f"Likely cause: {cause}")
+    elif fallback:
+        lines.append(fallback[:MAX_TEXT])
+    if proposals:
+        lines.append("Next steps (waiting for approval):")
+    for p in proposals:
+        book = (p.runbook or {}).get("title") if p.runbook else None
+        lines.append(
+            f"- proposal #{p.pk}: {p.tool} {p.target_identifier}".rstrip()
+            + (f" (runbook: {book})" if book else "")
+        )
+        links.append({"label": f"proposal #{p.pk} {p.tool}", "url": f"/proposals/#proposal-{p.pk}"})
+    lines.extend(f"- {note}" for note in notes)
+    links.append({"label": f"Incident #{inv.incident_id} room", "url": room_url(inv)})
+    return "\n".join(lines), links
+
+
+def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> str:
+    """Post the findings (a DB thread): room message, proposals, timeline; its status."""
+    from chatrooms.models import Message
+    from hal.actions.incidents import check_record_investigation
+    from hal.models import Proposal
+
+    with transaction.atomic():
+        inv = (
+            # Only this row is locked (PostgreSQL refuses FOR UPDATE on the outer join's
+            # nullable side: the connection may be gone).
+            Investigation.objects.select_for_update(of=("self",))
+            .select_related("connection", "incident")
+            .get(pk=investigation_id)
+        )
+        if not inv.active:
+            return inv.status
+        if inv.stop_requested:
+            # Stopped (or the incident closed) while it finished: nothing is posted.
+            actions.do_finish(
+                actions.investigator_actor(), inv, Investigation.STOPPED, reason="stopped"
+            )
+            return Investigation.STOPPED
+        claims = cited(inv, findings)
+        cause = _clip(findings.get("likely_cause"))
+        summary: dict[str, Any] = {
+            "checked": [
+                {
+                    "claim": c["claim"],
+                    "evidence": [e["id"] for e in c["evidence"]],
+                    "refs": [{"id": e["id"], "anchor": e["anchor"]} for e in c["evidence"]],
+                }
+                for c in claims
+            ],
+            "likely_cause": cause,
+            "text": _clip(text, 4000),
+        }
+        message = Message.objects.create(
+            room_id=inv.room_id,
+            author_kind=Message.MODEL,
+            author=inv.connection.name if inv.connection else "?",
+            connection=inv.connection,
+            text=text or cause,
+            meta={"investigation": inv.pk, "summary": summary},
+        )
+        ids, notes = propose_steps(inv, findings.get("next_steps"), message.pk)
+        proposals = list(Proposal.objects.filter(pk__in=ids).order_by("id"))
+        body, links = compose(inv, claims, cause, proposals, notes, text)
+        summary["proposals"] = ids
+        message.meta = {**message.meta, "summary": summary, "proposals": ids}
+        message.save(update_fields=["meta"])
+        check_record_investigation(
+            actor=actions.investigator_actor(),
+            incident_id=inv.incident_id,
+            text=body,
+            links=links,
+        )
+        actions.do_finish(
+            actions.investigator_actor(),
+            inv,
+            Investigation.DONE,
+            summary=summary,
+            proposal_ids=ids,
+        )
+    return Investigation.DONE
+
+
+def post_budget_entry(investigation_id: int, reason: str) -> None:
+    """A budget ran out: the timeline says so, with links to what was read so far."""
+    from hal.actions.incidents import check_record_investigation
+
+    inv = Investigation.objects.select_related("connection").get(pk=investigation_id)
+    if inv.stop_requested or inv.incident.status != "open":
+        return
+    links = [
+        {"label": f"[{n}] {c['tool']}", "url": room_url(inv, c["anchor"])}
+        for n, c in enumerate((c for c in inv.calls if c.get("ok")), start=1)
+    ]
+    links.append({"label": f"Incident #{inv.incident_id} room", "url": room_url(inv)})
+    check_record_investigation(
+        actor=actions.investigator_actor(),
+        incident_id=inv.incident_id,
+        text=f"Investigation stopped by its budget ({reason}) after {len(inv.calls)} "
+        "tool call(s); no summary.",
+        links=links,
+    )

@@ -1,0 +1,117 @@
+"""The incident room page (read-only, for every operator who may view the incident), the
+start/stop form of the incident page, and the JSON API (docs/API.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_http_methods, require_POST
+
+from hal import queries_ops
+from hal.actions.base import Actor
+from hal.api import dispatch
+from hal.errors import HalError, InvalidInput
+from hal.views.ops.request import render_page
+from investigations import actions
+from investigations.models import Investigation
+
+
+def room_messages(incident: Any) -> list[dict[str, Any]]:
+    """The incident room's messages, each with its tool call and result when it has one."""
+    from chatrooms.models import Message, Room
+
+    room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
+    if room is None:
+        return []
+    out = []
+    for m in Message.objects.filter(room=room).order_by("id"):
+        meta = m.meta or {}
+        call = meta.get("tool_call")
+        out.append(
+            {
+                "message": m,
+                "anchor": meta.get("anchor", ""),
+                "call": call,
+                "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False)
+                if call
+                else "",
+                "result": meta.get("result", ""),
+                "ok": meta.get("ok", True),
+                "seed": bool(meta.get("seed")),
+                "summary": meta.get("summary"),
+                "proposals": meta.get("proposals") or [],
+            }
+        )
+    return out
+
+
+@login_required
+@require_http_methods(["GET"])
+def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
+    actor = Actor.from_request(request)
+    try:
+        # The same permission as the incident itself: whoever may view it reads its room.
+        incident = queries_ops.get_incident(actor, incident_id)
+    except HalError as exc:
+        return render_page(request, "investigations/room.html", {"page": "incidents"}, exc)
+    investigations = list(Investigation.objects.filter(incident=incident).order_by("-id")[:10])
+    return render_page(
+        request,
+        "investigations/room.html",
+        {
+            "incident": incident,
+            "entries": room_messages(incident),
+            "investigations": investigations,
+            "running": any(i.active for i in investigations),
+            "page": "incidents",
+        },
+    )
+
+
+@login_required
+@require_POST
+def incident_investigation_form(request: HttpRequest, incident_id: int) -> HttpResponse:
+    """The incident page's buttons: start another look, or stop the running one."""
+    actor = Actor.from_request(request)
+    op = request.POST.get("op")
+    try:
+        if op == "start":
+            actions.check_start_investigation(actor=actor, incident_id=incident_id)
+        elif op == "stop":
+            actions.check_stop_investigation(
+                actor=actor, investigation_id=request.POST.get("investigation_id")
+            )
+        else:
+            raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
+    except HalError as exc:
+        return render_page(request, "investigations/room.html", {"page": "incidents"}, exc)
+    return redirect("hal:incident_detail", incident_id=incident_id)
+
+
+def _api_list(request: HttpRequest, incident_id: int) -> dict:
+    incident = queries_ops.get_incident(Actor.from_request(request, "api"), incident_id)
+    rows = Investigation.objects.filter(incident=incident).order_by("-id")[:50]
+    return {"investigations": [i.as_dict() for i in rows]}
+
+
+def _api_start(request: HttpRequest, incident_id: int) -> tuple[dict, int]:
+    found = actions.check_start_investigation(
+        actor=Actor.from_request(request, "api"), incident_id=incident_id
+    )
+    return {"investigation": found.as_dict()}, 202
+
+
+def _api_stop(request: HttpRequest, investigation_id: int) -> dict:
+    found = actions.check_stop_investigation(
+        actor=Actor.from_request(request, "api"), investigation_id=investigation_id
+    )
+    return {"investigation": found.as_dict()}
+
+
+api_investigations = dispatch(GET=_api_list, POST=_api_start)
+api_stop = dispatch(POST=_api_stop)
