@@ -39,5 +39,6 @@ urlpatterns = [
     path("", include("providers.urls")),
     path("", include("webfetch.routes")),
     path("", include("runbooks.urls")),
+    path("", include("notifications.urls")),
     path("admin/", admin.site.urls),
 ]

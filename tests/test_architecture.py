@@ -16,6 +16,7 @@ LAYERS = {
     "runbooks": 4,
     "chatrooms": 5,
     "reviews": 6,
+    "notifications": 7,
 }
 
 # The ASGI/URL wiring and the settings put every app together: they may import any app.

@@ -1,0 +1,78 @@
+"""The outbox is written in the event's own transaction, and only for verified channels
+of operators who want that kind of event."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from hal.actions.incidents import check_open_incident
+from notifications import actions
+from notifications.models import Delivery, Event
+from tests.notifications.conftest import verified_email
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_incident_and_its_outbox_commit_together(op_actor, smtp_sink):
+    channel = verified_email(op_actor, smtp_sink)
+    incident = check_open_incident(actor=op_actor, severity="sev2", title="disk full on db-1")
+    event = Event.objects.get(key__startswith="incident_event:")
+    assert event.kind == "incident_opened" and event.urgent
+    assert event.link == f"/incidents/{incident.pk}/"
+    assert list(Delivery.objects.values_list("channel_id", "status")) == [(channel.pk, "pending")]
+
+
+def test_a_rolled_back_incident_leaves_no_outbox_row(op_actor, smtp_sink):
+    verified_email(op_actor, smtp_sink)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        check_open_incident(actor=op_actor, severity="sev1", title="rolled back")
+        assert Delivery.objects.count() == 1  # written inside the same transaction…
+        raise RuntimeError("the change fails after its hook ran")
+    assert Event.objects.count() == 0 and Delivery.objects.count() == 0  # …and undone with it
+
+
+def test_a_rolled_back_proposal_leaves_no_outbox_row(op_actor, smtp_sink):
+    from hal.actions.proposals import check_create_proposal
+
+    verified_email(op_actor, smtp_sink)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        check_create_proposal(
+            actor=op_actor, tool="open_incident", arguments={"severity": "sev3", "title": "x"}
+        )
+        assert Delivery.objects.count() == 1
+        raise RuntimeError("rolled back")
+    assert Delivery.objects.count() == 0
+    proposal = check_create_proposal(
+        actor=op_actor, tool="open_incident", arguments={"severity": "sev3", "title": "disk"}
+    )
+    event = Event.objects.get()
+    assert event.kind == "proposal_pending" and not event.urgent
+    assert event.link == f"/proposals/#proposal-{proposal.pk}"
+    assert Delivery.objects.count() == 1
+
+
+def test_an_unverified_channel_gets_nothing(op_actor, smtp_sink):
+    actions.check_add_channel(actor=op_actor, kind="email", name="m", address="m@example.test")
+    check_open_incident(actor=op_actor, severity="sev3", title="t")
+    assert Event.objects.count() == 1 and Delivery.objects.count() == 0
+
+
+def test_a_kind_switched_off_is_not_queued(op_actor, smtp_sink):
+    verified_email(op_actor, smtp_sink)
+    actions.check_set_preferences(actor=op_actor, disabled_kinds=["incident_opened"])
+    check_open_incident(actor=op_actor, severity="sev3", title="t")
+    assert Delivery.objects.count() == 0
+
+
+def test_a_note_is_not_news_but_an_investigation_summary_is(op_actor, smtp_sink):
+    from hal.actions.incidents import _event, check_annotate_incident
+
+    verified_email(op_actor, smtp_sink)
+    incident = check_open_incident(actor=op_actor, severity="sev3", title="t")
+    check_annotate_incident(actor=op_actor, incident_id=incident.pk, text="looked at it")
+    assert Event.objects.count() == 1
+    with transaction.atomic():  # as the investigator will: a timeline entry of its kind
+        _event(incident, op_actor, "investigation", "Likely cause: the log volume is full.")
+    summary = Event.objects.get(kind="incident_summary")
+    assert "Likely cause" in summary.text and Delivery.objects.count() == 2
