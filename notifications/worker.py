@@ -110,9 +110,10 @@ def record(
     key: str,
     result: senders.SendResult,
     started: datetime,
+    at: datetime | None = None,
 ) -> Attempt:
-    """The attempt and the deliveries' new state, in one transaction."""
-    now = timezone.now()
+    """The attempt and the deliveries' new state, in one transaction (`at`: a test's clock)."""
+    now = at or timezone.now()
     ids = [r.pk for r in rows]
     with transaction.atomic():
         attempt = Attempt.objects.create(
@@ -181,6 +182,7 @@ def _groups(channel: Channel, rows: list[Delivery], now: datetime) -> list[list[
 def deliver_due(worker: str | None = None, *, now: datetime | None = None, limit: int = 200) -> int:
     """Send what is due now; → the number of deliveries marked sent."""
     worker = worker or worker_name()
+    clock = now  # a test's clock, else each record is stamped when it happens
     now = now or timezone.now()
     sent = 0
     due = list(
@@ -201,7 +203,7 @@ def deliver_due(worker: str | None = None, *, now: datetime | None = None, limit
             key = message_key(leased)
             started = timezone.now()
             result = send(channel, leased, key)
-            record(token, channel, leased, key, result, started)
+            record(token, channel, leased, key, result, started, clock)
             sent += len(leased) if result.ok else 0
     return sent
 
