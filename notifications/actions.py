@@ -196,6 +196,8 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
         return senders.send_email(channel.address, "[HAL] Verification code", body, key)
     from vault.api import get_plaintext
 
+    if channel.secret_id is None:
+        return senders.SendResult(False, "the channel has no signing secret", retry=False)
     secret = get_plaintext(channel.secret_id, purpose=SECRET_PURPOSE, actor_label="notifications")
     if channel.body_format == Channel.SLACK:
         payload: dict[str, Any] = {"text": body.strip()}

@@ -54,7 +54,7 @@ def test_a_code_expires_and_a_new_one_replaces_it(op_actor, smtp_sink):
         )
     assert exc.value.code == "code_expired"
     assert actions.check_send_code(actor=op_actor, channel_id=added.channel.pk).ok
-    old, new = smtp_sink.codes()
+    _old, new = smtp_sink.codes()
     assert actions.check_verify_channel(actor=op_actor, channel_id=added.channel.pk, code=new)
 
 

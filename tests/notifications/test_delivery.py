@@ -154,7 +154,7 @@ def test_a_worker_that_dies_before_sending_leaves_it_to_the_next_exactly_once(
     check_open_incident(actor=op_actor, severity="sev3", title="t")
     d = Delivery.objects.get()
     now = timezone.now()
-    token, leased = worker.claim([d.pk], "dead-worker", now)
+    _token, leased = worker.claim([d.pk], "dead-worker", now)
     assert [r.pk for r in leased] == [d.pk]
     # …the process dies here. While its lease lives, nobody else sends the row:
     assert worker.deliver_due("w2", now=now + timedelta(seconds=60)) == 0
