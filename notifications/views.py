@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_http_methods
 
 from hal.actions.base import Actor
@@ -18,14 +19,14 @@ from notifications.queries import deliveries_of
 
 # The kinds as the page names them (translated in the template).
 KIND_LABELS = {
-    "proposal_pending": "A proposal awaits approval",
-    "proposal_expiring": "A proposal expires in 10 minutes",
-    "incident_opened": "An incident opened or reopened",
-    "incident_escalated": "An incident escalated",
-    "incident_summary": "An investigation summary posted",
-    "connection_paused": "A connection paused by its budget",
-    "connection_failed": "A connection failed verification",
-    "reply_failed": "A model reply failed in my room",
+    "proposal_pending": gettext_noop("A proposal awaits approval"),
+    "proposal_expiring": gettext_noop("A proposal expires in 10 minutes"),
+    "incident_opened": gettext_noop("An incident opened or reopened"),
+    "incident_escalated": gettext_noop("An incident escalated"),
+    "incident_summary": gettext_noop("An investigation summary posted"),
+    "connection_paused": gettext_noop("A connection paused by its budget"),
+    "connection_failed": gettext_noop("A connection failed verification"),
+    "reply_failed": gettext_noop("A model reply failed in my room"),
 }
 
 
