@@ -111,6 +111,9 @@ def page(request: HttpRequest) -> HttpResponse:
             "extra": extra or {},
             "error": error,
             "page": "notifications",
+            # Product names and a JSON shape: the same in every language.
+            "slack_name": "Slack/Mattermost",
+            "slack_preset": 'Slack/Mattermost {"text": …}',
         },
         status=error.http_status if error else 200,
     )
