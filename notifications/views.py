@@ -122,13 +122,13 @@ def page(request: HttpRequest) -> HttpResponse:
 # --- JSON API --------------------------------------------------------------------------------
 
 
-def _api_overview(request: HttpRequest) -> dict:
+def _api_overview(request: HttpRequest) -> dict[str, Any]:
     """GET /api/notifications: your channels, preferences and latest deliveries."""
     actions.operator_of(_actor(request, "api"))
     return _overview(request)
 
 
-def _api_add(request: HttpRequest) -> tuple[dict, int]:
+def _api_add(request: HttpRequest) -> tuple[dict[str, Any], int]:
     """POST /api/notifications/channels {kind, name, address, format, digest_minutes}"""
     data = json_body(request)
     added = actions.check_add_channel(
@@ -149,11 +149,11 @@ def _api_add(request: HttpRequest) -> tuple[dict, int]:
     return body, 201
 
 
-def _api_channel_get(request: HttpRequest, channel_id: int) -> dict:
+def _api_channel_get(request: HttpRequest, channel_id: int) -> dict[str, Any]:
     return {"channel": actions.load_channel(_actor(request, "api"), channel_id).as_dict()}
 
 
-def _api_channel_update(request: HttpRequest, channel_id: int) -> dict:
+def _api_channel_update(request: HttpRequest, channel_id: int) -> dict[str, Any]:
     """POST /api/notifications/channels/<id> {digest_minutes}"""
     data = json_body(request)
     channel = actions.check_update_channel(
@@ -164,13 +164,13 @@ def _api_channel_update(request: HttpRequest, channel_id: int) -> dict:
     return {"channel": channel.as_dict()}
 
 
-def _api_channel_delete(request: HttpRequest, channel_id: int) -> dict:
+def _api_channel_delete(request: HttpRequest, channel_id: int) -> dict[str, Any]:
     """DELETE /api/notifications/channels/<id>"""
     actions.check_remove_channel(actor=_actor(request, "api"), channel_id=channel_id)
     return {"removed": channel_id}
 
 
-def _api_verify(request: HttpRequest, channel_id: int) -> dict:
+def _api_verify(request: HttpRequest, channel_id: int) -> dict[str, Any]:
     """POST /api/notifications/channels/<id>/verify {code}"""
     data = json_body(request)
     channel = actions.check_verify_channel(
@@ -179,13 +179,13 @@ def _api_verify(request: HttpRequest, channel_id: int) -> dict:
     return {"channel": channel.as_dict()}
 
 
-def _api_send_code(request: HttpRequest, channel_id: int) -> dict:
+def _api_send_code(request: HttpRequest, channel_id: int) -> dict[str, Any]:
     """POST /api/notifications/channels/<id>/code: a fresh verification code."""
     sent = actions.check_send_code(actor=_actor(request, "api"), channel_id=channel_id)
     return {"code_sent": sent.ok, "detail": sent.detail}
 
 
-def _api_preferences(request: HttpRequest) -> dict:
+def _api_preferences(request: HttpRequest) -> dict[str, Any]:
     """POST /api/notifications/preferences {disabled_kinds, time_zone, quiet_start, quiet_end}"""
     data = json_body(request)
     prefs = actions.check_set_preferences(
