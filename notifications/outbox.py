@@ -61,7 +61,8 @@ def enqueue(
     recipients: Iterable[Any],
 ) -> Event | None:
     """Record the event and its deliveries (in the caller's transaction); None when this
-    occurrence (`key`) was recorded already or nobody has a verified channel for it."""
+    occurrence (`key`) was recorded already. The event row is kept even when no verified
+    channel wants it (the record that it happened, and what makes it once-only)."""
     if Event.objects.filter(key=key[:120]).exists():
         return None
     user_ids = _wants({u.pk for u in recipients if getattr(u, "pk", None)}, kind)
