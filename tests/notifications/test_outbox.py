@@ -84,3 +84,22 @@ def test_a_note_is_not_news_but_an_investigation_summary_is(op_actor, smtp_sink)
     summary = Event.objects.get(kind="incident_summary")
     assert "Likely cause" in summary.text and Delivery.objects.count() == 2
     assert summary.title.startswith(f"Incident #{incident.pk} investigation summary posted")
+
+
+def test_a_models_proposal_names_the_model_and_its_impact_line(op_actor, smtp_sink):
+    from hal.actions.proposals import check_create_proposal
+    from providers.models import AIConnection
+
+    verified_email(op_actor, smtp_sink)
+    conn = AIConnection.objects.create(
+        name="alpha", provider="anthropic", auth_method="api_key", status="active"
+    )
+    proposal = check_create_proposal(
+        actor=op_actor,
+        tool="open_incident",
+        arguments={"severity": "sev3", "title": "disk"},
+        origin={"connection_id": conn.pk},
+    )
+    event = Event.objects.get()
+    assert event.text.splitlines()[:2] == ["Model: @alpha", "Tier: write"]
+    assert f"Impact: {proposal.impact['summary']}" in event.text
