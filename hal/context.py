@@ -180,6 +180,7 @@ MENU = [
     ("hal:incidents", gettext_noop("Incidents")),
     ("runbooks:list", gettext_noop("Runbooks")),
     ("hal:proposals", gettext_noop("Approvals")),
+    ("notifications:page", gettext_noop("Notifications")),
     ("hal:audit", gettext_noop("Audit log")),
     ("hal:settings", gettext_noop("Settings")),
     ("hal:dr", gettext_noop("DR")),

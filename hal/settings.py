@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "runbooks",
     "reviews",
     "investigations",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -300,6 +301,13 @@ HAL_ARTIFACT_MAX_BYTES = int(env("HAL_ARTIFACT_MAX_BYTES", str(512 * 1024 * 1024
 # Ops: mail relay observation and DR.
 HAL_SMTP_HOST = env("HAL_SMTP_HOST")
 HAL_SMTP_PORT = int(env("HAL_SMTP_PORT", "25"))
+# Notifications (docs/notifications.md): the From of their e-mails, and the outbox's pace.
+HAL_NOTIFY_FROM = env("HAL_NOTIFY_FROM", "hal@localhost")
+HAL_NOTIFY_RETRY_BASE_SECONDS = float(env("HAL_NOTIFY_RETRY_BASE_SECONDS", "30"))
+HAL_NOTIFY_RETRY_MAX_SECONDS = float(env("HAL_NOTIFY_RETRY_MAX_SECONDS", "3600"))
+HAL_NOTIFY_MAX_ATTEMPTS = int(env("HAL_NOTIFY_MAX_ATTEMPTS", "8"))
+HAL_NOTIFY_LEASE_SECONDS = float(env("HAL_NOTIFY_LEASE_SECONDS", "120"))
+HAL_NOTIFY_POLL_SECONDS = float(env("HAL_NOTIFY_POLL_SECONDS", "5"))
 HAL_DR_INCLUDE_KEYS = env_bool("HAL_DR_INCLUDE_KEYS", False)
 # pg_dump's limit; a `running` snapshot older than this is marked interrupted (worker sweep).
 HAL_DR_SNAPSHOT_TIMEOUT_SECONDS = int(env("HAL_DR_SNAPSHOT_TIMEOUT_SECONDS", "3600"))

@@ -40,5 +40,6 @@ urlpatterns = [
     path("", include("webfetch.routes")),
     path("", include("runbooks.urls")),
     path("", include("investigations.urls")),
+    path("", include("notifications.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -34,6 +34,7 @@ from providers.budget_rules import (
     assess,
 )
 from providers.models import AIConnection, connection_changed
+from providers.status_hooks import BUDGET_PAUSED, connection_stopped
 from providers.usage_totals import (
     budget_dict,
     month_start,
@@ -142,6 +143,7 @@ def _pause(
         after={"status": conn.status, "reason": reason, "paused_until": until.isoformat()},
         message=reason,
     )
+    connection_stopped(BUDGET_PAUSED, conn, reason)
     _notify(
         room_id,
         i18n.text(

@@ -17,6 +17,7 @@ LAYERS = {
     "chatrooms": 5,
     "reviews": 6,
     "investigations": 6,
+    "notifications": 7,
 }
 
 # The ASGI/URL wiring and the settings put every app together: they may import any app.

@@ -16,6 +16,7 @@ from chatrooms.actions.rooms import room_group
 from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
+from chatrooms.reply_hooks import reply_failed
 from hal import rows
 from hal.actions.base import Actor, record_audit
 from hal.events import publish
@@ -200,6 +201,8 @@ def do_fail_turn(
         turn.error_code = code[:64]
         turn.finished_at = timezone.now()
         turn.save(update_fields=["status", "error_code", "finished_at", "updated_at"])
+        if reply is not None:
+            reply_failed(reply, turn)  # e.g. the notifications' outbox, with this change
     return reply
 
 

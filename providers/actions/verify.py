@@ -19,6 +19,7 @@ from providers.actions.status import _changed, _failure_status, _locked
 from providers.models import (
     AIConnection,
 )
+from providers.status_hooks import VERIFY_FAILED, connection_stopped
 from vault import api as vault
 
 
@@ -143,6 +144,7 @@ def do_record_verification(
         before = {"status": conn.status, "models": list(conn.models or []), "model": conn.model}
         conn.last_checked_at = timezone.now()
         error: HalError | None = None
+        stopped = False
         choice = verification.NONE
         if kind is None:
             conn.models = list(models or [])
@@ -161,6 +163,8 @@ def do_record_verification(
             conn.last_error_at = conn.last_checked_at
             if conn.status != AIConnection.DISABLED:
                 conn.status = _failure_status(conn, kind)
+            # Only a change is news: the background re-check fails the same way every round.
+            stopped = conn.status != before["status"] and conn.status != AIConnection.DISABLED
             error = HalError(
                 format_lazy(
                     _("Verification failed ({kind}): {message}"), kind=kind, message=message
@@ -169,6 +173,8 @@ def do_record_verification(
                 http_status=502,
             )
         conn.save()
+        if error is not None and stopped:
+            connection_stopped(VERIFY_FAILED, conn, f"{kind}: {message}"[:300])
         record_audit(
             actor,
             "connections.verify",

@@ -39,6 +39,7 @@ PAGES = [
     ("runbooks", "/runbooks/"),
     ("runbook", "/runbooks/{runbook}/"),
     ("approvals", "/proposals/"),
+    ("notifications", "/notifications/"),
     ("audit", "/audit/"),
     ("settings", "/settings/"),
     ("dr", "/dr/"),

@@ -12,7 +12,16 @@ from django.utils import translation
 from hal import labels
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("hal", "chatrooms", "providers", "reviews", "runbooks", "vault", "webfetch")
+PACKAGES = (
+    "hal",
+    "chatrooms",
+    "providers",
+    "reviews",
+    "runbooks",
+    "vault",
+    "webfetch",
+    "notifications",
+)
 PATTERNS = (
     re.compile(r'@action\(\s*"([^"]+)"'),
     re.compile(r'record_audit\(\s*[^,()]+(?:\([^)]*\))?,\s*"([^"]+)"'),

@@ -19,7 +19,7 @@ from hal.actions.proposals.records import expiry_minutes, find_tool, publish_pro
 from hal.errors import InvalidInput
 from hal.i18n import english, is_text
 from hal.models import Proposal
-from hal.proposal_hooks import proposal_created
+from hal.proposal_hooks import proposal_created, proposal_created_in_transaction
 
 
 @action("proposals.create")
@@ -97,5 +97,6 @@ def check_create_proposal(
             },
         )
         publish_proposal(proposal, "proposal.created")
+        proposal_created_in_transaction(proposal)  # e.g. the notifications' outbox
         transaction.on_commit(lambda: proposal_created(proposal))  # e.g. the second opinion
     return proposal

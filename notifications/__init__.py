@@ -1,0 +1,1 @@
+"""Notifications: operators reached by e-mail or webhook when HAL needs them (issue 27)."""

@@ -1,0 +1,382 @@
+"""Notification actions: add/verify/remove a channel, its digest, the operator's preferences.
+
+Each check_* validates and refuses with a stable code; each do_* changes rows in one
+transaction with an audit row. An operator acts on their own channels only: another's
+channel is "not found" (its existence is not revealed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import json
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
+
+from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.errors import Conflict, InvalidInput, NotFound
+from hal.ids import as_id
+from notifications import render, senders
+from notifications.models import EVENT_KINDS, Channel, Preferences
+from notifications.schedule import zone
+from notifications.worker import SECRET_PURPOSE
+
+MAX_CHANNELS = 10
+MAX_NAME = 60
+MAX_DIGEST_MINUTES = 24 * 60
+CODE_TTL = dt.timedelta(minutes=30)
+MAX_CODE_FAILURES = 5
+SECRET_OWNER = "notify_channel"
+
+
+@dataclass
+class Added:
+    """A new channel; `signing_secret` is shown once (webhooks), then only the vault has it."""
+
+    channel: Channel
+    code_sent: bool
+    detail: str
+    signing_secret: str = ""
+
+
+def operator_of(actor: Actor) -> Any:
+    require_perm(actor, "view")
+    if actor.user is None or not getattr(actor.user, "pk", None):
+        raise InvalidInput(_("Notifications belong to an operator."), code="no_operator")
+    return actor.user
+
+
+def _text(value: Any, code: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > limit:
+        raise InvalidInput(
+            format_lazy(
+                _("{code}: expected text of at most {limit} characters."), code=code, limit=limit
+            ),
+            code=code,
+        )
+    return value.strip()
+
+
+def _digest(value: Any) -> int:
+    if value in (None, ""):
+        return 0
+    try:
+        minutes = int(value)
+    except (TypeError, ValueError):
+        minutes = -1
+    if isinstance(value, bool) or not 0 <= minutes <= MAX_DIGEST_MINUTES:
+        raise InvalidInput(
+            format_lazy(_("digest_minutes must be 0 to {n}."), n=MAX_DIGEST_MINUTES),
+            code="invalid_digest",
+        )
+    return minutes
+
+
+def load_channel(actor: Actor, channel_id: Any, *, lock: bool = False) -> Channel:
+    """The actor's own channel with this id (404 channel_not_found for anyone else's)."""
+    user = operator_of(actor)
+    pk = as_id(channel_id)
+    qs = Channel.objects.select_for_update() if lock else Channel.objects
+    found = qs.filter(pk=pk, owner_id=user.pk).first() if pk else None
+    if found is None:
+        raise NotFound(_("No such notification channel."), code="channel_not_found")
+    return found
+
+
+def _code_hash(channel: Channel, code: str) -> str:
+    return salted_hmac("hal.notifications.verify", f"{channel.pk}:{code}").hexdigest()
+
+
+# --- add ---------------------------------------------------------------------------------
+
+
+@action("notifications.channel_add")
+def check_add_channel(
+    *,
+    actor: Actor,
+    kind: Any,
+    name: Any,
+    address: Any,
+    body_format: Any = Channel.JSON,
+    digest_minutes: Any = 0,
+) -> Added:
+    """Add an e-mail or webhook channel for yourself; a verification code is sent to it."""
+    user = operator_of(actor)
+    if kind not in (Channel.EMAIL, Channel.WEBHOOK):
+        raise InvalidInput(_("kind must be email or webhook."), code="invalid_kind")
+    name = _text(name, "invalid_name", MAX_NAME)
+    address = _text(address, "invalid_address", 500)
+    if kind == Channel.EMAIL:
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise InvalidInput(_("Not an e-mail address."), code="invalid_address") from None
+        body_format = Channel.JSON
+    else:
+        why = senders.check_webhook_url(address)
+        if why:
+            raise InvalidInput(
+                format_lazy(_("Not a usable webhook URL: {why}."), why=why),
+                code="invalid_address",
+            )
+        if body_format in (None, ""):
+            body_format = Channel.JSON
+        if body_format not in (Channel.JSON, Channel.SLACK):
+            raise InvalidInput(_("format must be json or slack."), code="invalid_format")
+    digest = _digest(digest_minutes)
+    if Channel.objects.filter(owner_id=user.pk).count() >= MAX_CHANNELS:
+        raise Conflict(
+            format_lazy(_("At most {n} channels per operator."), n=MAX_CHANNELS),
+            code="too_many_channels",
+        )
+    return do_add_channel(actor, kind, name, address, str(body_format), digest)
+
+
+def do_add_channel(
+    actor: Actor, kind: str, name: str, address: str, body_format: str, digest: int
+) -> Added:
+    from vault.api import put_secret
+
+    secret = secrets.token_urlsafe(32) if kind == Channel.WEBHOOK else ""
+    with transaction.atomic():
+        channel = Channel.objects.create(
+            owner=actor.user,
+            kind=kind,
+            name=name,
+            address=address,
+            body_format=body_format,
+            digest_minutes=digest,
+        )
+        if secret:
+            row = put_secret(
+                purpose=SECRET_PURPOSE,
+                owner_type=SECRET_OWNER,
+                owner_id=channel.pk,
+                plaintext=secret,
+                actor=actor,
+            )
+            channel.secret_id = row.pk
+            channel.save(update_fields=["secret_id"])
+        code = _new_code(channel)
+        record_audit(
+            actor,
+            "notifications.channel_add",
+            target=channel,
+            after={"kind": kind, "name": name, "address": address, "digest": digest},
+        )
+    sent = _send_code(channel, code)
+    return Added(channel, sent.ok, sent.detail, secret)
+
+
+def _new_code(channel: Channel) -> str:
+    code = f"{secrets.randbelow(1_000_000):06d}"
+    channel.verify_code_sha256 = _code_hash(channel, code)
+    channel.verify_sent_at = timezone.now()
+    channel.verify_failures = 0
+    channel.save(update_fields=["verify_code_sha256", "verify_sent_at", "verify_failures"])
+    return code
+
+
+def _send_code(channel: Channel, code: str) -> senders.SendResult:
+    """Send the code straight away (not through the outbox: nothing else goes to an
+    unverified channel, and the operator waits for it)."""
+    key = str(uuid.uuid4())
+    body = render.verification_text(code)
+    if channel.kind == Channel.EMAIL:
+        return senders.send_email(channel.address, "[HAL] Verification code", body, key)
+    from vault.api import get_plaintext
+
+    if channel.secret_id is None:
+        return senders.SendResult(False, "the channel has no signing secret", retry=False)
+    secret = get_plaintext(channel.secret_id, purpose=SECRET_PURPOSE, actor_label="notifications")
+    if channel.body_format == Channel.SLACK:
+        payload: dict[str, Any] = {"text": body.strip()}
+    else:
+        payload = {
+            "version": render.BODY_VERSION,
+            "message": key,
+            "channel": channel.pk,
+            "verification": True,
+            "text": body.strip(),
+            "events": [],
+        }
+    data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    return senders.send_webhook(channel.address, data, secret.reveal(), key)
+
+
+# --- verify ------------------------------------------------------------------------------
+
+
+@action("notifications.code_send")
+def check_send_code(*, actor: Actor, channel_id: Any) -> senders.SendResult:
+    """Send a fresh verification code to one of your channels (the old one stops working)."""
+    channel = load_channel(actor, channel_id)
+    if channel.verified:
+        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    with transaction.atomic():
+        channel = load_channel(actor, channel_id, lock=True)
+        code = _new_code(channel)
+        record_audit(actor, "notifications.code_send", target=channel)
+    return _send_code(channel, code)
+
+
+@action("notifications.channel_verify")
+def check_verify_channel(*, actor: Actor, channel_id: Any, code: Any) -> Channel:
+    """Prove the channel reaches you: enter the code it received."""
+    channel = load_channel(actor, channel_id)
+    if channel.verified:
+        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    if not isinstance(code, str) or not code.strip().isdigit():
+        raise InvalidInput(_("Enter the six-digit code."), code="invalid_code")
+    expired = (
+        not channel.verify_code_sha256
+        or channel.verify_sent_at is None
+        or timezone.now() - channel.verify_sent_at > CODE_TTL
+        or channel.verify_failures >= MAX_CODE_FAILURES
+    )
+    if expired:
+        raise Conflict(_("The code expired; send a new one."), code="code_expired")
+    if not hmac.compare_digest(_code_hash(channel, code.strip()), channel.verify_code_sha256):
+        # Counted in its own transaction: the refusal below must not roll it back.
+        with transaction.atomic():
+            channel = load_channel(actor, channel_id, lock=True)
+            channel.verify_failures += 1
+            channel.save(update_fields=["verify_failures"])
+        raise InvalidInput(_("That code is not right."), code="wrong_code")
+    return do_verify_channel(actor, channel)
+
+
+def do_verify_channel(actor: Actor, channel: Channel) -> Channel:
+    with transaction.atomic():
+        channel = Channel.objects.select_for_update().get(pk=channel.pk)
+        channel.verified_at = timezone.now()
+        channel.verify_code_sha256 = ""
+        channel.save(update_fields=["verified_at", "verify_code_sha256"])
+        record_audit(
+            actor, "notifications.channel_verify", target=channel, after={"verified": True}
+        )
+    return channel
+
+
+# --- update / remove ---------------------------------------------------------------------
+
+
+@action("notifications.channel_update")
+def check_update_channel(*, actor: Actor, channel_id: Any, digest_minutes: Any) -> Channel:
+    """Change a channel's digest window (0: a message per event)."""
+    load_channel(actor, channel_id)
+    digest = _digest(digest_minutes)
+    with transaction.atomic():
+        channel = load_channel(actor, channel_id, lock=True)
+        before = {"digest": channel.digest_minutes}
+        channel.digest_minutes = digest
+        channel.save(update_fields=["digest_minutes"])
+        record_audit(
+            actor,
+            "notifications.channel_update",
+            target=channel,
+            before=before,
+            after={"digest": digest},
+        )
+    return channel
+
+
+@action("notifications.channel_remove")
+def check_remove_channel(*, actor: Actor, channel_id: Any) -> int:
+    """Remove one of your channels, its signing secret and its outbox rows."""
+    channel = load_channel(actor, channel_id)
+    return do_remove_channel(actor, channel)
+
+
+def do_remove_channel(actor: Actor, channel: Channel) -> int:
+    from vault.api import delete_secrets_for
+
+    pk = channel.pk
+    with transaction.atomic():
+        record_audit(
+            actor,
+            "notifications.channel_remove",
+            target=channel,
+            before={"kind": channel.kind, "name": channel.name, "address": channel.address},
+        )
+        delete_secrets_for(owner_type=SECRET_OWNER, owner_id=pk, actor=actor)
+        channel.delete()
+    return pk
+
+
+# --- preferences -------------------------------------------------------------------------
+
+
+def preferences_of(user: Any) -> Preferences:
+    """The operator's preferences (defaults when never saved; not stored by reading)."""
+    return Preferences.objects.filter(user_id=user.pk).first() or Preferences(user=user)
+
+
+def _time(value: Any, code: str) -> dt.time | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        try:
+            return dt.time.fromisoformat(value.strip()).replace(second=0, microsecond=0)
+        except ValueError:
+            pass
+    raise InvalidInput(_("Quiet hours are times like 22:00."), code=code)
+
+
+@action("notifications.preferences")
+def check_set_preferences(
+    *,
+    actor: Actor,
+    disabled_kinds: Any = None,
+    time_zone: Any = "UTC",
+    quiet_start: Any = None,
+    quiet_end: Any = None,
+) -> Preferences:
+    """Which kinds of event you do not want, your time zone and your quiet hours."""
+    user = operator_of(actor)
+    kinds = [] if disabled_kinds in (None, "") else disabled_kinds
+    if not isinstance(kinds, list | tuple) or any(k not in EVENT_KINDS for k in kinds):
+        raise InvalidInput(
+            format_lazy(_("Event kinds are: {kinds}."), kinds=", ".join(EVENT_KINDS)),
+            code="invalid_kinds",
+        )
+    tz = (time_zone or "UTC").strip() if isinstance(time_zone, str) else ""
+    if not tz or len(tz) > 64 or zone(tz).key != tz:
+        raise InvalidInput(_("Unknown time zone."), code="invalid_time_zone")
+    start, end = _time(quiet_start, "invalid_quiet_hours"), _time(quiet_end, "invalid_quiet_hours")
+    if (start is None) != (end is None) or (start is not None and start == end):
+        raise InvalidInput(
+            _("Quiet hours need a different start and end, or neither."),
+            code="invalid_quiet_hours",
+        )
+    return do_set_preferences(actor, user, sorted(set(kinds)), tz, start, end)
+
+
+def do_set_preferences(
+    actor: Actor, user: Any, kinds: list[str], tz: str, start: Any, end: Any
+) -> Preferences:
+    with transaction.atomic():
+        prefs, _created = Preferences.objects.select_for_update().get_or_create(user=user)
+        before = prefs.as_dict()
+        prefs.disabled_kinds, prefs.time_zone = kinds, tz
+        prefs.quiet_start, prefs.quiet_end = start, end
+        prefs.save()
+        record_audit(
+            actor,
+            "notifications.preferences",
+            target=prefs,
+            target_label=user.username,
+            before=before,
+            after=prefs.as_dict(),
+        )
+    return prefs

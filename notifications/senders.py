@@ -1,0 +1,148 @@
+"""Sending one message: e-mail through HAL's SMTP relay, or a signed HTTPS POST.
+
+The webhook goes through webfetch's SSRF guard (one resolution, a pinned connection, no
+redirects followed) like every other outbound request of HAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import smtplib
+import ssl
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate
+
+import httpcore2
+from django.conf import settings
+
+from hal.actions.mail import EHLO_NAME, smtp_target
+
+SIGNATURE_HEADER = "X-HAL-Signature"
+DELIVERY_HEADER = "X-HAL-Delivery"
+TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Whether the receiver accepted the message, and what it said (no secrets)."""
+
+    ok: bool
+    detail: str
+    retry: bool = True  # False: retrying cannot help (a refused address, a blocked URL)
+
+
+def sender_address() -> str:
+    return str(getattr(settings, "HAL_NOTIFY_FROM", "") or "hal@localhost")
+
+
+def send_email(address: str, subject: str, body: str, message_key: str) -> SendResult:
+    """Hand the message to the configured relay (HAL_SMTP_HOST/PORT)."""
+    host, port = smtp_target()
+    if not host:
+        return SendResult(False, "no SMTP relay is configured (HAL_SMTP_HOST)")
+    msg = EmailMessage()
+    msg["From"] = sender_address()
+    msg["To"] = address
+    msg["Subject"] = subject
+    msg["Date"] = formatdate(usegmt=True)
+    # The same Message-ID on a retry: mail clients and relays may drop the duplicate.
+    msg["Message-ID"] = f"<{message_key}@hal.notifications>"
+    msg[DELIVERY_HEADER] = message_key
+    msg.set_content(body)
+    try:
+        with smtplib.SMTP(host, port, timeout=TIMEOUT_SECONDS, local_hostname=EHLO_NAME) as smtp:
+            refused = smtp.send_message(msg)
+    except smtplib.SMTPRecipientsRefused as exc:
+        return SendResult(False, f"recipient refused: {exc}"[:500], retry=False)
+    except (smtplib.SMTPException, OSError) as exc:
+        return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
+    if refused:
+        return SendResult(False, f"recipient refused: {refused}"[:500], retry=False)
+    return SendResult(True, "250 accepted")
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The X-HAL-Signature value: sha256=<hex HMAC-SHA256 of the body>."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def check_webhook_url(url: str) -> str | None:
+    """Why this URL cannot be a webhook (None: fine to try). https only, except for the
+    tests' loopback receivers (HAL_WEBFETCH_ALLOW_LOOPBACK)."""
+    from webfetch.guard import GuardError, allow_loopback, parse_url
+
+    try:
+        parsed = parse_url(url)
+    except GuardError as exc:
+        return exc.detail
+    if parsed.scheme != "https" and not allow_loopback():
+        return "a webhook URL must use https"
+    return None
+
+
+async def _post(url: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> SendResult:
+    from webfetch.client import PinnedBackend
+    from webfetch.guard import GuardError, guard_url
+
+    try:
+        target = await guard_url(url)
+    except GuardError as exc:
+        return SendResult(False, f"{exc.reason}: {exc.detail}"[:500], retry=False)
+    request_url = httpcore2.URL(
+        scheme=target.scheme.encode("ascii"),
+        host=target.host.encode("ascii"),
+        port=target.port,
+        target=target.target.encode("utf-8"),
+    )
+    all_headers = [
+        (b"Host", target.authority.encode("ascii")),
+        (b"Content-Type", b"application/json"),
+        (b"Content-Length", str(len(body)).encode("ascii")),
+        (b"User-Agent", b"HAL-notifications/1"),
+        (b"Connection", b"close"),
+        *headers,
+    ]
+    timeouts = {"connect": TIMEOUT_SECONDS, "read": TIMEOUT_SECONDS, "write": TIMEOUT_SECONDS}
+    try:
+        async with httpcore2.AsyncConnectionPool(
+            ssl_context=httpcore2.default_ssl_context(),
+            network_backend=PinnedBackend(target),
+            max_connections=1,
+            retries=0,
+        ) as pool:
+            response = await pool.request(
+                "POST",
+                request_url,
+                headers=all_headers,
+                content=body,
+                extensions={"timeout": {**timeouts, "pool": TIMEOUT_SECONDS}},
+            )
+    except (httpcore2.TimeoutException, TimeoutError) as exc:
+        return SendResult(False, f"timed out: {exc}"[:500])
+    except (httpcore2.NetworkError, httpcore2.ProtocolError, ssl.SSLError, OSError) as exc:
+        return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
+    status = response.status
+    if 200 <= status < 300:
+        return SendResult(True, f"HTTP {status}")
+    # 4xx other than 408/429 will not get better by retrying; redirects are not followed.
+    retry = status >= 500 or status in (408, 429)
+    return SendResult(False, f"HTTP {status}", retry=retry)
+
+
+def send_webhook(url: str, body: bytes, secret: str, message_key: str) -> SendResult:
+    """POST the JSON body, signed with the channel's secret, with its idempotency key."""
+    headers = [
+        (SIGNATURE_HEADER.encode("ascii"), sign(secret, body).encode("ascii")),
+        (DELIVERY_HEADER.encode("ascii"), message_key.encode("ascii")),
+    ]
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_post(url, body, headers))
+    # Called from a thread that runs a loop (an async test, a consumer): a thread of its own.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _post(url, body, headers)).result()
