@@ -21,6 +21,7 @@ PACKAGES = (
     "vault",
     "webfetch",
     "notifications",
+    "investigations",
 )
 PATTERNS = (
     re.compile(r'@action\(\s*"([^"]+)"'),
