@@ -60,6 +60,8 @@ log = logging.getLogger("hal.providers")
 DEFAULT_CLI_MODELS = ("sonnet", "opus", "haiku")
 
 
+LOOPBACK = "127.0.0.1,localhost,::1"
+
 # The one-token probe of an opt-in verify (HAL_LOCAL_CLI_VERIFY_PROBE): the cheapest alias.
 PROBE_MODELS = ("haiku", "sonnet")
 
@@ -373,6 +375,10 @@ class LocalCLIProvider:
     ) -> AsyncGenerator[StreamEvent, None]:
         session_id = str(uuid.uuid4())
         mounted = operator or ("mcp" if mcp is not None else None)
+        if mcp is not None:
+            # The turn's token goes to HAL's own loopback /mcp straight, never through an
+            # HTTP proxy a user's settings may name (it would see the Authorization header).
+            extra_env = {**(extra_env or {}), "NO_PROXY": LOOPBACK, "no_proxy": LOOPBACK}
         state_root = self.state_root()
         with tempfile.TemporaryDirectory(prefix="hal-cli-", ignore_cleanup_errors=True) as private:
             scratch = os.path.join(private, "work")

@@ -119,8 +119,8 @@ def test_a_turn_token_is_not_an_operators_to_revoke(operator):
 
 def test_the_internal_url(settings):
     settings.HAL_MCP_INTERNAL_URL = ""
-    argv = ["/x/daphne", "-b", "0.0.0.0", "-p", "8123", "hal.asgi:application"]  # noqa: S104
-    assert _from_argv(argv) == ("0.0.0.0", 8123)  # noqa: S104
+    argv = ["/x/daphne", "-b", "0.0.0.0", "-p", "8123", "hal.asgi:application"]
+    assert _from_argv(argv) == ("0.0.0.0", 8123)
     assert _from_argv(["pytest"]) is None
     settings.HAL_MCP_INTERNAL_URL = "http://127.0.0.1:9001/mcp/"
     assert internal_url() == "http://127.0.0.1:9001/mcp"
