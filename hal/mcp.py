@@ -54,6 +54,16 @@ def refusal_text(tool_name: str) -> str:
     )
 
 
+_LISTED: dict[tuple[str, ...], list[MCPTool]] = {}
+UNSERVED = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+)
+
+
 class HalMCPServer(MCPServer):
     """An MCPServer whose tools are HAL's registry, acting as one operator via `mcp`."""
 
@@ -61,6 +71,11 @@ class HalMCPServer(MCPServer):
         from hal.version import get_version
 
         super().__init__(name="hal", instructions=INSTRUCTIONS, version=get_version())
+        # HAL serves tools only: without these handlers the server does not advertise
+        # prompts or resources, so a client (every CLI turn) does not list them on connect.
+        handlers = self._lowlevel_server._request_handlers
+        for method in UNSERVED:
+            handlers.pop(method, None)
         if actor is not None and actor.via != "mcp":
             actor = actor.with_via("mcp")
         self.actor = actor
@@ -77,6 +92,15 @@ class HalMCPServer(MCPServer):
         return actor
 
     async def list_tools(self) -> list[MCPTool]:
+        # Built once per set of registered tools: every CLI turn lists them on connect.
+        key = tuple(tool.name for tool in all_tools())
+        cached = _LISTED.get(key)
+        if cached is None:
+            _LISTED.clear()
+            cached = _LISTED[key] = self._build_tool_list()
+        return list(cached)
+
+    def _build_tool_list(self) -> list[MCPTool]:
         return [
             MCPTool(
                 name=tool.name,

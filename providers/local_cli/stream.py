@@ -18,7 +18,7 @@ from providers.base import (
     Usage,
     parse_tool_arguments,
 )
-from providers.local_cli.errors import TOOLS_DENIED, error_of_result
+from providers.local_cli.errors import MCP_UNREACHED, TOOLS_DENIED, error_of_result
 from providers.local_cli.mcp import MCP_SERVER_NAME
 
 log = logging.getLogger("hal.providers")
@@ -128,18 +128,20 @@ class _StreamParser:
         return self._api_event(inner)
 
     def _check_tools(self, init: dict[str, Any]) -> None:
-        """Refuse the run before its first model request when the CLI's settings removed
-        HAL's tools (a user's `permissions.deny` does, silently)."""
+        """Refuse the run before its first model request when the CLI could not connect to
+        HAL's MCP server (`unavailable`), or its settings removed HAL's tools (a user's
+        `permissions.deny` does, silently)."""
         servers = init.get("mcp_servers")
         tools = init.get("tools")
         if not self.expected_tools or not isinstance(servers, list) or not isinstance(tools, list):
             return
-        connected = any(
-            isinstance(s, dict)
-            and s.get("name") == MCP_SERVER_NAME
-            and s.get("status") == "connected"
-            for s in servers
-        )
+        hal = [s for s in servers if isinstance(s, dict) and s.get("name") == MCP_SERVER_NAME]
+        connected = any(s.get("status") == "connected" for s in hal)
+        failed = [s for s in hal if s.get("status") in ("failed", "needs-auth")]
+        if failed and not connected:
+            # Without HAL's tools the model would answer blind: fail before its request.
+            status = str(failed[0].get("status"))[:40]
+            raise ProviderError("unavailable", MCP_UNREACHED.format(status=status))
         missing = sorted(self.expected_tools - {str(t) for t in tools})
         if connected and missing:
             raise ProviderError("bad_request", TOOLS_DENIED.format(tools=", ".join(missing[:5])))

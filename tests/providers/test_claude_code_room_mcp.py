@@ -114,6 +114,7 @@ async def test_a_cli_model_proposes_waits_and_continues_after_approval(
 
         reply = (await messages(client, room))[-1]
         assert reply["status"] == Message.COMPLETE, reply
+        assert reply["text"] == "Checking, then proposing.\n\nProposed; waiting for approval."
         assert reply["proposal_ids"] == [proposal.pk]  # the card is the reply's
         assert reply["tool_calls"] == [
             {"name": "list_servers", "status": "ok"},

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from chatrooms.facts import as_fields, measure
-from providers.base import ToolRan
+from providers.base import ProviderError, ToolRan
 from providers.local_cli.stream import _StreamParser
 
 
@@ -105,3 +107,16 @@ def test_tool_calls_are_reply_facts():
     assert "tool_calls" not in as_fields(
         {"facts": measure(model="m", usage={}, began=0.0, first_token=None)}
     )
+
+
+def test_an_unreachable_hal_mcp_server_fails_the_run_before_the_model_is_asked():
+    parser = _StreamParser(frozenset({"mcp__hal__list_servers"}))
+    init = {
+        "type": "system",
+        "subtype": "init",
+        "mcp_servers": [{"name": "hal", "status": "failed"}],
+        "tools": [],
+    }
+    with pytest.raises(ProviderError) as caught:
+        parser.feed(line(init))
+    assert caught.value.kind == "unavailable" and "HAL_MCP_INTERNAL_URL" in caught.value.message
