@@ -11,8 +11,10 @@ database, so any web process behind the load balancer accepts the token.
 from __future__ import annotations
 
 import secrets
+import threading
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +26,13 @@ from hal.models.fleet import hash_token
 
 # Past its turn's longest run: a token outlives its run only if the process died.
 MARGIN = timedelta(seconds=60)
+
+# The live tokens this process minted, by hash → (row id, user, scope, expiry): the CLI
+# runs of this process reach its own /mcp, whose requests then need no database trip to
+# authenticate. Never stale: the run's end removes its entry before revoking the row, and
+# an expired entry is ignored; any other process reads the row.
+_MINTED: dict[str, tuple[int, Any, TurnScope, datetime]] = {}
+_MINTED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -65,12 +74,35 @@ def do_mint_turn_token(actor: Actor, scope: TurnScope, *, ttl_seconds: float) ->
                 "expires_at": row.expires_at.isoformat(),
             },
         )
+    entry = (row.pk, actor.user, scope, row.expires_at)
+    digest = row.token_hash
+
+    def remember() -> None:
+        with _MINTED_LOCK:
+            _MINTED[digest] = entry
+
+    transaction.on_commit(remember)
     return row.pk, raw
+
+
+def minted_here(raw: str) -> tuple[int, Any, TurnScope] | None:
+    """(row id, user, scope) of a live turn token this process minted, else None (then
+    the database decides: hal/actions/mcp_tokens.authenticate_mcp_token)."""
+    if not raw.startswith(PREFIX) or len(raw) > 200:
+        return None
+    with _MINTED_LOCK:
+        entry = _MINTED.get(hash_token(raw))
+    if entry is None or entry[3] <= timezone.now():
+        return None
+    return entry[0], entry[1], entry[2]
 
 
 def do_end_turn_token(token_id: int) -> bool:
     """Revoke a per-turn token as its run ends (idempotent); whether it was live. Not
     audited on its own: the end of a turn is (its mint row names the token)."""
+    with _MINTED_LOCK:
+        for digest in [d for d, e in _MINTED.items() if e[0] == token_id]:
+            del _MINTED[digest]
     return bool(
         McpToken.objects.filter(pk=token_id, kind=McpToken.TURN, revoked_at__isnull=True).update(
             revoked_at=timezone.now()

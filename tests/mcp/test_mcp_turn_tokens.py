@@ -17,7 +17,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hal.actions.base import Actor
 from hal.actions.mcp_tokens import check_revoke_mcp_token, tokens_of
-from hal.actions.mcp_turn_tokens import TurnScope, do_end_turn_token, do_mint_turn_token
+from hal.actions.mcp_turn_tokens import (
+    TurnScope,
+    do_end_turn_token,
+    do_mint_turn_token,
+    minted_here,
+)
 from hal.errors import NotFound
 from hal.mcp_address import _from_argv, internal_url, is_loopback_host
 from hal.models import AuditEntry, McpToken, Proposal, Server
@@ -126,3 +131,15 @@ def test_the_internal_url(settings):
     assert internal_url() == "http://127.0.0.1:9001/mcp"
     assert is_loopback_host("127.0.0.1:8000") and is_loopback_host("[::1]:8000")
     assert not is_loopback_host("localhost.evil.example") and not is_loopback_host("hal.example")
+
+
+def test_this_processs_own_turn_tokens_need_no_database_trip_and_end_with_the_run(operator):
+    token_id, raw = mint(operator)
+    found = minted_here(raw)
+    assert found is not None and found[0] == token_id and found[2] == SCOPE
+    assert minted_here(raw[:-1] + ("A" if raw[-1] != "A" else "B")) is None
+    do_end_turn_token(token_id)
+    assert minted_here(raw) is None  # ended here first: never a stale answer
+    assert McpToken.objects.get(pk=token_id).revoked_at is not None
+    _other, expired = mint(operator, ttl=-3600)  # past its expiry (and margin)
+    assert minted_here(expired) is None
