@@ -4,8 +4,9 @@ The real CLI (.tools/claude-code, pinned in deploy/claude-code.version) against 
 Anthropic API of the tests (tests/fakes/anthropic_api.py, in this process), N = 1 and 3
 CLI models at once, two ways, interleaved round by round:
   bare  the same sandboxed CLI command (LocalCLIProvider: scratch dir, minimal env, no
-        user hooks or CLAUDE.md, the transcript on stdin) with no MCP server, from this
-        process: the CLI's own time to its first token;
+        user hooks or CLAUDE.md, the transcript on stdin, a system prompt of the same size:
+        HAL's skill document, most of a room prompt) with no MCP server, from this process:
+        the CLI's own time to its first token;
   hal   a daphne serving HAL: POST the message mentioning the N CLI models to the unified
         room, read each reply's first `message.delta` on /ws/ai/. HAL mints the turn's MCP
         token and the CLI connects to this daphne's /mcp before its first model request.
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import secrets
 import time
 from pathlib import Path
@@ -60,14 +62,17 @@ def _connections(user: Any, count: int, prefix: str) -> list[str]:
 
 async def bare_round(provider: Any, n: int) -> list[float]:
     """N concurrent bare CLI runs; seconds to each one's first text delta."""
+    from hal.tools.skill import skill_text
     from providers.base import ChatMessage, TextDelta
 
+    # A room's system prompt is mostly the skill document: the CLI reads as much here.
+    system = skill_text() + "\n\nYou are a model in HAL's chat room."
     started = time.perf_counter()
 
     async def one() -> float:
         first = None
         async for event in provider.stream(
-            system="You are a model in HAL's chat room.",
+            system=system,
             messages=[ChatMessage.user("go")],
             tools=[],
             model="sonnet",
@@ -97,6 +102,12 @@ async def _measure(args: argparse.Namespace, daphne: Daphne, user: Any, password
         await bare_round(bare, 1)
         await hal.round(1)
     results: dict[tuple[str, int], list[float]] = {}
+    # CPU, load-independent: the bare CLIs are this process's children; HAL's CLIs are
+    # daphne's (its cutime/cstime count them once reaped), beside daphne's own.
+    assert daphne.proc is not None
+    pid = daphne.proc.pid
+    mine0, hal0 = _children_cpu(), _tree_cpu(pid)
+    count = {"bare": 0, "hal": 0}
     for n in ns:
         for r in range(args.rounds):
             order = ("bare", "hal") if r % 2 == 0 else ("hal", "bare")
@@ -106,6 +117,11 @@ async def _measure(args: argparse.Namespace, daphne: Daphne, user: Any, password
                 else:
                     samples = [first for first, _whole in await hal.round(n)]
                 results.setdefault((path, n), []).extend(samples)
+                count[path] += len(samples)
+    results[("cpu", 0)] = [
+        (_children_cpu() - mine0) / max(count["bare"], 1),
+        (_tree_cpu(pid) - hal0) / max(count["hal"], 1),
+    ]
     # HAL's own view of each reply: turn taken → first token (the reply's ttft_ms).
     _status, listed = await session.request("GET", f"/api/ai/rooms/{unified}/messages")
     results[("ttft", 0)] = [
@@ -119,6 +135,17 @@ async def _measure(args: argparse.Namespace, daphne: Daphne, user: Any, password
     return results
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_cpu(pid: int) -> float:
+    """A process's CPU seconds and its reaped children's (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def report(args: argparse.Namespace, results: dict[tuple[str, int], list[float]]) -> bool:
     print(
         f"\nlocal Claude Code CLI {_version()}, fake Anthropic API; "
@@ -126,7 +153,7 @@ def report(args: argparse.Namespace, results: dict[tuple[str, int], list[float]]
     )
     print(f"{'path':<6}{'N':>3} {'first50':>9} {'first99':>9}   {'+first50':>9} {'+first99':>9}")
     ok = True
-    for n in sorted({n for _p, n in results if n}):
+    for n in sorted({n for p, n in results if p in ("bare", "hal")}):
         base = [s * 1000 for s in results[("bare", n)]]
         mine = [s * 1000 for s in results[("hal", n)]]
         print(f"{'bare':<6}{n:>3} {pct(base, 0.5):>9.1f} {pct(base, 0.99):>9.1f}")
@@ -136,6 +163,13 @@ def report(args: argparse.Namespace, results: dict[tuple[str, int], list[float]]
             f"   {added50:>+9.1f} {pct(mine, 0.99) - pct(base, 0.99):>+9.1f}"
         )
         ok = ok and added50 <= TARGET * 1000
+    cpu = results.get(("cpu", 0))
+    if cpu:
+        print(
+            f"CPU per reply (load-independent): bare CLI {cpu[0] * 1000:.0f} ms; "
+            f"through HAL (daphne + its CLI) {cpu[1] * 1000:.0f} ms "
+            f"({(cpu[1] - cpu[0]) * 1000:+.0f})"
+        )
     taken = [s * 1000 for s in results.get(("ttft", 0), [])]
     if taken:
         print(
