@@ -14,7 +14,11 @@ whole reply p50 at the same N).
 Targets (issue 15): added first token ≤ 10 ms p50 at N = 1, ≤ 25 ms at N = 8; ratio ≤ 1.10;
 HAL ahead of LiteLLM on every line.
 
-Usage: .venv/bin/python bench/e2e.py [--rounds 20] [--ns 1,3,8] [--no-litellm]
+With --cli, the local Claude Code CLI path instead (bench/e2e_cli.py): the real CLI from
+.tools/ against the tests' fake Anthropic API, N = 1 and 3, HAL's added time to the CLI's
+first token over the same CLI command run bare (target ≤ 300 ms p50).
+
+Usage: .venv/bin/python bench/e2e.py [--rounds 20] [--ns 1,3,8] [--no-litellm] [--cli]
   SQLite (default, a temp dir) or PostgreSQL + Redis:
   DATABASE_URL=postgres://postgres@127.0.0.1:5432/perf_bench REDIS_URL=redis://127.0.0.1:6379/0 \
   HAL_REDIS_PREFIX=hal-bench .venv/bin/python bench/e2e.py
@@ -373,9 +377,24 @@ def main() -> int:
         help="profile the daphne process with py-spy (on PATH) into FILE (collapsed stacks),"
         " from the end of the warm-up rounds",
     )
+    parser.add_argument(
+        "--cli",
+        action="store_true",
+        help="the local Claude Code CLI path (bench/e2e_cli.py): bare CLI vs through HAL; "
+        "defaults --ns 1,3 --rounds 5 --warmup 1",
+    )
     args = parser.parse_args()
+    given = " ".join(sys.argv[1:])
+    if args.cli:
+        args.ns = args.ns if "--ns" in given else [1, 3]
+        args.rounds = args.rounds if "--rounds" in given else 5
+        args.warmup = args.warmup if "--warmup" in given else 1
     tmp_name = tempfile.mkdtemp(prefix="hal-e2e-")
     try:
+        if args.cli:
+            from bench.e2e_cli import run_cli
+
+            return run_cli(args, Path(tmp_name))
         return _run(args, Path(tmp_name))
     finally:
         if args.keep:

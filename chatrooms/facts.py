@@ -11,9 +11,16 @@ from typing import Any
 
 
 def measure(
-    *, model: str, usage: dict[str, int], began: float, first_token: float | None
+    *,
+    model: str,
+    usage: dict[str, int],
+    began: float,
+    first_token: float | None,
+    tool_calls: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The facts of a reply finishing now (`began`, `first_token`: perf_counter values)."""
+    """The facts of a reply finishing now (`began`, `first_token`: perf_counter values;
+    `tool_calls`: the reply's tool calls, {"name", "status": ok|error|pending}, shown as
+    chips under it — every provider's, the local CLI's included)."""
     now = time.perf_counter()
     counted: dict[str, Any] = {
         "input_tokens": int(usage.get("input_tokens", 0)),
@@ -21,12 +28,15 @@ def measure(
     }
     if usage.get("estimated"):
         counted["estimated"] = True  # not the provider's count: the UI marks it "≈"
-    return {
+    facts: dict[str, Any] = {
         "model": model or "",
         "usage": counted,
         "duration_ms": max(0, round((now - began) * 1000)),
         "ttft_ms": None if first_token is None else max(0, round((first_token - began) * 1000)),
     }
+    if tool_calls:
+        facts["tool_calls"] = [dict(c) for c in tool_calls]
+    return facts
 
 
 def estimate_tokens(text: str) -> int:
@@ -56,8 +66,12 @@ def with_facts(meta: dict[str, Any] | None, facts: dict[str, Any] | None) -> dic
 
 
 def as_fields(meta: dict[str, Any]) -> dict[str, Any]:
-    """The API fields of stored facts: model, usage, duration_ms, ttft_ms."""
+    """The API fields of stored facts: model, usage, duration_ms, ttft_ms (and tool_calls
+    when the reply made some)."""
     facts = meta.get("facts")
     if not facts:
         return {}
-    return {k: facts.get(k) for k in ("model", "usage", "duration_ms", "ttft_ms")}
+    fields = {k: facts.get(k) for k in ("model", "usage", "duration_ms", "ttft_ms")}
+    if facts.get("tool_calls"):
+        fields["tool_calls"] = facts["tool_calls"]
+    return fields

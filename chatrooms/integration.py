@@ -224,6 +224,41 @@ def proposal_signal() -> Any:
     return proposal_decided
 
 
+def mint_turn_access(
+    actor: Any, *, room_id: int, turn_id: int, connection_id: int, message_id: int, ttl: float
+) -> tuple[int, Any]:
+    """A per-turn MCP token for a provider that runs HAL's tools itself (the local CLI):
+    (token id, McpAccess with this web process's /mcp URL)."""
+    from hal.actions.mcp_turn_tokens import TurnScope, do_mint_turn_token
+    from hal.mcp_address import internal_url
+    from providers.base import McpAccess
+
+    scope = TurnScope(
+        room_id=room_id, turn_id=turn_id, connection_id=connection_id, message_id=message_id
+    )
+    token_id, raw = do_mint_turn_token(actor, scope, ttl_seconds=ttl)
+    return token_id, McpAccess(url=internal_url(), token=raw)
+
+
+def end_turn_access(token_id: int) -> None:
+    """Revoke a per-turn MCP token: its run has ended (however it ended)."""
+    from hal.actions.mcp_turn_tokens import do_end_turn_token
+
+    do_end_turn_token(token_id)
+
+
+def proposals_of_turn(turn_id: int, proposal_ids: list[int]) -> list[int]:
+    """Of `proposal_ids`, those that are proposals of this turn (a provider that ran tools
+    itself names them; only the database says they are this turn's)."""
+    from hal.models.proposals import Proposal
+
+    return list(
+        Proposal.objects.filter(pk__in=proposal_ids, turn_id=str(turn_id)).values_list(
+            "pk", flat=True
+        )
+    )
+
+
 def cancel_room_proposals(room_id: int, *, actor: Any) -> int:
     """Cancel the pending proposals of a room (inside the caller's transaction)."""
     from hal.actions.proposals import check_cancel_room_proposals

@@ -155,6 +155,7 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "mail.check": _("mail relay checked"),
     "mcp_token.create": _("MCP token created"),
     "mcp_token.revoke": _("MCP token revoked"),
+    "mcp_token.turn_mint": _("MCP token minted for a CLI turn"),
     "modules.configure": _("module configured"),
     "modules.health_check": _("module health checked"),
     "modules.reconcile": _("modules reconciled"),

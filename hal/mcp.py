@@ -5,14 +5,18 @@ Built on the official SDK's `MCPServer` (mcp 2.x). Tools come from the same regi
 chat models use. Read tools run as the configured operator (over HTTP: the owner of the
 request's MCP token) through the `mcp` path (audited with via="mcp"). Write and high-risk
 tools are listed (so a client knows they exist) but refused: they need an operator's
-approval in the console. An MCP call does NOT create a pending proposal — an MCP client has
-no conversation to resume with the outcome, and an external process must not be able to fill
-the operators' approval queue.
+approval in the console. A personal token's or stdio call does NOT create a pending proposal
+— such a client has no conversation to resume with the outcome, and an external process must
+not be able to fill the operators' approval queue. The one exception is a local CLI turn's
+own per-turn token (hal/actions/mcp_turn_tokens.py): its calls go through the same dispatch
+as any model's tool call in that turn (writes become proposals of the turn, answered with
+the same `pending_approval` object), and the turn resumes the model after the decision.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -27,6 +31,11 @@ from hal.tools.registry import HIGH_RISK, READ, all_tools, get_tool
 
 # The ASGI scope key under which hal/mcp_http.py hands the token's actor to the server.
 SCOPE_ACTOR = "hal.mcp_actor"
+# Actor.extra key of a per-turn token's TurnScope (hal/actions/mcp_turn_tokens.py).
+TURN_SCOPE = "mcp_turn"
+# The tool_use id Claude Code sends with each tools/call (`params._meta`): the proposal's
+# tool_call_id, so the turn matches the proposal to the call it saw in the stream.
+TOOL_USE_META = "claudecode/toolUseId"
 
 INSTRUCTIONS = (
     "HAL is an operations console (servers, modules, releases, jobs, incidents, audit, "
@@ -45,6 +54,16 @@ def refusal_text(tool_name: str) -> str:
     )
 
 
+_LISTED: dict[tuple[str, ...], list[MCPTool]] = {}
+UNSERVED = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+)
+
+
 class HalMCPServer(MCPServer):
     """An MCPServer whose tools are HAL's registry, acting as one operator via `mcp`."""
 
@@ -52,6 +71,11 @@ class HalMCPServer(MCPServer):
         from hal.version import get_version
 
         super().__init__(name="hal", instructions=INSTRUCTIONS, version=get_version())
+        # HAL serves tools only: without these handlers the server does not advertise
+        # prompts or resources, so a client (every CLI turn) does not list them on connect.
+        handlers = self._lowlevel_server._request_handlers
+        for method in UNSERVED:
+            handlers.pop(method, None)
         if actor is not None and actor.via != "mcp":
             actor = actor.with_via("mcp")
         self.actor = actor
@@ -68,6 +92,15 @@ class HalMCPServer(MCPServer):
         return actor
 
     async def list_tools(self) -> list[MCPTool]:
+        # Built once per set of registered tools: every CLI turn lists them on connect.
+        key = tuple(tool.name for tool in all_tools())
+        cached = _LISTED.get(key)
+        if cached is None:
+            _LISTED.clear()
+            cached = _LISTED[key] = self._build_tool_list()
+        return list(cached)
+
+    def _build_tool_list(self) -> list[MCPTool]:
         return [
             MCPTool(
                 name=tool.name,
@@ -93,8 +126,12 @@ class HalMCPServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:
         actor = self.actor_for(context)
+        meta = getattr(getattr(context, "request_context", None), "meta", None)
+        call_id = meta.get(TOOL_USE_META) if isinstance(meta, dict) else None
         # database_sync_to_async: a long-lived web process must not keep a stale connection.
-        return await database_sync_to_async(self.call_tool_sync)(name, arguments, actor)
+        return await database_sync_to_async(self.call_tool_sync)(
+            name, arguments, actor, call_id=call_id if isinstance(call_id, str) else None
+        )
 
     def _refuse(self, actor: Actor, tool_name: str, code: str, message: str) -> dict[str, Any]:
         """Audit a refused MCP call; the payload the client reads."""
@@ -111,12 +148,13 @@ class HalMCPServer(MCPServer):
         return {"ok": False, "tool": tool_name, "error": {"code": code, "message": message}}
 
     def call_tool_sync(
-        self, name: str, arguments: Any, actor: Actor | None = None
+        self, name: str, arguments: Any, actor: Actor | None = None, call_id: str | None = None
     ) -> CallToolResult:
         """Run one MCP tool call (sync: the ORM)."""
         actor = actor or self.actor_for(None)
         payload: dict[str, Any]
         tool = get_tool(name) if isinstance(name, str) else None
+        scope = actor.extra.get(TURN_SCOPE)
         if tool is not None and tool.needs_secret:
             payload = self._refuse(
                 actor,
@@ -125,6 +163,18 @@ class HalMCPServer(MCPServer):
                 f"{tool.name} needs a secret from HAL's vault, which the MCP server does not "
                 "have. Nothing was run. Ask in the HAL console instead.",
             )
+        elif scope is not None:
+            # A room turn's own call: the same dispatch as any model's (writes → proposals).
+            origin = {
+                "connection_id": scope.connection_id,
+                "room_id": scope.room_id,
+                "message_id": scope.message_id,
+                "turn_id": str(scope.turn_id),
+                "tool_call_id": call_id or f"mcp-{uuid.uuid4().hex[:12]}",
+            }
+            payload = run_tool_call(
+                name, arguments, actor=actor, origin=origin, via="mcp"
+            ).as_payload()
         elif tool is not None and tool.tier != READ:
             payload = self._refuse(actor, tool.name, "approval_required", refusal_text(tool.name))
         else:

@@ -28,8 +28,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from hal.actions.base import Actor
 from hal.actions.mcp_tokens import authenticate_mcp_token
+from hal.actions.mcp_turn_tokens import minted_here, scope_of
 from hal.clientip import scope_client_ip
-from hal.mcp import SCOPE_ACTOR, HalMCPServer
+from hal.mcp import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
+from hal.mcp_address import is_loopback_host, remember
 from hal.ws_origin import _headers, _one, _trusted, normalize, own_origin
 
 MCP_PATH = "/mcp"
@@ -60,6 +62,11 @@ def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
     """Why the request's Host/Origin is refused, or None when it may go on."""
     headers = _headers(scope)
     own = own_origin(scope)
+    host = _one(headers, "host") or ""
+    if own is None and is_loopback_host(host):
+        # A local CLI turn reaches its own web process by a loopback literal, which a
+        # deployment's ALLOWED_HOSTS need not list; a literal cannot be DNS-rebound.
+        own = normalize(f"http://{host}")
     if own is None:
         return 400, "bad_host", "The Host header is missing or not in ALLOWED_HOSTS."
     if "origin" in headers:
@@ -70,16 +77,35 @@ def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
     return None
 
 
+def _actor_minted_here(raw: str, scope: dict[str, Any]) -> Actor | None:
+    """The actor of a turn token this process minted (no database trip), else None."""
+    found = minted_here(raw)
+    if found is None:
+        return None
+    token_id, user, turn = found
+    return Actor(
+        user=user,
+        via="mcp",
+        label=user.username,
+        ip=scope_client_ip(scope),
+        extra={"mcp_token": token_id, TURN_SCOPE: turn},
+    )
+
+
 def _actor_of_token(raw: str, scope: dict[str, Any]) -> Actor | None:
     row = authenticate_mcp_token(raw)
     if row is None:
         return None
+    extra: dict[str, Any] = {"mcp_token": row.pk}
+    turn = scope_of(row)
+    if turn is not None:
+        extra[TURN_SCOPE] = turn  # a CLI turn's token: its writes become its proposals
     return Actor(
         user=row.user,
         via="mcp",
         label=row.user.username,
         ip=scope_client_ip(scope),
-        extra={"mcp_token": row.pk},
+        extra=extra,
     )
 
 
@@ -95,6 +121,8 @@ class McpHttpMount:
         self._starting: asyncio.Lock | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            remember(scope)  # this process's own address, for its CLI turns
         if scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
             await self.serve(scope, receive, send)
             return
@@ -110,7 +138,10 @@ class McpHttpMount:
         if token is None:
             await _refuse(send, 401, "not_authenticated", "Send an MCP token as a Bearer.")
             return
-        actor = await database_sync_to_async(_actor_of_token)(token, scope)
+        # A CLI turn of this process: known here. Any other token: the database.
+        actor = _actor_minted_here(token, scope) or await database_sync_to_async(_actor_of_token)(
+            token, scope
+        )
         if actor is None:
             await _refuse(
                 send, 401, "invalid_token", "The MCP token is unknown, expired or revoked."

@@ -94,7 +94,32 @@ class Stop:
     reason: str
 
 
-StreamEvent = TextDelta | ToolCall | Usage | Stop
+@dataclass(frozen=True)
+class ToolRan:
+    """A tool call the provider ran itself (the local CLI, through HAL's MCP server) and
+    its result; `proposal_id` when the call became a proposal waiting for an operator."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    content: str
+    is_error: bool = False
+    proposal_id: int | None = None
+
+
+@dataclass(frozen=True)
+class McpAccess:
+    """How a provider that runs HAL's tools itself reaches `/mcp` for one turn: the web
+    process's loopback URL and the turn's own token (hal/actions/mcp_turn_tokens.py)."""
+
+    url: str
+    token: str
+
+    def __repr__(self) -> str:  # never the token in a log line
+        return f"McpAccess(url={self.url!r})"
+
+
+StreamEvent = TextDelta | ToolCall | ToolRan | Usage | Stop
 
 
 # ----- conversation ----------------------------------------------------------------------

@@ -198,6 +198,10 @@ def open_calls(
     for connection in targets:
         try:
             provider = integration.provider_for(connection)
+            if getattr(provider, "runs_tools_itself", False):
+                # The local CLI needs its turn's MCP token, minted once the turn exists
+                # (chatrooms/run/turn.py); its own start dwarfs what opening ahead saves.
+                continue
             system, messages = assemble_prompt(
                 connection, full, present, context or {}, history, None, extra_sections=sections
             )

@@ -52,6 +52,8 @@ class Prepared:
     credential: Any = None  # checked in this trip, for the first call (no trip of its own)
     launched: Any = None  # ends this turn's launch (hal/launch.py) once its request is sent
     opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
+    # This reply's tool calls as the room shows them ({"name", "status"}: reply facts).
+    tool_log: list[dict[str, str]] = field(default_factory=list)
 
 
 def speaker_label(message: Any) -> str:

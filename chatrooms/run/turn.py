@@ -24,7 +24,7 @@ from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
 from hal.errors import Conflict
-from providers.base import ProviderError, TextDelta, ToolCall, Usage
+from providers.base import ProviderError, TextDelta, ToolCall, ToolRan, Usage
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -37,6 +37,7 @@ def _facts(prepared: Prepared) -> dict[str, Any]:
         usage=prepared.usage,
         began=prepared.began,
         first_token=framer.first_at if framer is not None else None,
+        tool_calls=prepared.tool_log,
     )
 
 
@@ -149,6 +150,7 @@ class TurnRunner:
         """Everything of one model call after its claim; the completed reply, or None."""
         provider_seconds = 0.0
         launching: Any = None
+        token_id: int | None = None
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
@@ -168,10 +170,22 @@ class TurnRunner:
             # The HTTP client ends this turn's launch once the request is written
             # (hal/launch.py): until then the loop's event delivery waits for it.
             launching = launch.mark(prepared.launched)
+            access = None
+            if getattr(prepared.provider, "runs_tools_itself", False):
+                # The local CLI runs HAL's tools itself, over /mcp with this run's own token.
+                token_id, access = await db(integration.mint_turn_access)(
+                    prepared.actor,
+                    room_id=prepared.room_id,
+                    turn_id=turn_id,
+                    connection_id=prepared.connection.pk,
+                    message_id=prepared.reply.pk,
+                    ttl=turn_timeout(),
+                )
             async with asyncio.timeout(turn_timeout()):
                 while True:
                     rounds += 1
                     calls: list[ToolCall] = []
+                    ran: list[ToolRan] = []
                     round_start = len(framer.text)
                     if rounds > 1 and getattr(prepared.connection, "budgeted", False):
                         # A tool round or a continuation: a call of its own, reserved
@@ -187,7 +201,8 @@ class TurnRunner:
                             messages=messages,
                             tools=prepared.tools,
                             model=prepared.connection.model,
-                            operator=prepared.actor.label,  # the CLI mounts HAL's MCP server
+                            operator=prepared.actor.label,
+                            **({"mcp": access} if access is not None else {}),
                         )
                     iterator = aiter(stream)
                     if clock.get("to_provider") is None:
@@ -209,6 +224,8 @@ class TurnRunner:
                                 framer.add(event.text)  # saved once a second (run/partials.py)
                             elif isinstance(event, ToolCall):
                                 calls.append(event)
+                            elif isinstance(event, ToolRan):
+                                ran.append(event)
                             elif isinstance(event, Usage):
                                 prepared.charge[0] += event.input_tokens
                                 prepared.charge[1] += event.output_tokens
@@ -222,6 +239,14 @@ class TurnRunner:
                         closer = getattr(iterator, "aclose", None)
                         if closer is not None:
                             await closer()
+                    if ran:
+                        round_text = "".join(framer.text[round_start:])
+                        waiting = await self._record_ran(prepared, ran, round_text, transcript)
+                        if waiting:
+                            await self._wait_for_approval(
+                                prepared, framer, transcript, usage, rounds
+                            )
+                            return None
                     if not calls:
                         break
                     round_text = "".join(framer.text[round_start:])
@@ -283,6 +308,13 @@ class TurnRunner:
         finally:
             if launching is not None:
                 self._end_launch(prepared, launching)
+            if token_id is not None:
+                # The run has ended, however it ended: its token no longer works (should
+                # this fail, the token's expiry still bounds it).
+                try:
+                    await asyncio.shield(db(integration.end_turn_access)(token_id))
+                except Exception:
+                    log.exception("could not revoke the MCP token of turn %s", turn_id)
             clock["provider"] = provider_seconds
             framer.flush()
         completing = time.perf_counter()
@@ -339,7 +371,11 @@ class TurnRunner:
             if outcome.proposal is not None:
                 # hal.actions.proposals publishes proposal.created to this room's group.
                 pending.append({"tool_call_id": call.id, "proposal_id": outcome.proposal.pk})
+                prepared.tool_log.append({"name": call.name, "status": "pending"})
             else:
+                prepared.tool_log.append(
+                    {"name": call.name, "status": "error" if outcome.is_error else "ok"}
+                )
                 results.append(
                     {
                         "tool_call_id": call.id,
@@ -352,6 +388,46 @@ class TurnRunner:
             entry["pending"] = pending
         transcript.append(entry)
         return None if pending else True
+
+    async def _record_ran(
+        self,
+        prepared: Prepared,
+        ran: list[ToolRan],
+        round_text: str,
+        transcript: list[dict[str, Any]],
+    ) -> bool:
+        """The tool calls a provider ran itself (the CLI, through HAL's MCP server) into the
+        turn's transcript, as one round; True when some became proposals of this turn, which
+        the turn now waits for (the model is called again, with the outcome, after them)."""
+        transcript.append(
+            {
+                "role": "assistant",
+                "text": round_text,
+                "tool_calls": [{"id": r.id, "name": r.name, "arguments": r.arguments} for r in ran],
+            }
+        )
+        named = [r.proposal_id for r in ran if r.proposal_id is not None]
+        ours = (
+            set(await db(integration.proposals_of_turn)(prepared.turn_id, named))
+            if named
+            else set()
+        )
+        results: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        for r in ran:
+            if r.proposal_id in ours:
+                pending.append({"tool_call_id": r.id, "proposal_id": r.proposal_id})
+                prepared.tool_log.append({"name": r.name, "status": "pending"})
+            else:
+                results.append({"tool_call_id": r.id, "content": r.content, "is_error": r.is_error})
+                prepared.tool_log.append(
+                    {"name": r.name, "status": "error" if r.is_error else "ok"}
+                )
+        entry: dict[str, Any] = {"role": "tool_result", "results": results}
+        if pending:
+            entry["pending"] = pending
+        transcript.append(entry)
+        return bool(pending)
 
     async def _wait_for_approval(
         self,

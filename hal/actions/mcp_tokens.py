@@ -92,7 +92,8 @@ def check_revoke_mcp_token(*, actor: Actor, token_id: Any) -> McpToken:
         pk = int(token_id)
     except (TypeError, ValueError):
         pk = 0
-    row = McpToken.objects.filter(pk=pk).first() if pk > 0 else None
+    # A per-turn token (hal/actions/mcp_turn_tokens.py) is the run's, not an operator's.
+    row = McpToken.objects.filter(pk=pk, kind=McpToken.PERSONAL).first() if pk > 0 else None
     if row is None:
         raise NotFound(_("No such MCP token."), code="mcp_token_not_found")
     if row.user_id != getattr(actor.user, "pk", None):
@@ -121,7 +122,7 @@ def tokens_of(user: Any) -> list[McpToken]:
     """The user's tokens, newest first (revoked and expired ones included)."""
     if user is None or not getattr(user, "pk", None):
         return []
-    return list(McpToken.objects.filter(user=user))
+    return list(McpToken.objects.filter(user=user, kind=McpToken.PERSONAL))
 
 
 def token_state(row: McpToken, now: Any = None) -> str:

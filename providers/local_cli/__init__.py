@@ -7,8 +7,9 @@ loaded, no telemetry or other non-essential traffic, in an empty scratch directo
 minimal environment, so it can never read HAL's files (the vault keyring above all) or run
 commands on the HAL host. HAL never reads or passes the CLI's login: HOME only lets the CLI
 find its own. Replies stream: every text delta reaches the room as it arrives. The CLI runs
-HAL's tools itself, through the MCP server, so its tool calls are parsed (logged) but never
-handed to the orchestrator to run a second time. See docs/providers.md.
+HAL's tools itself — in a room turn over HAL's /mcp with the turn's own token — so its tool
+calls are never handed to the orchestrator to run a second time: their results come back
+as ToolRan events (chips in the room; a proposal the turn waits for). See docs/providers.md.
 
 The system prompt and settings go through private files, never argv; a user's output
 style and deny rules cannot change HAL's run; a run dies with the HAL process that started

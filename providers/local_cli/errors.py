@@ -27,6 +27,11 @@ TOOLS_DENIED = (
     "(HAL_LOCAL_CLI_CONFIG_DIR, see docs/providers.md)"
 )
 
+MCP_UNREACHED = (
+    "the Claude Code CLI could not connect to HAL's MCP server ({status}): check that "
+    "HAL_MCP_INTERNAL_URL (or the address daphne serves on) reaches this web process's /mcp"
+)
+
 CONFIG_DIR_BAD = (
     "HAL_LOCAL_CLI_CONFIG_DIR {path} must be a folder of the HAL service user that only it "
     "can read (mode 0700); log the CLI in there with CLAUDE_CONFIG_DIR={path} claude login"

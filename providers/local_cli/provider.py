@@ -20,6 +20,7 @@ from providers.base import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
     ChatMessage,
+    McpAccess,
     ProviderError,
     StreamEvent,
     ToolSpec,
@@ -59,6 +60,8 @@ log = logging.getLogger("hal.providers")
 DEFAULT_CLI_MODELS = ("sonnet", "opus", "haiku")
 
 
+LOOPBACK = "127.0.0.1,localhost,::1"
+
 # The one-token probe of an opt-in verify (HAL_LOCAL_CLI_VERIFY_PROBE): the cheapest alias.
 PROBE_MODELS = ("haiku", "sonnet")
 
@@ -67,6 +70,9 @@ class LocalCLIProvider:
     """Runs the Claude Code CLI as an async subprocess per call; no credential passes HAL."""
 
     kind = "local_cli"
+    # It runs HAL's tools itself, over /mcp with a per-turn token the turn mints
+    # (chatrooms/run/turn.py): `stream(mcp=McpAccess)`.
+    runs_tools_itself = True
 
     def __init__(
         self,
@@ -161,10 +167,24 @@ class LocalCLIProvider:
         """The flag settings of a run (written to the run's private `settings.json`)."""
         return sandbox_settings(self.max_retries, self._extra_env(extra))
 
-    def mcp_config(self, operator: str | None, env_file: str | None = None) -> dict[str, Any]:
-        """The CLI's MCP configuration: HAL's server for `operator`, started through the
-        launcher that gives it exactly the environment in `env_file` (nothing the CLI
-        inherited or its settings added reaches it)."""
+    def mcp_config(
+        self, operator: str | None, env_file: str | None = None, access: McpAccess | None = None
+    ) -> dict[str, Any]:
+        """The CLI's MCP configuration. With `access` (a room turn): HAL's own web process
+        over Streamable HTTP, with the turn's token in a header — no process is started.
+        Else, with an `operator`: HAL's stdio server (`manage.py mcp`) for that operator,
+        started through the launcher that gives it exactly the environment in `env_file`
+        (nothing the CLI inherited or its settings added reaches it)."""
+        if access is not None:
+            return {
+                "mcpServers": {
+                    MCP_SERVER_NAME: {
+                        "type": "http",
+                        "url": access.url,
+                        "headers": {"Authorization": f"Bearer {access.token}"},
+                    }
+                }
+            }
         if not operator:
             return {"mcpServers": {}}
         command = list(self.mcp_command(operator))
@@ -323,14 +343,18 @@ class LocalCLIProvider:
         tools: Sequence[ToolSpec],
         model: str,
         operator: str | None = None,
+        mcp: McpAccess | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """One CLI run, streamed. `tools` is unused: the CLI reaches HAL's tools through the
-        MCP server started for `operator` (none when no operator is given)."""
+        """One CLI run, streamed. `tools` is unused: the CLI reaches HAL's tools itself —
+        over HTTP with `mcp` (a room turn's token), else through a stdio MCP server started
+        for `operator` (none when neither is given)."""
         binary = self.resolve_binary()
         self.check_config_dir()
         # aclosing: a consumer that stops early ends the run now, not at garbage collection.
         async with contextlib.aclosing(
-            self._run(binary, system=system, messages=messages, model=model, operator=operator)
+            self._run(
+                binary, system=system, messages=messages, model=model, operator=operator, mcp=mcp
+            )
         ) as events:
             async for event in events:
                 yield event
@@ -347,14 +371,25 @@ class LocalCLIProvider:
         model: str,
         operator: str | None,
         extra_env: dict[str, str] | None = None,
+        mcp: McpAccess | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         session_id = str(uuid.uuid4())
+        mounted = operator or ("mcp" if mcp is not None else None)
+        if mcp is not None:
+            # The turn's token goes to HAL's own loopback /mcp straight, never through an
+            # HTTP proxy a user's settings may name (it would see the Authorization header).
+            extra_env = {**(extra_env or {}), "NO_PROXY": LOOPBACK, "no_proxy": LOOPBACK}
         state_root = self.state_root()
         with tempfile.TemporaryDirectory(prefix="hal-cli-", ignore_cleanup_errors=True) as private:
             scratch = os.path.join(private, "work")
             os.mkdir(scratch, 0o700)
             config_path = None
-            if operator:
+            if mcp is not None:
+                # The token is in this 0600 file of the run's private folder, never in argv.
+                config_path = _write_private(
+                    os.path.join(private, "mcp.json"), self.mcp_config(None, access=mcp)
+                )
+            elif operator:
                 env_file = _write_private(
                     os.path.join(private, "mcp-env.json"),
                     mcp_server_environment({MARKER: session_id}),
@@ -373,7 +408,7 @@ class LocalCLIProvider:
             argv = self.command(
                 binary,
                 model=model,
-                operator=operator,
+                operator=mounted,
                 mcp_config_path=config_path,
                 session_id=session_id,
                 system_prompt_path=system_path,
@@ -403,7 +438,7 @@ class LocalCLIProvider:
             track(run)
             feeder = asyncio.create_task(_feed(run.process, render_transcript(messages)))
             drainer = asyncio.create_task(run._drain_stderr())
-            parser = _StreamParser(hal_tool_names() if operator else frozenset())
+            parser = _StreamParser(hal_tool_names() if mounted else frozenset())
             try:
                 async for line in bounded_stream(
                     run.lines(), idle=self.idle_timeout, total=self.total_timeout

@@ -14,13 +14,44 @@ from providers.base import (
     Stop,
     StreamEvent,
     TextDelta,
+    ToolRan,
     Usage,
     parse_tool_arguments,
 )
-from providers.local_cli.errors import TOOLS_DENIED, error_of_result
+from providers.local_cli.errors import MCP_UNREACHED, TOOLS_DENIED, error_of_result
 from providers.local_cli.mcp import MCP_SERVER_NAME
 
 log = logging.getLogger("hal.providers")
+
+HAL_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
+
+
+def _hal_name(name: str) -> str:
+    """`mcp__hal__list_servers` → `list_servers` (HAL's tool names, as other models call
+    them); any other name (a tool the CLI refused) is kept as it is."""
+    return name[len(HAL_PREFIX) :] if name.startswith(HAL_PREFIX) else name
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text") or "") for b in content if isinstance(b, dict) and "text" in b
+        )
+    return ""
+
+
+def _pending_proposal(text: str) -> int | None:
+    """The proposal id of HAL's `pending_approval` result, else None."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or payload.get("status") != "pending_approval":
+        return None
+    proposal_id = payload.get("proposal_id")
+    return proposal_id if isinstance(proposal_id, int) and proposal_id > 0 else None
 
 
 def render_transcript(messages: Sequence[ChatMessage]) -> str:
@@ -49,8 +80,11 @@ class _StreamParser:
 
     Text comes from the partial-message `text_delta`s of the top-level conversation only
     (subagents never speak in the room); the complete `assistant` messages repeat that text
-    and are not re-emitted. Tool uses are reassembled and logged: the CLI runs them itself
-    through HAL's MCP server. The final `result` decides success or the error kind.
+    and are not re-emitted. Tool uses are reassembled: the CLI runs them itself through
+    HAL's MCP server, and each result it reads back (a `user` event's `tool_result` block)
+    becomes a ToolRan — the room shows it as any model's tool call, and a `pending_approval`
+    result names the proposal the turn then waits for. The final `result` decides success
+    or the error kind.
     """
 
     def __init__(self, expected_tools: frozenset[str] = frozenset()) -> None:
@@ -62,6 +96,7 @@ class _StreamParser:
         self.separate = False
         self.tool_blocks: dict[int, dict[str, Any]] = {}
         self.tool_uses: list[tuple[str, dict[str, Any]]] = []
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id → name, args
 
     def feed(self, line: bytes) -> list[StreamEvent]:
         try:
@@ -83,6 +118,8 @@ class _StreamParser:
                 "claude CLI retries after %s (%s)", event.get("error_status"), event.get("error")
             )
             return []
+        if etype == "user" and not event.get("parent_tool_use_id"):
+            return self._tool_results(event)
         if etype != "stream_event" or event.get("parent_tool_use_id"):
             return []
         inner = event.get("event")
@@ -91,18 +128,20 @@ class _StreamParser:
         return self._api_event(inner)
 
     def _check_tools(self, init: dict[str, Any]) -> None:
-        """Refuse the run before its first model request when the CLI's settings removed
-        HAL's tools (a user's `permissions.deny` does, silently)."""
+        """Refuse the run before its first model request when the CLI could not connect to
+        HAL's MCP server (`unavailable`), or its settings removed HAL's tools (a user's
+        `permissions.deny` does, silently)."""
         servers = init.get("mcp_servers")
         tools = init.get("tools")
         if not self.expected_tools or not isinstance(servers, list) or not isinstance(tools, list):
             return
-        connected = any(
-            isinstance(s, dict)
-            and s.get("name") == MCP_SERVER_NAME
-            and s.get("status") == "connected"
-            for s in servers
-        )
+        hal = [s for s in servers if isinstance(s, dict) and s.get("name") == MCP_SERVER_NAME]
+        connected = any(s.get("status") == "connected" for s in hal)
+        failed = [s for s in hal if s.get("status") in ("failed", "needs-auth")]
+        if failed and not connected:
+            # Without HAL's tools the model would answer blind: fail before its request.
+            status = str(failed[0].get("status"))[:40]
+            raise ProviderError("unavailable", MCP_UNREACHED.format(status=status))
         missing = sorted(self.expected_tools - {str(t) for t in tools})
         if connected and missing:
             raise ProviderError("bad_request", TOOLS_DENIED.format(tools=", ".join(missing[:5])))
@@ -116,6 +155,7 @@ class _StreamParser:
             block = inner.get("content_block") or {}
             if block.get("type") == "tool_use":
                 self.tool_blocks[inner.get("index", 0)] = {
+                    "id": str(block.get("id") or ""),
                     "name": str(block.get("name") or ""),
                     "json": [],
                 }
@@ -134,8 +174,35 @@ class _StreamParser:
             if slot is not None:
                 arguments = parse_tool_arguments("".join(slot["json"]), tool=slot["name"])
                 self.tool_uses.append((slot["name"], arguments))
+                if slot["id"]:
+                    self.calls[slot["id"]] = (slot["name"], arguments)
                 log.info("claude CLI calls %s", slot["name"])
         return []
+
+    def _tool_results(self, event: dict[str, Any]) -> list[StreamEvent]:
+        """The results of the CLI's tool calls, as it hands them back to its model."""
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            return []
+        out: list[StreamEvent] = []
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call_id = str(block.get("tool_use_id") or "")
+            name, arguments = self.calls.pop(call_id, ("", {}))
+            text = _result_text(block.get("content"))
+            out.append(
+                ToolRan(
+                    id=call_id,
+                    name=_hal_name(name),
+                    arguments=arguments,
+                    content=text,
+                    is_error=bool(block.get("is_error")),
+                    proposal_id=_pending_proposal(text) if name.startswith(HAL_PREFIX) else None,
+                )
+            )
+        return out
 
     def _text(self, text: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []

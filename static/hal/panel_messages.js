@@ -49,6 +49,7 @@ export function renderMessage(m, { prepend = false } = {}) {
   setText(li, m.text || "");
   li.dataset.proposalIds = (m.proposal_ids || []).join(",");
   renderStatus(li, m);
+  renderToolCalls(li, m);
   if (m.author_kind !== "hal") renderVersionTools(li, m, versionContext);
   if (m.author_kind === "operator") refreshEditable(logEl);
   markWaiting(li);
@@ -101,6 +102,32 @@ function renderHeader(li, m) {
       facts.textContent = text;
     } else facts?.remove();
   }
+}
+
+// The reply's tool calls as chips (every provider's, the local CLI's included): the tool's
+// name, and whether it answered, failed or became a proposal.
+function renderToolCalls(li, m) {
+  const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+  let box = li.querySelector(":scope > .ai-tool-calls");
+  if (!calls.length) {
+    box?.remove();
+    return;
+  }
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "ai-tool-calls";
+    li.querySelector(".ai-text").after(box);
+  }
+  box.replaceChildren(
+    ...calls.map((c) => {
+      const chip = document.createElement("span");
+      const status = ["ok", "error", "pending"].includes(c.status) ? c.status : "ok";
+      chip.className = `ai-tool-chip ${status}`;
+      chip.textContent = String(c.name || "");
+      chip.title = T[`tool_call_${status}`] || status;
+      return chip;
+    }),
+  );
 }
 
 // A reply whose turn stopped at a proposal says so until the proposal is decided.

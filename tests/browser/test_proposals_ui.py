@@ -64,6 +64,9 @@ def test_write_proposal_approved_with_inline_reauth(
     expect(proposal).to_have_attribute("data-status", "pending")
     expect(proposal.locator(".proposal-args")).to_contain_text("Disk full web1")
     expect(proposal.locator(".badge.tier-write")).to_be_visible()
+    # The reply shows its tool call as a chip, marked as a proposal waiting (issue 26).
+    chip = page.locator("#ai-log .ai-msg .ai-tool-chip.pending", has_text="open_incident")
+    expect(chip).to_be_visible()
     screenshot(page, "proposal-pending")
 
     # The approvals page, at both widths: the panel never covers its approve buttons.

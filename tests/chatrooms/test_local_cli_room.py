@@ -1,5 +1,5 @@
 """A local Claude Code connection in the rooms (fake `claude` script; the real CLI's room
-test is in tests/providers/test_claude_code_real.py)."""
+test is in tests/providers/test_claude_code_room_mcp.py)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,26 @@ async def test_rooms_pass_the_operator_so_the_cli_mounts_hals_tools(
     (call,) = [c for c in fake_claude.calls if c["argv"][:1] == ["-p"]]
     argv = call["argv"]
     assert argv[argv.index("--allowedTools") + 1] == "mcp__hal"
+    # HAL's MCP server over HTTP, with this turn's own token (issue 26): no process of its own.
     (server,) = call["mcp_config"]["mcpServers"].values()
-    assert server["args"][-2:] == ["--operator", operator.username]
+    assert server["type"] == "http" and server["url"].endswith("/mcp")
+    scheme, token = server["headers"]["Authorization"].split(" ", 1)
+    assert scheme == "Bearer" and token.startswith("hal-mcp-")
+    assert token not in " ".join(argv)  # in the run's private file, never on the command line
+    from chatrooms.models import Turn
+    from hal.actions.mcp_tokens import authenticate_mcp_token
+    from hal.models import McpToken
+
+    turn = await Turn.objects.aget()
+    row = await McpToken.objects.aget(kind=McpToken.TURN)
+    assert (row.user_id, row.room_id, row.turn_id, row.connection_id) == (
+        operator.pk,
+        room,
+        turn.pk,
+        conn.pk,
+    )
+    assert row.revoked_at is not None  # the turn has ended: so has its token
+    assert await sync_to_async(authenticate_mcp_token)(token) is None
     rows = await messages(aclient, room)
     assert rows[-1]["text"] == "Everything is green."
     assert rows[-1]["status"] == Message.COMPLETE

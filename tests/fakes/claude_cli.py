@@ -39,6 +39,8 @@ if "--mcp-config" in args:
         record["mcp_config_mode"] = oct(os.stat(value).st_mode & 0o777)
         record["mcp_config"] = json.load(open(value))
         for server in record["mcp_config"]["mcpServers"].values():
+            if server.get("type") == "http":  # a room turn: HAL's /mcp, no process
+                continue
             env_file = server["args"][2]
             record["mcp_env_mode"] = oct(os.stat(env_file).st_mode & 0o777)
             record["mcp_env"] = json.load(open(env_file))

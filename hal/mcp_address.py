@@ -1,0 +1,64 @@
+"""Where this web process's own `/mcp` is, for the local CLI it starts (loopback).
+
+A CLI turn's MCP client talks HTTP to the web process that runs the turn. The URL is, in
+order: the setting HAL_MCP_INTERNAL_URL (a deployment that binds daphne elsewhere, or a
+unix socket); the local address of the requests this process has served (ASGI `server`,
+recorded by hal/mcp_http.py: the address daphne is really bound to); daphne's `-b`/`-p`
+arguments; http://127.0.0.1:8000 (daphne's default port).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from typing import Any
+
+from django.conf import settings
+
+DEFAULT = ("127.0.0.1", 8000)
+# An unspecified bind address: the loopback of the same family reaches it.
+_ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104 — mapped, not bound
+
+_served: tuple[str, int] | None = None
+
+
+def remember(scope: dict[str, Any]) -> None:
+    """Record the local address of a request this process served (once)."""
+    global _served
+    if _served is None:
+        server = scope.get("server")
+        if isinstance(server, (list, tuple)) and len(server) == 2 and server[1]:
+            _served = (str(server[0]), int(server[1]))
+
+
+def _from_argv(argv: list[str]) -> tuple[str, int] | None:
+    """daphne's `-b/--bind` and `-p/--port`, when this process is daphne."""
+    if not any("daphne" in part for part in argv[:2]):
+        return None
+    host, port = DEFAULT
+    for flag, value in itertools.pairwise(argv):
+        if flag in ("-b", "--bind"):
+            host = value
+        elif flag in ("-p", "--port") and value.isdigit():
+            port = int(value)
+    return host, port
+
+
+def internal_url() -> str:
+    """The URL of this process's `/mcp` as a local client reaches it."""
+    configured = str(getattr(settings, "HAL_MCP_INTERNAL_URL", "") or "")
+    if configured:
+        return configured.rstrip("/")
+    host, port = _served or _from_argv(sys.argv) or DEFAULT
+    host = _ANY.get(host, host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/mcp"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a Host header names a loopback literal (never a DNS name: no rebinding)."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if host.startswith("["):
+        name = host[1 : host.index("]")] if "]" in host else host
+    return name in ("127.0.0.1", "::1") or name.startswith("127.")
