@@ -501,11 +501,11 @@ def rehearse(poll: float) -> int:
             f"max {times[-1]:.3f} s (worker poll {poll} s); {len(rows) - failures}/{len(rows)} OK"
         )
     for channel in ("email", "webhook"):
-        told = sorted(r[4][channel] for r in rows if r[4])
-        if told:
+        secs = sorted(r[4][channel] for r in rows if r[4])
+        if secs:
             print(
-                f"opened → {channel} of the summary: min {told[0]:.3f} s, "
-                f"median {told[len(told) // 2]:.3f} s, max {told[-1]:.3f} s "
+                f"opened → {channel} of the summary: min {secs[0]:.3f} s, "
+                f"median {secs[len(secs) // 2]:.3f} s, max {secs[-1]:.3f} s "
                 f"(delivery poll {poll} s)"
             )
     return 1 if failures else 0
