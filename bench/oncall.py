@@ -9,6 +9,12 @@ created by a proposal). It prints the time from "incident opened" to "summary po
 measured on the database's own timestamps, with the investigator running as it does in
 production: the worker's loop (`investigations.runner.worker_loop`) in a thread.
 
+The operator has a verified e-mail and webhook channel on tests/notifications' loopback
+SMTP sink and webhook receiver; the worker's notification delivery loop
+(`notifications.worker.run_loop`) runs in a second thread, and the rehearsal prints the
+time from "incident opened" until the summary's e-mail and signed webhook were accepted
+(each checked at its receiver, the webhook's HMAC signature verified).
+
 The fake model is tests/fakes' Anthropic server (the real Messages wire format over a
 loopback socket) with a fixed investigation queued per incident: two read rounds, then
 `submit_findings` citing the calls and naming one next step (with a runbook when one fits).
@@ -269,13 +275,82 @@ def _open_by_approved_proposal(admin: Any, args: dict[str, Any]) -> Any:
     return Incident.objects.order_by("-id").first()
 
 
-# --- HOOK (i27-notify): notification delivery -------------------------------------------
-def notified_at(incident: Any, summary_event: Any) -> float | None:
-    """When the operator was notified of the summary (seconds after "incident opened"), or
-    None. The notifications app (branch i27-notify) plugs in here: start a local SMTP sink
-    and a local webhook receiver in `main`, and return the time the e-mail and the signed
-    webhook for `summary_event` arrived there."""
-    return None
+# --- notification delivery ---------------------------------------------------------------
+@dataclass
+class Inbox:
+    """The operator's ends of the wire: tests/notifications' loopback SMTP sink and webhook
+    receiver, and the webhook channel's signing secret."""
+
+    sink: Any
+    receiver: Any
+    secret: str
+
+
+INBOX: Inbox | None = None
+
+
+def open_inbox(admin: Any) -> Inbox:
+    """Start the SMTP sink and the webhook receiver and give the operator a verified e-mail
+    and webhook channel (codes read back from them, as a person would)."""
+    from django.conf import settings
+
+    from tests.notifications.conftest import (
+        Receiver,
+        SmtpSink,
+        verified_email,
+        verified_webhook,
+    )
+
+    sink = SmtpSink()
+    settings.HAL_SMTP_HOST, settings.HAL_SMTP_PORT = "127.0.0.1", sink.port
+    settings.HAL_WEBFETCH_ALLOW_LOOPBACK = True  # the receiver listens on loopback
+    receiver = Receiver()
+    receiver.start()
+    verified_email(admin, sink)
+    _, secret = verified_webhook(admin, receiver)
+    return Inbox(sink, receiver, secret)
+
+
+def notified_at(incident: Any, summary_event: Any) -> dict[str, float] | None:
+    """Seconds from "incident opened" until the worker's delivery loop had the summary's
+    e-mail and signed webhook accepted (Delivery.sent_at, the database's clock as the
+    summary's), once both arrived at the sink and the receiver (signature checked); None
+    when either is missing after 60 s."""
+    import hashlib
+    import hmac
+
+    from notifications.models import Delivery
+
+    assert INBOX is not None
+    rows: list[Any] = []
+    for _ in range(int(60 / 0.05)):
+        rows = list(
+            Delivery.objects.filter(
+                event__key=f"incident_event:{summary_event.pk}", status=Delivery.SENT
+            ).select_related("channel")
+        )
+        if len(rows) == 2:
+            break
+        time.sleep(0.05)
+    else:
+        return None
+    out = {}
+    for row in rows:
+        key = str(row.uuid)
+        if row.channel.kind == "email":
+            if not any(m["X-HAL-Delivery"] == key for m in INBOX.sink.messages):
+                return None
+        else:
+            posts = [p for p in INBOX.receiver.posts() if p.headers.get("x-hal-delivery") == key]
+            if not posts:
+                return None
+            want = hmac.new(INBOX.secret.encode(), posts[0].raw_body, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(
+                posts[0].headers.get("x-hal-signature", ""), f"sha256={want}"
+            ):
+                return None
+        out[row.channel.kind] = (row.sent_at - incident.opened_at).total_seconds()
+    return out
 
 
 def check(sc: Scenario, incident: Any, proposals_before: set[int], jobs_before: int) -> list[str]:
@@ -327,16 +402,19 @@ def main() -> int:
 
 
 def rehearse(poll: float) -> int:
+    global INBOX
     from django.conf import settings
 
     from hal.actions.base import Actor
     from hal.actions.settings import do_change_setting, get_definition
     from hal.models import IncidentEvent, Job, Proposal
     from investigations.runner import worker_loop
+    from notifications.worker import run_loop as delivery_loop
     from providers.models import AIConnection
     from tests.fakes.anthropic_api import FakeAnthropic
 
     settings.HAL_INVESTIGATION_POLL_SECONDS = poll
+    settings.HAL_NOTIFY_POLL_SECONDS = poll
     user, _ = create_bench_user("oncall")
     admin = Actor(user=user, via="web", session_key="bench", reauth_at=time.time())
     agent = Actor.for_system("agent", "agent:web1.bench.test")
@@ -364,9 +442,15 @@ def rehearse(poll: float) -> int:
     )
     runbook_ids, site = seed(admin)
     health_url = f"http://127.0.0.1:{site.server_address[1]}/health"
+    INBOX = open_inbox(admin)
     stop = threading.Event()
-    worker = threading.Thread(target=worker_loop, args=(stop,), daemon=True)
-    worker.start()
+    # The worker's two loops as in production: investigations, and notification delivery.
+    workers = [
+        threading.Thread(target=loop, args=(stop,), daemon=True)
+        for loop in (worker_loop, delivery_loop)
+    ]
+    for thread in workers:
+        thread.start()
     failures = 0
     rows = []
     try:
@@ -386,27 +470,44 @@ def rehearse(poll: float) -> int:
             problems = check(sc, incident, proposals_before, jobs_before)
             to_summary = (entry.created_at - incident.opened_at).total_seconds() if entry else None
             notified = notified_at(incident, entry) if entry else None
+            if notified is None:
+                problems.append("the operator was not notified (e-mail and signed webhook)")
             failures += bool(problems)
             rows.append((index, sc, incident, to_summary, notified, problems))
             shown = f"{to_summary:.3f} s" if to_summary is not None else "—"
-            told = f"{notified:.3f} s" if notified is not None else "n/a (hook)"
+            told = (
+                f"e-mail {notified['email']:.3f} s, webhook {notified['webhook']:.3f} s"
+                if notified
+                else "—"
+            )
             print(
                 f"{index:2d}. {sc.name:<40} INC-{incident.pk:<4} opened by {sc.opened_by:<8} "
-                f"summary {shown:>9}  notified {told:>10}  "
+                f"summary {shown:>9}  notified: {told}  "
                 + ("OK" if not problems else "FAIL: " + "; ".join(problems)),
                 flush=True,
             )
     finally:
         stop.set()
-        worker.join(10)
+        for thread in workers:
+            thread.join(10)
         fake.stop()
         site.shutdown()
+        INBOX.receiver.stop()
+        INBOX.sink.close()
     times = sorted(r[3] for r in rows if r[3] is not None)
     if times:
         print(
             f"opened → summary: min {times[0]:.3f} s, median {times[len(times) // 2]:.3f} s, "
             f"max {times[-1]:.3f} s (worker poll {poll} s); {len(rows) - failures}/{len(rows)} OK"
         )
+    for channel in ("email", "webhook"):
+        secs = sorted(r[4][channel] for r in rows if r[4])
+        if secs:
+            print(
+                f"opened → {channel} of the summary: min {secs[0]:.3f} s, "
+                f"median {secs[len(secs) // 2]:.3f} s, max {secs[-1]:.3f} s "
+                f"(delivery poll {poll} s)"
+            )
     return 1 if failures else 0
 
 
