@@ -38,6 +38,7 @@ from hal.channel_queue import BEHIND_CODE
 from hal.errors import HalError, InvalidInput
 from hal.events import send_message_now
 from hal.jsonin import loads_json, text_is_clean
+from hal.ws_dispatch import DrainingConsumerMixin
 
 log = logging.getLogger("hal.ws")
 
@@ -81,7 +82,7 @@ def session_user(session_key: str | None, user_id: Any) -> Any | None:
     return user
 
 
-class SessionGuardMixin:
+class SessionGuardMixin(DrainingConsumerMixin):
     """For AsyncJsonWebsocketConsumer subclasses: call `guard_connect()` before accepting
     and `guard_disconnect()` on disconnect; inbound frames are re-checked and decoded
     strictly here (bad JSON or text → an `error` frame, nothing else happens)."""

@@ -90,30 +90,64 @@ def request_body(
     return "".join(parts).encode()
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of an SSE body (without their `\\n`, `\\r\\n` or `\\r` ending), split on
+    bytes: httpx's `aiter_lines` adds a text decoder and two generator layers per chunk, and
+    a provider sends one chunk per token (issue 29). A line's bytes are decoded by
+    `json.loads`, so a UTF-8 character split between two chunks is joined first."""
+    rest = b""
+    skip_lf = False
+    async for chunk in chunks:
+        if skip_lf:
+            skip_lf = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+        buf = rest + chunk if rest else chunk
+        if b"\r" in buf:
+            # A `\r` at the end ends its line; its `\n`, if any, is the next chunk's.
+            skip_lf = buf.endswith(b"\r")
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buf.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line
+    if rest:
+        yield rest
+
+
+async def _sse_data(lines: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
     """The JSON objects of an SSE stream's `data:` lines, up to `[DONE]`; an error object
     (a 200 stream that fails midway) becomes the provider's error."""
-    event = ""
+    event = b""
     async for line in lines:
         if not line:
-            event = ""
+            event = b""
             continue
-        if line.startswith("event:"):
+        if line.startswith(b"event:"):
             event = line[6:].strip()
             continue
-        if not line.startswith("data:"):
+        if not line.startswith(b"data:"):
             continue
         data = line[5:].strip()
-        if data.startswith("[DONE]"):
+        if data.startswith(b"[DONE]"):
             return
         payload = json.loads(data)
-        if isinstance(payload, dict) and (event == "error" or payload.get("error")):
+        if isinstance(payload, dict) and (event == b"error" or payload.get("error")):
             kind, message = body_error(payload)
             raise ProviderError(
                 BODY_TYPES.get(kind or "", "bad_response"), message or "error in stream"
             )
         if isinstance(payload, dict):
             yield payload
+
+
+def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response body's bytes: as they arrive when it is not compressed (no decoder
+    layer per chunk), else decoded by httpx."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return response.aiter_raw()
+    return response.aiter_bytes()
 
 
 # How long the bytes after `[DONE]` (the chunked body's last chunk) may take. A response
@@ -123,7 +157,7 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
 END_OF_STREAM_SECONDS = 0.25
 
 
-async def _read_to_end(lines: AsyncIterator[str]) -> None:
+async def _read_to_end(lines: AsyncIterator[bytes]) -> None:
     """Read what is left of a stream after `[DONE]` (normally nothing but its end)."""
     try:
         async with asyncio.timeout(END_OF_STREAM_SECONDS):
@@ -177,7 +211,7 @@ class OpenAICompatProvider(SDKProvider):
             response = await client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
             )
-        lines = response.aiter_lines()
+        lines = sse_lines(body_chunks(response))
         try:
             async for chunk in _sse_data(lines):
                 usage = chunk.get("usage")

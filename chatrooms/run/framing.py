@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -26,6 +27,44 @@ class Sink(Protocol):
 # ----- streaming frames ------------------------------------------------------------------
 
 
+class _Tick:
+    """One timer per event loop (and frame length) that flushes every reply with text
+    waiting: replies streaming together send their frames in the same loop callback, so
+    their socket writes leave in one `send` rather than one per reply per frame (issue 29),
+    and a busy process keeps one timer instead of one per streaming reply."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self.loop = loop
+        self.seconds = seconds
+        self.waiting: dict[Framer, None] = {}  # insertion-ordered set
+        self.handle: asyncio.TimerHandle | None = None
+
+    def want(self, framer: Framer) -> None:
+        self.waiting[framer] = None
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.seconds, self.fire)
+
+    def fire(self) -> None:
+        self.handle = None
+        waiting, self.waiting = self.waiting, {}
+        for framer in waiting:
+            framer.flush()
+
+
+_ticks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Tick]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _tick(seconds: float) -> _Tick:
+    loop = asyncio.get_running_loop()
+    by_length = _ticks.setdefault(loop, {})
+    tick = by_length.get(seconds)
+    if tick is None:
+        tick = by_length[seconds] = _Tick(loop, seconds)
+    return tick
+
+
 class Framer:
     """One reply's events, in order: created, deltas batched into 30–50 ms frames, then
     completed or failed. A sender task delivers them, so the stream loop never waits for
@@ -44,7 +83,7 @@ class Framer:
         self.seq = 0
         self.last_sent = 0.0
         self.first_at: float | None = None  # perf_counter of the first token (reply facts)
-        self.timer: asyncio.TimerHandle | None = None
+        self.ticking = False  # waiting for the loop's tick (_Tick)
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
         self.saved_pieces = 0  # len(text) at its last save (chatrooms/run/partials.py)
@@ -71,16 +110,13 @@ class Framer:
         self.pending.append(piece)
         now = time.monotonic()
         if now - self.last_sent >= self.frame:
-            self.flush()
-        elif self.timer is None:
-            self.timer = asyncio.get_running_loop().call_later(
-                self.frame - (now - self.last_sent), self.flush
-            )
+            self.flush()  # the first piece, or one after a quiet frame: at once
+        elif not self.ticking:
+            self.ticking = True
+            _tick(self.frame).want(self)
 
     def flush(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.ticking = False  # a tick that still holds this framer finds nothing pending
         if not self.pending:
             return
         delta = "".join(self.pending)

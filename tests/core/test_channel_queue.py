@@ -161,3 +161,16 @@ async def test_a_memory_channel_left_unread_past_expiry_closes_instead_of_leavin
     await layer.group_send("g", event("notice", 2))  # the first is older than expiry
     assert await layer.receive(channel) == {"type": BEHIND_EVENT, "code": BEHIND_CODE}
     assert channel in layer.groups["g"]  # still a member until the socket goes
+
+
+def test_a_message_copy_is_a_deep_copy_of_its_json_values():
+    from copy import deepcopy
+
+    from hal.channel_layer import copy_message
+
+    message = {"type": "hal.event", "data": {"n": [1, {"x": "y"}], "t": (1, 2), "f": 1.5}}
+    copied = copy_message(message)
+    assert copied == deepcopy(message)
+    copied["data"]["n"][1]["x"] = "changed"
+    copied["data"]["n"].append(3)
+    assert message == {"type": "hal.event", "data": {"n": [1, {"x": "y"}], "t": (1, 2), "f": 1.5}}
