@@ -114,6 +114,12 @@ class Migration(migrations.Migration):
 """
 
 
+def brief(load: dict) -> dict:
+    """A load report without the health polls' version list (hundreds of entries)."""
+    health = {k: v for k, v in load["health"].items() if k != "versions"}
+    return {**load, "health": {**health, "versions_seen": len(load["health"]["versions"])}}
+
+
 @pytest.fixture
 def artifacts(tmp_path):
     """The releases of the scenario, built as release.py builds them, signed, with .sha256:
@@ -164,7 +170,10 @@ def artifacts(tmp_path):
     }
 
 
-@pytest.mark.timeout(2400)
+# Five installs from the wheelhouse (each pip-installs ~90 wheels, as on a host) and about
+# fifteen daphne starts: 36 min on a 2-core machine at a load average of 13 (not yet
+# measured on an idle one).
+@pytest.mark.timeout(3600)
 def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifacts):
     results = tmp_path / "results" / "results.json"
     results.parent.mkdir()
@@ -181,7 +190,7 @@ def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifa
     done = subprocess.run(
         ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc",
          sys.executable, str(DRIVER), str(tmp_path / "config.json")],
-        capture_output=True, text=True, timeout=2300,
+        capture_output=True, text=True, timeout=3500,
         # A fresh login's environment, not the test runner's (DJANGO_ALLOW_ASYNC_UNSAFE…).
         env={"PATH": os.environ["PATH"], "HOME": "/root", "LANG": "C.UTF-8"},
     )  # fmt: skip
@@ -263,6 +272,6 @@ def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifa
             for name in ("first", "upgrade", "broken", "bad_migration", "restore", "after_restore")
         )
         + "\nload: "
-        + json.dumps({n: steps[n]["load"] for n in ("upgrade", "broken", "after_restore")})
+        + json.dumps({n: brief(steps[n]["load"]) for n in ("upgrade", "broken", "after_restore")})
         + f"\nstop: {report['stop_seconds']}"
     )
