@@ -14,8 +14,8 @@ Wrapped on PATH as `systemctl`, `systemd-run` and `apt-get` (the name is argv[1]
   same way.
 - `apt-get install PKG…` checks the packages are installed (no network in tests).
 
-Test-only concession: PYTHONPATH is passed through, so the release venvs (made offline)
-borrow the test runner's installed dependencies.
+PYTHONPATH is passed through when set; the deploy tests' harnesses do not set it (the
+release venvs are installed from the artifact's wheelhouse, as on a host).
 """
 
 from __future__ import annotations
