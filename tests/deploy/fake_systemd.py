@@ -8,12 +8,14 @@ Wrapped on PATH as `systemctl`, `systemd-run` and `apt-get` (the name is argv[1]
   with %i) and runs Type=simple services the way the unit says: ExecStartPre in the
   foreground, ExecStart in the background, as User/Group, in WorkingDirectory, with
   Environment= then EnvironmentFile= and UMask=. Stop sends SIGTERM and waits.
+- `systemctl reload UNIT…` runs the unit's ExecReload (the distribution's units under
+  /lib/systemd/system too: `systemctl reload nginx` reloads the system's nginx).
 - `systemd-run … -p Key=Value … CMD…` (deploy/hal-manage) runs CMD in the foreground the
   same way.
 - `apt-get install PKG…` checks the packages are installed (no network in tests).
 
-Test-only concession: PYTHONPATH is passed through, so the release venvs (made offline)
-borrow the test runner's installed dependencies.
+PYTHONPATH is passed through when set; the deploy tests' harnesses do not set it (the
+release venvs are installed from the artifact's wheelhouse, as on a host).
 """
 
 from __future__ import annotations
@@ -160,10 +162,31 @@ def stop(name: str) -> int:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    # Gone before `stop` returns, as systemd waits: a `restart` that found the killed
+    # process still in the process table would not start the new one.
+    gone_by = time.monotonic() + 30
+    while running(unit) and time.monotonic() < gone_by:
+        time.sleep(0.05)
     # How long each stop took, and whether it needed the SIGKILL (the deploy tests report it).
     with open(STATE / "stops.log", "a") as log:
         log.write(f"{unit} {time.monotonic() - started:.2f}s{' SIGKILL' if killed else ''}\n")
     return 0
+
+
+def reload(name: str) -> int:
+    """ExecReload of the unit, as root (the distribution's nginx.service: `nginx -s reload`)."""
+    if "." not in name:
+        name += ".service"
+    for directory in (UNITS, Path("/lib/systemd/system")):
+        if (directory / name).exists():
+            parser = configparser.ConfigParser(strict=False, interpolation=None)
+            parser.optionxform = str
+            parser.read_string((directory / name).read_text())
+            command = parser["Service"].get("ExecReload")
+            if command:
+                return subprocess.run(shlex.split(command), check=False).returncode
+    print(f"fake systemctl: {name} cannot be reloaded", file=sys.stderr)
+    return 1
 
 
 def systemctl(args: list[str]) -> int:
@@ -185,6 +208,8 @@ def systemctl(args: list[str]) -> int:
         for u in units:
             stop(u)
         return max(start(u) for u in units)
+    if verb == "reload":
+        return max(reload(u) for u in units)
     if verb == "is-active":
         active = all(running(service(u)[0]) for u in units if service(u))
         if not quiet:

@@ -1,28 +1,23 @@
-"""The §6 ops host, end to end: run as root inside `unshare --mount --pid --fork`.
+"""The §6 ops host, end to end: run as root inside `unshare --mount --net --pid --fork`.
 
     python tests/deploy/layout_host.py CONFIG.json
 
-A fresh ops host in the test's private mount namespace: /etc, /srv, /var and /root are
-overlays (the real ones are never written), /run is a tmpfs, `useradd` makes a real
-`hal` user, the real unit files from deploy/systemd/ run under tests/deploy/fake_systemd.py
-(bound over /usr/bin/systemctl and systemd-run), nginx runs the shipped
-deploy/proxy/nginx-hal.conf with both web processes as upstreams and a certificate from a
-throwaway CA, sshd takes root's key only. PostgreSQL and Redis are the machine's own, with
-a database, role and key prefix made for this run (the test creates and drops them). The
-network is the machine's (loopback ports chosen free), so PostgreSQL and Redis are
-reachable; nothing listens beyond 127.0.0.1.
-
-From the "workstation" (this process) `deploy/ship.py` drives every step over SSH while
-tests/deploy/load.py plays the operators: first install, upgrade under load, a release
-whose health raises (rolled back), a release whose migration fails (refused), then
-`dr_restore` of the pre-upgrade snapshot and an install after it. The results (exit
-statuses, timings, load counts, the host's state) go to CONFIG["results"] as JSON; the
-test asserts on them.
+A fresh ops host (tests/deploy/layout_services.py: overlays, its own loopback, private
+PostgreSQL and Redis, the system's nginx, the real unit files under a stand-in systemd,
+a real `hal` user, sshd taking root's key only). First docs/deploy.md runs as written:
+§2 up to "Units" (packages, user, directories, release key, hal.env), then §6's own
+blocks — PostgreSQL role and database, the first install of the `hal-web@` layout, and
+its upgrade under the operators' load (tests/deploy/load.py). Then `deploy/ship.py`
+drives the rest from the "workstation" (this process) over SSH: a release whose health
+raises (rolled back), a release whose migration fails (refused), `dr_restore` of the
+pre-upgrade snapshot and an install after it. The results (exit statuses, timings, load
+counts, the host's state) go to CONFIG["results"] as JSON; the test asserts on them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -34,75 +29,50 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.deploy import hosts  # noqa: E402
+from tests.deploy.docs_blocks import DOC, blocks_before, section_blocks  # noqa: E402
+from tests.deploy.layout_services import (  # noqa: E402
+    ARTIFACTS,
+    NAME,
+    private_host,
+    proxy_and_artifacts,
+    run_script,
+    sh,
+    start_postgresql,
+    start_redis,
+)
 from tests.deploy.load import Load, wait_ready  # noqa: E402
 
-FAKE_SYSTEMD = REPO / "tests" / "deploy" / "fake_systemd.py"
-NAME = "hal.example.org"
+
+def doc_script(found: list[str]) -> str:
+    """The blocks as one script, each announced (the log shows where a failure was)."""
+    return "".join(
+        f"echo {shlex.quote('===== docs/deploy.md: ' + b.splitlines()[0][:60])}\n{b}\n"
+        for b in found
+    )
 
 
-def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, text=True, capture_output=True, **kw)
-
-
-def private_host(work: Path) -> None:
-    """Overlays for what the install writes, a tmpfs /run, fake systemd on the real paths."""
-    sh("mount", "--make-rprivate", "/")
-    for top in ("etc", "srv", "var", "root"):
-        up, wk = work / "ov" / top / "up", work / "ov" / top / "work"
-        up.mkdir(parents=True)
-        wk.mkdir(parents=True)
-        sh("mount", "-t", "overlay", "overlay", "-o",
-           f"lowerdir=/{top},upperdir={up},workdir={wk}", f"/{top}")  # fmt: skip
-    sh("mount", "-t", "tmpfs", "tmpfs", "/run")
-    # The interpreter the release venvs are made from lives under /root (pyenv): the host's
-    # python3 would be /usr/bin/python3; here it must be executable by `hal` too.
-    Path("/root").chmod(0o755)
-    shims = work / "shims"
-    shims.mkdir()
-    for name in ("systemctl", "systemd-run"):
-        shim = shims / name
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} {name} "$@"\n')
-        shim.chmod(0o755)
-        real = shutil.which(name) or f"/usr/bin/{name}"
-        if not Path(real).exists():
-            raise SystemExit(f"{real} is missing: nothing to bind the fake over")
-        sh("mount", "--bind", str(shim), real)
-    with open("/etc/hosts", "a") as hosts_file:
-        hosts_file.write(f"127.0.0.1 {NAME}\n")
-
-
-def first_install_steps(cfg: dict, ca: hosts.LocalCA) -> None:
-    """docs/deploy.md §2 + §6 before the first ship, with this run's names."""
-    sh("useradd", "--system", "--home-dir", "/var/lib/hal", "--shell", "/usr/sbin/nologin", "hal")
-    sh("install", "-d", "-o", "hal", "-g", "hal", "-m", "0700", "/var/lib/hal")
-    sh("install", "-d", "-m", "0755", "/srv/hal", "/etc/hal")
-    env = Path("/etc/hal/hal.env")
-    env.write_text("".join(f"{k}={v}\n" for k, v in cfg["env"].items()))
-    shutil.chown(env, "root", "hal")
-    env.chmod(0o640)
-    shutil.copy(cfg["release_public_key"], "/etc/hal/release-key.pub")
-    units = Path("/etc/systemd/system")
-    units.mkdir(parents=True, exist_ok=True)
-    # §6's layout: hal-web@.service (not hal-web.service), the worker, the snapshot timer.
-    for unit in ("hal-web@.service", "hal-worker.service", "hal-snapshot.service"):
-        shutil.copy(REPO / "deploy" / "systemd" / unit, units / unit)
-    ports = cfg["web_ports"]
-    sh("systemctl", "daemon-reload")
-    # Enabled, not started: nothing to run before the first release exists.
-    sh("systemctl", "enable", *[f"hal-web@{p}" for p in ports], "hal-worker")
-    with open("/etc/ssl/certs/ca-certificates.crt", "a") as bundle:
-        bundle.write(ca.ca_pem.read_text())
+def documented_steps() -> dict:
+    """§2 up to "Units" and §6's three blocks; the web ports §6 uses."""
+    text = DOC.read_text()
+    setup = blocks_before(text, 2, "Units, proxy, TLS")
+    database, first, upgrade = section_blocks(text, 6, 6)
+    ports = re.search(r"--web-ports (\S+)", upgrade)
+    assert ports, "§6's upgrade names no --web-ports"
+    return {
+        "first": doc_script([*setup, database, first]),
+        "upgrade": doc_script([upgrade]),
+        "web_ports": [int(p) for p in ports.group(1).split(",")],
+    }
 
 
 def ship(cfg: dict, ssh: hosts.SshHost, ca: hosts.LocalCA, artifact: str, log: Path) -> dict:
     """One `ship.py` run from the workstation; its exit status, time and output."""
     ports = ",".join(map(str, cfg["web_ports"]))
-    url = f"https://{NAME}:{cfg['tls_port']}"
+    url = f"https://{NAME}"
     argv = [
         sys.executable, str(REPO / "deploy" / "ship.py"),
         "--host", f"root@{ssh.alias}", "--ssh-config", str(ssh.config),
         "--url", url, "--cacert", str(ca.ca_pem), "--artifact", artifact,
-        "--remote-python", cfg["remote_python"],
         *cfg.get("ship_args", []),
         "--",
         "--user", "hal", "--root", "/srv/hal", "--env-file", "/etc/hal/hal.env",
@@ -167,43 +137,43 @@ def current() -> str:
 def main() -> int:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     work = Path(cfg["work"])
-    results: dict = {"steps": {}}
+    documented = documented_steps()
+    cfg["web_ports"] = documented["web_ports"]
+    results: dict = {"steps": {}, "web_ports": cfg["web_ports"]}
     private_host(work)
-    ca = hosts.make_ca(work / "tls", NAME)
-    first_install_steps(cfg, ca)
-    nginx = hosts.start_nginx(
-        work / "nginx",
-        hosts.nginx_site(
-            name=NAME, tls_port=cfg["tls_port"], http_port=cfg["http_port"],
-            upstreams=cfg["web_ports"], root=Path("/srv/hal"), ca=ca,
-        ),
-    )  # fmt: skip
+    start_postgresql()
+    start_redis()
+    ca = hosts.make_ca(work / "tls", NAME, ARTIFACTS)
+    proxy_and_artifacts(ca, Path(cfg["published"]))
     ssh = hosts.start_sshd(work / "ssh")
     logs = Path(cfg["results"]).parent / "ship-logs"
     logs.mkdir(exist_ok=True)
     steps = Steps(cfg, results)
     results["steps"] = steps
+    health = f"https://{NAME}/api/health"
     try:
         arts = cfg["artifacts"]
-        steps["first"] = ship(cfg, ssh, ca, arts["first"], logs / "first.log")
+        docs = Path(cfg["docs_dir"])
+        # docs/deploy.md §2 (up to "Units") and §6's first install, as written.
+        steps["first"] = run_script(documented["first"], docs, logs / "first.log")
         steps["first"]["current"] = current()
         if steps["first"]["rc"] != 0:
             return finish(cfg, results)
         cookie = session_cookie()
-        with Load(NAME, cfg["tls_port"], ca.ca_pem, cookie) as load:
+        # §6's upgrade, as written, under the operators' load.
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
             time.sleep(1)
-            steps["upgrade"] = ship(cfg, ssh, ca, arts["upgrade"], logs / "upgrade.log")
+            steps["upgrade"] = run_script(documented["upgrade"], docs, logs / "upgrade.log")
         steps["upgrade"].update(load=load.report(), current=current())
         steps.save()
-        with Load(NAME, cfg["tls_port"], ca.ca_pem, cookie) as load:
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
             steps["broken"] = ship(cfg, ssh, ca, arts["broken"], logs / "broken.log")
         steps["broken"].update(load=load.report(), current=current())
         steps.save()
-        if "bad_migration" in arts:
-            steps["bad_migration"] = ship(
-                cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log"
-            )
-            steps["bad_migration"]["current"] = current()
+        steps["bad_migration"] = ship(
+            cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log"
+        )
+        steps["bad_migration"]["current"] = current()
         # docs/deploy.md §4: restore the snapshot the upgrade was installed over.
         record = json.loads(Path("/srv/hal/current/.hal-release.json").read_text())
         units = [f"hal-web@{p}" for p in cfg["web_ports"]] + ["hal-worker"]
@@ -212,10 +182,10 @@ def main() -> int:
         hal_manage("dr_restore", record["snapshot"], "--verify-only")
         restore_out = hal_manage("dr_restore", record["snapshot"], "--yes")
         sh("systemctl", "start", *units)
-        wait_ready(f"https://{NAME}:{cfg['tls_port']}/api/health", ca.ca_pem)
+        wait_ready(health, ca.ca_pem)
         steps["restore"] = {"seconds": round(time.monotonic() - started, 1), "out": restore_out}
         cookie = session_cookie()  # the restored database predates the first cookie's session
-        with Load(NAME, cfg["tls_port"], ca.ca_pem, cookie) as load:
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
             steps["after_restore"] = ship(
                 cfg, ssh, ca, arts["after_restore"], logs / "after_restore.log"
             )
@@ -229,7 +199,7 @@ def main() -> int:
         ).strip().splitlines()[-1]  # fmt: skip
     finally:
         results["stop_seconds"] = stop_all(cfg)
-        hosts.stop(nginx)
+        sh("nginx", "-s", "stop", check=False)
         hosts.stop(ssh.proc)
     return finish(cfg, results)
 

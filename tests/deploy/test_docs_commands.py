@@ -25,32 +25,12 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import hosts
+from tests.deploy.docs_blocks import DOC, doc_versions, placeholders, section_blocks
 from tests.deploy.install_host import load_release, retarget, sign
 from tests.deploy.marks import slow_once
 
 REPO = Path(__file__).resolve().parents[2]
-DOC = REPO / "docs" / "deploy.md"
 FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
-
-
-def section_blocks(text: str, first: int, last: int) -> list[str]:
-    """The ```sh blocks of the sections `## first.` … `## last.`, in document order."""
-    parts = re.split(r"^## (?=\d+\.)", text, flags=re.M)
-    blocks = []
-    for part in parts:
-        number = re.match(r"(\d+)\.", part)
-        if number and first <= int(number.group(1)) <= last:
-            blocks += re.findall(r"^```sh\n(.*?)^```", part, flags=re.M | re.S)
-    return blocks
-
-
-def doc_versions(blocks: list[str]) -> list[str]:
-    """The versions the documented commands install, in order of first mention."""
-    seen: list[str] = []
-    for version in re.findall(r"hal-(\d+\.\d+\.\d+)\.tar\.gz", "\n".join(blocks)):
-        if version not in seen:
-            seen.append(version)
-    return seen
 
 
 def test_the_documented_blocks_are_found():
@@ -61,7 +41,25 @@ def test_the_documented_blocks_are_found():
         assert needle in text, needle
     assert doc_versions(blocks)[:2] == ["0.3.0", "0.4.0"]
     # Nothing left for the reader to fill in: a placeholder would not run.
-    assert not re.search(r"<[a-z][^>]*>", text), re.findall(r"<[a-z][^>]*>", text)
+    assert not placeholders(blocks), placeholders(blocks)
+
+
+def test_the_section_6_blocks_are_found():
+    """§6's own blocks (run as written by tests/deploy/test_layout_e2e.py): the database,
+    the first install of the `hal-web@` layout and its upgrade, nothing to fill in."""
+    blocks = section_blocks(DOC.read_text(), 6, 6)
+    assert len(blocks) == 3, blocks
+    database, first, upgrade = blocks
+    assert "CREATE ROLE hal" in database and "DATABASE_URL=" in database
+    assert "systemctl enable hal-web@" in first and "--web-ports" in first
+    assert "/srv/hal/current/deploy/install.py" in upgrade and "--web-ports" in upgrade
+    assert doc_versions(blocks)[:2] == ["0.3.0", "0.4.0"]
+    # Each block stands alone (an operator runs the upgrade weeks later, in a new shell):
+    # the checksum it passes is the one of the artifact it installs.
+    for block in (first, upgrade):
+        (version,) = set(re.findall(r"hal-(\d+\.\d+\.\d+)\.tar\.gz", block))
+        assert f"SHA=$(cut -d' ' -f1 hal-{version}.tar.gz.sha256)" in block, block
+    assert not placeholders(blocks), placeholders(blocks)
 
 
 def namespaces_work() -> bool:
