@@ -46,6 +46,7 @@ def do_archive_messages(room: Room) -> tuple[int, Archive | None]:
     if first is None and not live.exists():
         return 0, None
     names = sorted(set(shown.filter(author_kind=Message.MODEL).values_list("author", flat=True)))
+    assert room.operator_id is not None  # operator rooms only (an incident room has none)
     archive = Archive.objects.create(
         operator_id=room.operator_id,
         room=room,

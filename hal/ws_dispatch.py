@@ -65,8 +65,9 @@ class DrainingConsumerMixin:
 
     channel_layer_alias: str
     dispatch: Dispatch
+    channel_receive: Any  # as channels' AsyncConsumer sets it
 
-    async def __call__(self, scope: Any, receive: Receive, send: Any) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
         if self.channel_layer is not None:

@@ -154,7 +154,8 @@ def do_rename_room(actor: Actor, room: Room, title: str) -> Room:
     record_audit(
         actor, "chat.room.rename", target=room, before={"title": before}, after={"title": title}
     )
-    publish(operator_group(room.operator_id), "room.updated", room.as_dict())
+    if room.operator_id is not None:  # an incident room has no operator to tell
+        publish(operator_group(room.operator_id), "room.updated", room.as_dict())
     return room
 
 

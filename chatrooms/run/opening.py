@@ -215,7 +215,7 @@ def open_calls(
             provider=provider,
             tools=integration.tool_specs(),
             model=connection.model,
-            operator=full.operator.get_username(),
+            operator=full.operator.get_username() if full.operator is not None else "",
             credential=None,
         )
         callable_now.append(connection)

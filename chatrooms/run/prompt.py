@@ -240,6 +240,8 @@ def prepare_turns(
             present = connections
         else:
             present = [connection]  # individual rooms name no one else and never relay
+        # Operator rooms only: an incident room (no operator) runs in investigations/.
+        assert room.operator_id is not None and room.operator is not None
         item = Prepared(
             turn_id=turn.pk,
             room_id=room.pk,
