@@ -99,6 +99,7 @@ NOT_PAGES = {
     "server_enrolment_token",  # POST: issue a token
     "oauth_callback",  # the provider's redirect target
     "server_register",  # POST only
+    "form",  # POST: start or stop an incident's investigation (investigations/)
 }
 
 
@@ -200,6 +201,7 @@ def objects(operator):
         "module_detail": f"/modules/{module.name}/",
         "job_detail": f"/jobs/{job.pk}/",
         "incident_detail": f"/incidents/{incident.pk}/",
+        "room": f"/incidents/{incident.pk}/room/",  # the investigation room (investigations/)
         "archive_detail": f"/ai/archive/{archive.pk}",
         "room_transcript": f"/ai/rooms/{room.pk}/transcript",
         "detail": f"/runbooks/{runbook.pk}/",
