@@ -30,7 +30,8 @@ from chatrooms.run.config import INTERNAL_REASON
 from chatrooms.run.framing import Framer
 from chatrooms.run.opening import Opening, open_calls
 from chatrooms.run.recovery import Recovery
-from chatrooms.run.turn import TurnRunner, _uncancel
+from chatrooms.run.turn import TurnRunner
+from chatrooms.run.turn_endings import uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
@@ -343,7 +344,7 @@ class Orchestrator(TurnRunner, Recovery):
                 expired = [t for t in turn_ids if self.watchdog.take_expired(t)]
                 if not expired:
                     raise
-                _uncancel()
+                uncancel()
                 await self.fail_turns(expired, IDLE_CODE, IDLE_REASON)
                 return
             except Exception:

@@ -1,7 +1,6 @@
-"""One turn's run: prompt → stream → tools → completion, failure, stop or approval wait.
-
-Then the single-hop relay of the models its reply mentions.
-"""
+"""One turn's run: prompt → stream → tools → completion (its tool rounds:
+chatrooms/run/turn_rounds.py; failure, stop, approval wait and relay:
+chatrooms/run/turn_endings.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,12 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, holds, integration
-from chatrooms.addressing import arelay_mentions
-from chatrooms.facts import estimate_stopped_usage
-from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds, turn_timeout
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared, transcript_messages
+from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
+from chatrooms.run.turn_rounds import ToolRounds
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
@@ -29,46 +27,7 @@ from providers.base import ProviderError, TextDelta, ToolCall, ToolRan, Usage
 log = logging.getLogger("hal.chatrooms")
 
 
-def _facts(prepared: Prepared) -> dict[str, Any]:
-    """The reply's facts as it finishes (model, usage, duration, time to first token)."""
-    framer = prepared.framer
-    return reply_facts(
-        model=prepared.connection.model,
-        usage=prepared.usage,
-        began=prepared.began,
-        first_token=framer.first_at if framer is not None else None,
-        tool_calls=prepared.tool_log,
-    )
-
-
-def _uncancel() -> None:
-    """Undo the pending cancellation of the current task (the watchdog's, handled here)."""
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
-
-
-async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
-    """Run a turn's closing save to its end even if the turn is cancelled again meanwhile
-    (a reset after a stop): cut short, its `message.completed` or `message.failed` would
-    never be sent (the turn's framer closes as its task ends) and the panel would show the
-    reply streaming. A cancel that arrived meanwhile is raised once the save is done."""
-    saving = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            await asyncio.shield(saving)
-        except asyncio.CancelledError:
-            if saving.done():
-                raise
-            cancelled = True
-            continue
-        break
-    if cancelled:
-        raise asyncio.CancelledError
-
-
-class TurnRunner:
+class TurnRunner(ToolRounds, TurnEndings):
     """One model call after its claim (a mixin of `Orchestrator`)."""
 
     if TYPE_CHECKING:  # what it uses of the orchestrator (chatrooms/run/scheduling.py)
@@ -268,15 +227,15 @@ class TurnRunner:
         except asyncio.CancelledError:
             if turn_id in self.stopping:
                 # An operator's Stop: keep what was said, end the turn quietly.
-                _uncancel()
-                await _to_the_end(self._stopped(prepared, framer, usage, rounds))
+                uncancel()
+                await to_the_end(self._stopped(prepared, framer, usage, rounds))
                 return None
             if self.watchdog.take_expired(turn_id):
                 # No progress for the idle timeout: a failure, not a reset.
-                _uncancel()
+                uncancel()
                 await self._fail(prepared, framer, IDLE_CODE, IDLE_REASON)
                 return None
-            await _to_the_end(
+            await to_the_end(
                 self._fail(
                     prepared,
                     framer,
@@ -325,7 +284,7 @@ class TurnRunner:
                 usage=usage,
                 rounds=rounds,
                 reply=prepared.reply,
-                facts=_facts(prepared),
+                facts=facts_of(prepared),
             )
         except Exception:
             log.exception("turn %s failed while saving its reply", turn_id)
@@ -337,232 +296,3 @@ class TurnRunner:
         framer.close("message.completed", reply.as_dict())
         self.phases.append({"complete": time.perf_counter() - completing})
         return reply
-
-    async def _run_tools(
-        self,
-        prepared: Prepared,
-        calls: list[ToolCall],
-        round_text: str,
-        transcript: list[dict[str, Any]],
-    ) -> bool | None:
-        """Run one round's tool calls; None when a proposal now waits for approval."""
-        transcript.append(
-            {
-                "role": "assistant",
-                "text": round_text,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
-                ],
-            }
-        )
-        results: list[dict[str, Any]] = []
-        pending: list[dict[str, Any]] = []
-        for call in calls:
-            origin = {
-                "connection_id": prepared.connection.pk,
-                "room_id": prepared.room_id,
-                "message_id": prepared.reply.pk,
-                "turn_id": str(prepared.turn_id),
-                "tool_call_id": call.id,
-            }
-            outcome = await db(integration.run_tool_call)(
-                call.name, call.arguments, actor=prepared.actor, origin=origin
-            )
-            if outcome.proposal is not None:
-                # hal.actions.proposals publishes proposal.created to this room's group.
-                pending.append({"tool_call_id": call.id, "proposal_id": outcome.proposal.pk})
-                prepared.tool_log.append({"name": call.name, "status": "pending"})
-            else:
-                prepared.tool_log.append(
-                    {"name": call.name, "status": "error" if outcome.is_error else "ok"}
-                )
-                results.append(
-                    {
-                        "tool_call_id": call.id,
-                        "content": outcome.content,
-                        "is_error": outcome.is_error,
-                    }
-                )
-        entry: dict[str, Any] = {"role": "tool_result", "results": results}
-        if pending:
-            entry["pending"] = pending
-        transcript.append(entry)
-        return None if pending else True
-
-    async def _record_ran(
-        self,
-        prepared: Prepared,
-        ran: list[ToolRan],
-        round_text: str,
-        transcript: list[dict[str, Any]],
-    ) -> bool:
-        """The tool calls a provider ran itself (the CLI, through HAL's MCP server) into the
-        turn's transcript, as one round; True when some became proposals of this turn, which
-        the turn now waits for (the model is called again, with the outcome, after them)."""
-        transcript.append(
-            {
-                "role": "assistant",
-                "text": round_text,
-                "tool_calls": [{"id": r.id, "name": r.name, "arguments": r.arguments} for r in ran],
-            }
-        )
-        named = [r.proposal_id for r in ran if r.proposal_id is not None]
-        ours = (
-            set(await db(integration.proposals_of_turn)(prepared.turn_id, named))
-            if named
-            else set()
-        )
-        results: list[dict[str, Any]] = []
-        pending: list[dict[str, Any]] = []
-        for r in ran:
-            if r.proposal_id in ours:
-                pending.append({"tool_call_id": r.id, "proposal_id": r.proposal_id})
-                prepared.tool_log.append({"name": r.name, "status": "pending"})
-            else:
-                results.append({"tool_call_id": r.id, "content": r.content, "is_error": r.is_error})
-                prepared.tool_log.append(
-                    {"name": r.name, "status": "error" if r.is_error else "ok"}
-                )
-        entry: dict[str, Any] = {"role": "tool_result", "results": results}
-        if pending:
-            entry["pending"] = pending
-        transcript.append(entry)
-        return bool(pending)
-
-    async def _wait_for_approval(
-        self,
-        prepared: Prepared,
-        framer: Framer,
-        transcript: list[dict[str, Any]],
-        usage: dict[str, int],
-        rounds: int,
-    ) -> None:
-        proposal_ids = [p["proposal_id"] for p in transcript[-1]["pending"]]
-        reply = await db(actions.do_wait_for_approval)(
-            prepared.turn_id,
-            framer.full_text(),
-            transcript=transcript,
-            proposal_ids=proposal_ids,
-            usage=usage,
-            rounds=rounds,
-            facts=_facts(prepared),
-        )
-        if reply is not None:
-            framer.close("message.completed", reply.as_dict())
-        else:
-            framer.close()
-        # A decision may have landed while we were saving; pick it up now.
-        for proposal_id in proposal_ids:
-            await db(self._maybe_already_decided)(proposal_id)
-
-    def _maybe_already_decided(self, proposal_id: int) -> None:
-        try:
-            proposal = integration.proposal_model().objects.get(pk=proposal_id)
-        except Exception:
-            return
-        if integration.proposal_is_final(proposal):
-            self.on_proposal_decided(proposal)
-
-    async def _fail(
-        self,
-        prepared: Prepared,
-        framer: Framer,
-        code: str,
-        reason: str,
-        status: str = Turn.FAILED,
-    ) -> None:
-        framer.flush()
-        reply = await db(actions.do_fail_turn)(
-            prepared.turn_id,
-            framer.full_text(),
-            code=code,
-            message=reason,
-            status=status,
-            facts=_facts(prepared),
-        )
-        if reply is not None:
-            framer.close("message.failed", reply.as_dict())
-        else:
-            framer.close()
-
-    async def _stopped(
-        self, prepared: Prepared, framer: Framer, usage: dict[str, int], rounds: int
-    ) -> None:
-        framer.flush()
-        estimate_stopped_usage(
-            usage,
-            prompt=prepared.system + "".join(m.text for m in prepared.messages),
-            streamed=framer.full_text(),
-        )
-        if usage.get("estimated"):
-            # What streamed before the stop was paid for at the provider: the estimate is
-            # charged (and settles the reservation) like a reported usage, or a Stop
-            # would make a reply free of the budget.
-            prepared.charge[0] += usage["input_tokens"]
-            prepared.charge[1] += usage["output_tokens"]
-        reply = await db(actions.do_finish_stopped)(
-            prepared.turn_id, framer.full_text(), usage=usage, rounds=rounds, facts=_facts(prepared)
-        )
-        if reply is not None:
-            framer.close("message.completed", reply.as_dict())
-        else:
-            framer.close()
-
-    async def _notice(
-        self,
-        room_id: int,
-        text: Any,
-        *,
-        reply_to: int | None = None,
-        relay_depth: int = 0,
-    ) -> None:
-        """Post a HAL notice: `text` is a hal.i18n.text() (or plain English)."""
-        notice = await db(actions.do_post_notice)(
-            room_id, text, reply_to_id=reply_to, relay_depth=relay_depth
-        )
-        await self.send(actions.room_group(room_id), "notice", notice.as_dict())
-
-    async def _relay(self, prepared: Prepared, reply: Message) -> None:
-        """Depth 0: each mentioned active model answers once. Depth 1: notice only."""
-        mentions = await arelay_mentions(
-            reply.text, prepared.participants, speaker_id=prepared.connection.pk
-        )
-        if not mentions.named:
-            return
-        speaker = prepared.connection.name
-        if prepared.relay_depth >= 1:
-            names = ", ".join("@" + p.name for p in mentions.named)
-            await self._notice(
-                prepared.room_id,
-                actions.notice_relay_stopped(speaker, names),
-                reply_to=reply.pk,
-                relay_depth=prepared.relay_depth,
-            )
-            return
-        inactive = [p for p in mentions.named if not p.active]
-        if inactive:
-            names = ", ".join("@" + p.name for p in inactive)
-            await self._notice(
-                prepared.room_id,
-                actions.notice_inactive_mentioned(speaker, names),
-                reply_to=reply.pk,
-            )
-        if not mentions.relay:
-            return
-        ids = {p.connection_id for p in mentions.relay}
-        connections = [
-            c
-            for c in await db(integration.recent_connections)()
-            if c.pk in ids and integration.addressable(c)
-        ]
-        over_budget: list[str] = []
-        turn_ids = await db(actions.do_queue_relays)(reply, connections, over_budget=over_budget)
-        if over_budget:
-            await self._notice(
-                prepared.room_id,
-                actions.notice_relay_over_budget(speaker, ", ".join("@" + n for n in over_budget)),
-                reply_to=reply.pk,
-            )
-        # Relays are part of this turn's work: run them concurrently and wait, so that
-        # wait_idle() and a reset see them.
-        await self.run_turns(turn_ids)

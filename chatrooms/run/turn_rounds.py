@@ -1,0 +1,115 @@
+"""A turn's tool rounds: the calls HAL runs for a model, and those a provider ran itself
+(the CLI through HAL's MCP server), each recorded in the turn's transcript as one round."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from chatrooms import integration
+from chatrooms.run.prompt import Prepared
+from hal.dbthreads import db
+from providers.base import ToolCall, ToolRan
+
+
+class _Done(NamedTuple):
+    """One call of a round, as it ended: a result, or a proposal waiting for approval."""
+
+    id: str
+    name: str
+    proposal_id: int | None
+    content: Any
+    is_error: bool
+
+
+def _record_round(
+    prepared: Prepared,
+    transcript: list[dict[str, Any]],
+    round_text: str,
+    calls: list[tuple[str, str, Any]],
+    done: list[_Done],
+) -> bool:
+    """The round in the transcript (the model's calls, then their results and pending
+    proposals) and in the reply's tool chips; True when a proposal waits."""
+    transcript.append(
+        {
+            "role": "assistant",
+            "text": round_text,
+            "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in calls],
+        }
+    )
+    results: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for d in done:
+        if d.proposal_id is not None:
+            pending.append({"tool_call_id": d.id, "proposal_id": d.proposal_id})
+            prepared.tool_log.append({"name": d.name, "status": "pending"})
+        else:
+            results.append({"tool_call_id": d.id, "content": d.content, "is_error": d.is_error})
+            prepared.tool_log.append({"name": d.name, "status": "error" if d.is_error else "ok"})
+    entry: dict[str, Any] = {"role": "tool_result", "results": results}
+    if pending:
+        entry["pending"] = pending
+    transcript.append(entry)
+    return bool(pending)
+
+
+class ToolRounds:
+    """A mixin of `TurnRunner` (chatrooms/run/turn.py)."""
+
+    async def _run_tools(
+        self,
+        prepared: Prepared,
+        calls: list[ToolCall],
+        round_text: str,
+        transcript: list[dict[str, Any]],
+    ) -> bool | None:
+        """Run one round's tool calls; None when a proposal now waits for approval."""
+        done: list[_Done] = []
+        for call in calls:
+            origin = {
+                "connection_id": prepared.connection.pk,
+                "room_id": prepared.room_id,
+                "message_id": prepared.reply.pk,
+                "turn_id": str(prepared.turn_id),
+                "tool_call_id": call.id,
+            }
+            outcome = await db(integration.run_tool_call)(
+                call.name, call.arguments, actor=prepared.actor, origin=origin
+            )
+            # A proposal: hal.actions.proposals publishes proposal.created to the room.
+            proposal_id = outcome.proposal.pk if outcome.proposal is not None else None
+            done.append(_Done(call.id, call.name, proposal_id, outcome.content, outcome.is_error))
+        waits = _record_round(
+            prepared, transcript, round_text, [(c.id, c.name, c.arguments) for c in calls], done
+        )
+        return None if waits else True
+
+    async def _record_ran(
+        self,
+        prepared: Prepared,
+        ran: list[ToolRan],
+        round_text: str,
+        transcript: list[dict[str, Any]],
+    ) -> bool:
+        """The tool calls a provider ran itself (the CLI, through HAL's MCP server) into the
+        turn's transcript, as one round; True when some became proposals of this turn, which
+        the turn now waits for (the model is called again, with the outcome, after them)."""
+        named = [r.proposal_id for r in ran if r.proposal_id is not None]
+        ours = (
+            set(await db(integration.proposals_of_turn)(prepared.turn_id, named))
+            if named
+            else set()
+        )
+        done = [
+            _Done(
+                r.id,
+                r.name,
+                r.proposal_id if r.proposal_id in ours else None,
+                r.content,
+                r.is_error,
+            )
+            for r in ran
+        ]
+        return _record_round(
+            prepared, transcript, round_text, [(r.id, r.name, r.arguments) for r in ran], done
+        )
