@@ -45,3 +45,9 @@ router = ProtocolTypeRouter(
 # The client address (audit, login throttle) from X-Forwarded-For only when the connection
 # comes from a proxy in HAL_TRUSTED_PROXIES (hal/proxyheaders.py).
 application = TrustedProxyMiddleware(router, settings.HAL_TRUSTED_PROXIES)
+
+from hal import server_stop  # noqa: E402
+
+# SIGTERM: threads still handing work to the loop finish; a stop that still takes too long
+# says what held it (stderr, i.e. the journal). hal/server_stop.py.
+server_stop.install()

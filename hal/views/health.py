@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
@@ -78,12 +78,17 @@ async def _layer_round_trip() -> None:
             await discard(channel)
 
 
-def check_channel_layer() -> dict:
-    """Send a message through the channel layer and read it back."""
+async def check_channel_layer_async() -> dict:
+    """Send a message through the channel layer and read it back (on the event loop)."""
     started = time.perf_counter()
-    async_to_sync(_layer_round_trip)()
+    await _layer_round_trip()
     backend = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
     return {"ok": True, "backend": backend, "ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+def check_channel_layer() -> dict:
+    """`check_channel_layer_async` for sync callers (a model's health tool, commands)."""
+    return async_to_sync(check_channel_layer_async)()
 
 
 def check_worker() -> dict:
@@ -135,6 +140,13 @@ CHECKS = {
 }
 
 
+# The checks that run on the event loop when the web process answers /api/health: no
+# thread waits there for the loop (a hand-over that, at a SIGTERM, could wait for a loop
+# that had stopped — hal/server_stop.py).
+ASYNC_CHECKS: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+    "channel_layer": check_channel_layer_async,
+}
+
 # Reported only: a failing one degrades `status` but leaves the process ready.
 REPORT_ONLY = {"worker"}
 
@@ -164,15 +176,31 @@ def in_startup_grace() -> bool:
     return time.monotonic() - PROCESS_STARTED < startup_grace_seconds()
 
 
-def run_checks() -> dict[str, dict[str, Any]]:
-    """Every check's result; a check that raises is reported failing, not raised."""
+def run_checks(skip: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+    """Every check's result (but those in `skip`); a check that raises is reported
+    failing, not raised."""
     checks = {}
     for name, fn in CHECKS.items():
+        if name in skip:
+            continue
         try:
             checks[name] = fn()
         except Exception as exc:  # a failing dependency is reported, not raised
             checks[name] = {"ok": False, "reason": type(exc).__name__}
     return checks
+
+
+async def run_checks_async() -> dict[str, dict[str, Any]]:
+    """`run_checks()` from the event loop: the sync checks in one trip to a thread, the
+    `ASYNC_CHECKS` on the loop; the result in `CHECKS` order."""
+    on_loop = {n for n in ASYNC_CHECKS if n in CHECKS}
+    found = await sync_to_async(run_checks)(skip=on_loop)
+    for name in on_loop:
+        try:
+            found[name] = await ASYNC_CHECKS[name]()
+        except Exception as exc:  # a failing dependency is reported, not raised
+            found[name] = {"ok": False, "reason": type(exc).__name__}
+    return {name: found[name] for name in CHECKS if name in found}
 
 
 def summarize(checks: dict[str, dict[str, Any]]) -> tuple[bool, str]:
@@ -190,9 +218,9 @@ def summarize(checks: dict[str, dict[str, Any]]) -> tuple[bool, str]:
 
 
 @require_GET
-def health(request: HttpRequest) -> JsonResponse:
+async def health(request: HttpRequest) -> JsonResponse:
     """Report status, readiness, version and each check; 503 only when not ready."""
-    checks = run_checks()
+    checks = await run_checks_async()
     ready, status = summarize(checks)
     body = {
         "status": status,

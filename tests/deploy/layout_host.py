@@ -217,6 +217,13 @@ def stop_all(cfg: dict) -> dict:
 def finish(cfg: dict, results: dict) -> int:
     stops = Path("/run/fake-systemd/stops.log")
     results["stops"] = stops.read_text().splitlines() if stops.exists() else []
+    # What held a slow stop, as the process itself reported it (hal/server_stop.py).
+    results["stop_reports"] = {}
+    for log in Path("/run/fake-systemd").glob("hal-*.log"):
+        text = log.read_text(errors="replace")
+        found = re.findall(r"hal: still stopping.*?hal: end of stop report", text, re.S)
+        if found:
+            results["stop_reports"][log.stem] = found
     for log in Path("/run/fake-systemd").glob("*.log"):
         shutil.copy(log, Path(cfg["results"]).parent / f"unit-{log.name}")
     Path(cfg["results"]).write_text(json.dumps(results, indent=2))
