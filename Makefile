@@ -83,10 +83,11 @@ run: migrate
 test: venv wheelhouse system-deps claude-code test-suite
 
 # The suite on every core (pytest-xdist; a test file stays on one worker, so its module
-# fixtures are built once). `make test-suite TEST_WORKERS=0` runs it in one process.
+# fixtures are built once; the files that take minutes start first: tests/conftest.py).
+# `make test-suite TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= auto
 test-suite:
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: venv
 	$(BIN)/ruff format --check .

@@ -56,6 +56,35 @@ if _WORKER:
 # Wire-true fake providers, OAuth server and claude CLI, for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
 
+# The files that take minutes start first. pytest-xdist hands whole files to its workers
+# (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
+# by number of tests, put these few-test files last, each then running alone on one worker
+# while the other had finished — the tail of CI's run (the §6 layout test ~12 min, the
+# install and docs tests ~10 min between them, measured 2026-12-02).
+LONG_FILES_FIRST = (
+    "tests/deploy/test_layout_e2e.py",
+    "tests/deploy/test_install.py",
+    "tests/deploy/test_docs_commands.py",
+    "tests/deploy/test_ship.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long files first; then, as xdist would, the files with the most tests first;
+    the order of a file's own tests unchanged."""
+    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
+    counts: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        counts[path] = counts.get(path, 0) + 1
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, str, int]:
+        index, item = pair
+        path = item.nodeid.split("::", 1)[0]
+        return (rank.get(path, len(rank)), -counts[path], path, index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
 
 class Hops(list):
     """Hop names in order; `tasks` pairs each with the task that made it, so a test can
