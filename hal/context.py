@@ -20,7 +20,8 @@ def console(request: HttpRequest) -> dict:
     menu = []
     for name, label in MENU:
         try:
-            menu.append({"url": reverse(name), "label": label, "name": name})
+            page = MENU_PAGES.get(name, name.partition(":")[2])
+            menu.append({"url": reverse(name), "label": label, "name": name, "page": page})
         except NoReverseMatch:
             continue
     return {
@@ -195,3 +196,11 @@ MENU = [
     ("webfetch:web", gettext_noop("Web context")),
     ("hal:mcp_access", gettext_noop("MCP access")),
 ]
+
+# The `page` a menu entry's view renders with, where it is not the url name's own part:
+# the base layout marks the entry whose page is shown (aria-current="page").
+MENU_PAGES = {
+    "runbooks:list": "runbooks",
+    "notifications:page": "notifications",
+    "webfetch:web": "web",
+}
