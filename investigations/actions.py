@@ -29,6 +29,7 @@ OFF = "off"
 ROUNDS_SETTING = "ai.investigation_max_rounds"
 TOKENS_SETTING = "ai.investigation_max_tokens"
 SECONDS_SETTING = "ai.investigation_max_seconds"
+CONCURRENCY_SETTING = "ai.investigation_concurrency"
 ACTOR_LABEL = "hal-investigator"
 MAX_ATTEMPTS = 2  # a worker restart re-queues a running investigation once, then fails it
 
@@ -339,12 +340,24 @@ def do_finish(
     return investigation
 
 
-def finish(investigation_id: int, status: str, reason: str = "") -> Investigation | None:
-    """End a running investigation (a stop, a budget, a failure) unless it has ended."""
+def concurrency() -> int:
+    """How many investigations one worker runs at once (the setting, at least 1)."""
+    from hal.actions.settings import get_setting
+
+    return max(1, int(get_setting(CONCURRENCY_SETTING)))
+
+
+def finish(
+    investigation_id: int, status: str, reason: str = "", *, owner: str | None = None
+) -> Investigation | None:
+    """End a running investigation (a stop, a budget, a failure) unless it has ended — or,
+    given its run's claim (`owner`), unless another run has claimed it since."""
     with transaction.atomic():
         inv = Investigation.objects.select_for_update().get(pk=investigation_id)
         if not inv.active:
             return None
+        if owner is not None and inv.owner != owner:
+            return None  # re-queued (this run looked dead) and now another run's
         if inv.stop_requested and status != Investigation.STOPPED:
             status, reason = Investigation.STOPPED, reason or "stopped"
         return do_finish(investigator_actor(), inv, status, reason=reason)

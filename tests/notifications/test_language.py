@@ -47,7 +47,7 @@ def test_a_korean_operator_gets_korean_mail_and_an_english_one_english(
     english, korean = by_rcpt["ops@example.test"], by_rcpt["kim@example.test"]
     assert _subject(english) == f"[HAL] Incident #{inc.pk} opened (sev2): db-1 disk full"
     assert "Severity: sev2" in _body(english)
-    assert _subject(korean) == f"[HAL] 인시던트 #{inc.pk} 발생 (sev2): db-1 disk full"
+    assert _subject(korean) == f"[HAL] 사건 #{inc.pk} 등록 (sev2): db-1 disk full"
     assert "심각도: sev2" in _body(korean)
     # The link is the same console path in every language.
     assert f"/incidents/{inc.pk}/" in _body(korean)
@@ -68,7 +68,7 @@ def test_the_webhook_text_follows_the_language_and_the_fields_stay_neutral(
     assert event["kind"] == "incident_opened"
     assert event["url"] == f"/incidents/{inc.pk}/"
     assert event["event_id"] == Event.objects.get(kind="incident_opened").pk
-    assert event["title"] == f"인시던트 #{inc.pk} 발생 (sev3): queue slow"
+    assert event["title"] == f"사건 #{inc.pk} 등록 (sev3): queue slow"
     assert "심각도: sev3" in event["text"]
 
 
@@ -78,7 +78,7 @@ def test_the_slack_preset_and_a_digest_subject_speak_korean(operator, op_actor, 
     check_open_incident(actor=op_actor, severity="sev3", title="queue slow")
     worker.deliver_due("w1")
     text = receiver.posts()[-1].json["text"]
-    assert "인시던트" in text and "심각도: sev3" in text
+    assert "사건" in text and "심각도: sev3" in text
     from notifications import render
 
     items = [render.Item("u1", e) for e in Event.objects.all()[:1]] * 2

@@ -73,7 +73,7 @@ def test_the_audit_label_is_translated():
 
     assert audit_action_label("incidents.escalate") == "incident escalated"
     with translation.override("ko"):
-        assert audit_action_label("incidents.escalate") == "인시던트 심각도 상향"
+        assert audit_action_label("incidents.escalate") == "사건 심각도 상향"
 
 
 def test_the_incident_page_has_the_escalate_form_and_posts_it(client_op):
