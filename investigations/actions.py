@@ -20,6 +20,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.ids import as_id
 from hal.models import Incident
+from investigations.live import publish_message, publish_status
 from investigations.models import Investigation
 
 log = logging.getLogger("hal.investigations")
@@ -70,9 +71,11 @@ def post_notice(room: Any, text: str, **meta: Any) -> Any:
     """A HAL line in the incident room (English: what models and every reader see)."""
     from chatrooms.models import Message
 
-    return Message.objects.create(
+    message = Message.objects.create(
         room=room, author_kind=Message.HAL, author="HAL", text=text, meta=meta
     )
+    publish_message(message)
+    return message
 
 
 def _load(investigation_id: Any, *, lock: bool = False) -> Investigation:
@@ -111,6 +114,7 @@ def do_queue_investigation(actor: Actor, incident: Incident) -> Investigation | 
             )
     except IntegrityError:
         return None
+    publish_status(investigation)
     name = f"@{connection.name}" if connection else "(no connection)"
     post_notice(
         room,
@@ -193,6 +197,7 @@ def do_stop_investigation(
             investigation.finished_at = timezone.now()
             fields += ["status", "reason", "finished_at"]
         investigation.save(update_fields=fields)
+        publish_status(investigation)
         post_notice(
             investigation.room,
             f"Investigation #{investigation.pk} stopped: {reason} ({actor.label}).",
@@ -235,6 +240,9 @@ def claim_next(owner: str) -> int | None:
             attempts=F("attempts") + 1,
         )
         if won:
+            claimed = Investigation.objects.filter(pk=pk).first()
+            if claimed is not None:
+                publish_status(claimed)
             return int(pk)
     return None
 
@@ -269,6 +277,7 @@ def requeue_stale(max_age_seconds: float) -> list[int]:
             else:
                 inv.status, inv.owner = Investigation.QUEUED, ""
                 inv.save(update_fields=["status", "owner"])
+                publish_status(inv)
                 post_notice(
                     inv.room,
                     f"Investigation #{inv.pk} was interrupted (its worker stopped); "
@@ -314,6 +323,7 @@ def do_finish(
             investigation.proposal_ids = proposal_ids
             fields.append("proposal_ids")
         investigation.save(update_fields=fields)
+        publish_status(investigation)
         if status != Investigation.DONE:
             post_notice(
                 investigation.room,

@@ -363,6 +363,9 @@ def run_read_call(run: Run, call: Any, said: str) -> tuple[str, bool]:
             "ok": ok,
         },
     )
+    from investigations.live import publish_message
+
+    publish_message(msg)
     actions.record_call(
         run.investigation_id,
         {

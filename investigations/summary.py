@@ -182,6 +182,9 @@ def post_summary(
         summary["proposals"] = ids
         message.meta = {**message.meta, "summary": summary, "proposals": ids}
         message.save(update_fields=["meta"])
+        from investigations.live import publish_message
+
+        publish_message(message)
         check_record_investigation(
             actor=actions.investigator_actor(),
             incident_id=inv.incident_id,
