@@ -131,7 +131,8 @@ class Event(models.Model):
         """The title in `lang` (None: the active language); English rows stay as written."""
         from hal.i18n import render
 
-        return render(self.title_i18n, lang) if self.title_i18n else self.title
+        # strip: a proposal with no target leaves a trailing space after its tool's name
+        return render(self.title_i18n, lang).strip() if self.title_i18n else self.title
 
     def text_in(self, lang: str | None = None) -> str:
         """The text in `lang` (None: the active language), line by line."""

@@ -80,7 +80,7 @@ def enqueue(
         kind=kind,
         key=key[:120],
         urgent=urgent,
-        title=english(title)[:300],
+        title=english(title).strip()[:300],
         text=("\n".join(english(line) for line in lines) if lines else str(text))[:MAX_TEXT],
         title_i18n=title_i18n,
         text_i18n=lines,
