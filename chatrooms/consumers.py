@@ -1,4 +1,5 @@
-"""The chat WebSocket (/ws/ai/): room events for the logged-in operator, and sending."""
+"""The chat WebSocket (/ws/ai/): room events for the logged-in operator, sending, and
+watching an incident's room (the investigator's, read by whoever may view the incident)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,28 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
             await self._stop_turn(content)
         elif kind == "resume":
             await resume.handle_resume(self, content)
+        elif kind == "room.watch":
+            await self._watch_room(content)
+
+    async def _watch_room(self, content: dict[str, Any]) -> None:
+        """{"type": "room.watch", "room_id", "ref"} → room.watching: this socket hears the
+        incident room's events (message.created, investigation.updated) from now on."""
+        actor = Actor.from_scope(self.scope, via="ws")
+        try:
+            room = await database_sync_to_async(actions.watchable_room)(
+                actor, content.get("room_id")
+            )
+        except HalError as exc:
+            with translation.override(self.language):
+                error = exc.as_dict()["error"]
+            await self.send_json({"type": "error", "ref": content.get("ref"), "data": error})
+            return
+        group = actions.room_group(room.pk)
+        if group not in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups_joined.add(group)
+        data = {"room_id": room.pk, "incident_id": room.incident_id}
+        await self.send_json({"type": "room.watching", "ref": content.get("ref"), "data": data})
 
     async def _stop_turn(self, content: dict[str, Any]) -> None:
         """{"type": "turn.stop", "room_id", "turn_id", "ref"} → turn.stopped (or error)."""

@@ -135,6 +135,7 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "emergency.leave": _("emergency mode left"),
     "incidents.annotate": _("incident note added"),
     "incidents.close": _("incident closed"),
+    "incidents.escalate": _("incident escalated"),
     "incidents.investigation": _("investigation summary added"),
     "incidents.open": _("incident opened"),
     "incidents.reopen": _("incident reopened"),

@@ -22,6 +22,11 @@ urlpatterns: list = [
         "api/incidents/<int:incident_id>/close", ops.api_incident_close, name="api_incident_close"
     ),
     path(
+        "api/incidents/<int:incident_id>/escalate",
+        ops.api_incident_escalate,
+        name="api_incident_escalate",
+    ),
+    path(
         "api/incidents/<int:incident_id>/reopen",
         ops.api_incident_reopen,
         name="api_incident_reopen",

@@ -20,6 +20,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.ids import as_id
 from hal.models import Incident
+from investigations.live import publish_message, publish_status
 from investigations.models import Investigation
 
 log = logging.getLogger("hal.investigations")
@@ -29,6 +30,7 @@ OFF = "off"
 ROUNDS_SETTING = "ai.investigation_max_rounds"
 TOKENS_SETTING = "ai.investigation_max_tokens"
 SECONDS_SETTING = "ai.investigation_max_seconds"
+CONCURRENCY_SETTING = "ai.investigation_concurrency"
 ACTOR_LABEL = "hal-investigator"
 MAX_ATTEMPTS = 2  # a worker restart re-queues a running investigation once, then fails it
 
@@ -69,9 +71,11 @@ def post_notice(room: Any, text: str, **meta: Any) -> Any:
     """A HAL line in the incident room (English: what models and every reader see)."""
     from chatrooms.models import Message
 
-    return Message.objects.create(
+    message = Message.objects.create(
         room=room, author_kind=Message.HAL, author="HAL", text=text, meta=meta
     )
+    publish_message(message)
+    return message
 
 
 def _load(investigation_id: Any, *, lock: bool = False) -> Investigation:
@@ -110,6 +114,7 @@ def do_queue_investigation(actor: Actor, incident: Incident) -> Investigation | 
             )
     except IntegrityError:
         return None
+    publish_status(investigation)
     name = f"@{connection.name}" if connection else "(no connection)"
     post_notice(
         room,
@@ -192,6 +197,7 @@ def do_stop_investigation(
             investigation.finished_at = timezone.now()
             fields += ["status", "reason", "finished_at"]
         investigation.save(update_fields=fields)
+        publish_status(investigation)
         post_notice(
             investigation.room,
             f"Investigation #{investigation.pk} stopped: {reason} ({actor.label}).",
@@ -234,6 +240,9 @@ def claim_next(owner: str) -> int | None:
             attempts=F("attempts") + 1,
         )
         if won:
+            claimed = Investigation.objects.filter(pk=pk).first()
+            if claimed is not None:
+                publish_status(claimed)
             return int(pk)
     return None
 
@@ -268,6 +277,7 @@ def requeue_stale(max_age_seconds: float) -> list[int]:
             else:
                 inv.status, inv.owner = Investigation.QUEUED, ""
                 inv.save(update_fields=["status", "owner"])
+                publish_status(inv)
                 post_notice(
                     inv.room,
                     f"Investigation #{inv.pk} was interrupted (its worker stopped); "
@@ -313,6 +323,7 @@ def do_finish(
             investigation.proposal_ids = proposal_ids
             fields.append("proposal_ids")
         investigation.save(update_fields=fields)
+        publish_status(investigation)
         if status != Investigation.DONE:
             post_notice(
                 investigation.room,
@@ -339,12 +350,24 @@ def do_finish(
     return investigation
 
 
-def finish(investigation_id: int, status: str, reason: str = "") -> Investigation | None:
-    """End a running investigation (a stop, a budget, a failure) unless it has ended."""
+def concurrency() -> int:
+    """How many investigations one worker runs at once (the setting, at least 1)."""
+    from hal.actions.settings import get_setting
+
+    return max(1, int(get_setting(CONCURRENCY_SETTING)))
+
+
+def finish(
+    investigation_id: int, status: str, reason: str = "", *, owner: str | None = None
+) -> Investigation | None:
+    """End a running investigation (a stop, a budget, a failure) unless it has ended — or,
+    given its run's claim (`owner`), unless another run has claimed it since."""
     with transaction.atomic():
         inv = Investigation.objects.select_for_update().get(pk=investigation_id)
         if not inv.active:
             return None
+        if owner is not None and inv.owner != owner:
+            return None  # re-queued (this run looked dead) and now another run's
         if inv.stop_requested and status != Investigation.STOPPED:
             status, reason = Investigation.STOPPED, reason or "stopped"
         return do_finish(investigator_actor(), inv, status, reason=reason)

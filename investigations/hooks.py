@@ -113,6 +113,16 @@ def register() -> None:
         max_value=3_600,
         description=gettext_noop("Seconds of wall time one incident investigation may take."),
     )
+    register_setting(
+        actions.CONCURRENCY_SETTING,
+        type="int",
+        default=2,
+        min_value=1,
+        max_value=8,
+        description=gettext_noop(
+            "How many incident investigations one worker runs at once (one per incident)."
+        ),
+    )
     register_on_incident_changed("investigations", on_incident_changed)
     register_incident_panel("investigations", incident_panel)
     register_loop("investigations", worker_loop)

@@ -4,6 +4,13 @@ The queued row is written in the incident's own transaction, so an investigation
 lost: a worker that was down picks it up when it starts, and one that dies mid-run leaves a
 stale heartbeat that the next worker re-queues once (`actions.requeue_stale`). A web process
 would lose the run on every deploy and would have to share its event loop with the chat.
+
+One worker runs up to `ai.investigation_concurrency` investigations at once, on one event
+loop (each waits on its model most of the time). Each run claims its row with a token of
+its own (`owner`): the claim is a conditional UPDATE (queued → running), so two workers
+never run the same investigation, and the partial unique constraint keeps one active
+investigation per incident. A run whose row was re-queued and claimed by another (it
+looked dead) stops at its next heartbeat and can no longer end or summarise that row.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import asyncio
 import logging
 import os
 import socket
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +34,11 @@ def owner_id() -> str:
     return f"investigator:{socket.gethostname()[:30]}:{os.getpid()}"
 
 
+def run_token(owner: str) -> str:
+    """The claim of one run: the worker's id and a random part (the row's `owner`, 64)."""
+    return f"{owner[:52]}:{uuid.uuid4().hex[:10]}"
+
+
 def poll_seconds() -> float:
     """HAL_INVESTIGATION_POLL_SECONDS (default 1): how often the worker looks for work."""
     return float(getattr(settings, "HAL_INVESTIGATION_POLL_SECONDS", 1.0))
@@ -37,19 +50,40 @@ def stale_seconds() -> float:
     return float(getattr(settings, "HAL_INVESTIGATION_STALE_SECONDS", 60.0))
 
 
-def run_pending_once(owner: str | None = None) -> list[tuple[int, str]]:
-    """Re-queue stale investigations, then run every queued one in turn: [(id, status)]."""
-    owner = owner or owner_id()
-    actions.requeue_stale(stale_seconds())
+async def run_many(owner: str, limit: int, stop: Any = None) -> list[tuple[int, str]]:
+    """Claim and run queued investigations, at most `limit` at a time, until none is left
+    (or `stop` is set: then no new one starts and the running ones finish)."""
+    from hal.dbthreads import db
+    from investigations.service import run_investigation
+
+    running: dict[asyncio.Task[str], int] = {}
     done: list[tuple[int, str]] = []
     while True:
-        investigation_id = actions.claim_next(owner)
-        if investigation_id is None:
+        while len(running) < limit and not (stop is not None and stop.is_set()):
+            token = run_token(owner)
+            investigation_id = await db(actions.claim_next)(token)
+            if investigation_id is None:
+                break
+            task = asyncio.ensure_future(run_investigation(investigation_id, token))
+            running[task] = investigation_id
+        if not running:
             return done
-        from investigations.service import run_investigation
+        finished, _pending = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for task in finished:
+            investigation_id = running.pop(task)
+            try:
+                done.append((investigation_id, task.result()))
+            except Exception:
+                log.exception("investigation %s failed in its runner", investigation_id)
+                done.append((investigation_id, "failed"))
 
-        status = asyncio.run(run_investigation(investigation_id, owner))
-        done.append((investigation_id, status))
+
+def run_pending_once(owner: str | None = None, stop: Any = None) -> list[tuple[int, str]]:
+    """Re-queue stale investigations, then run the queued ones (up to the concurrency
+    setting at once) until none is left: [(id, status)] in the order they ended."""
+    owner = owner or owner_id()
+    actions.requeue_stale(stale_seconds())
+    return asyncio.run(run_many(owner, actions.concurrency(), stop))
 
 
 def worker_loop(stop: Any) -> None:
@@ -57,7 +91,7 @@ def worker_loop(stop: Any) -> None:
     owner = owner_id()
     while not stop.is_set():
         try:
-            run_pending_once(owner)
+            run_pending_once(owner, stop)
         except Exception:
             log.exception("the investigations loop failed; it continues")
         finally:

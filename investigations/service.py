@@ -142,10 +142,12 @@ def prepare(run: Run) -> bool:
     inv = Investigation.objects.select_related("incident", "connection").get(
         pk=run.investigation_id
     )
-    if inv.status != Investigation.RUNNING or inv.stop_requested:
+    if inv.status != Investigation.RUNNING or inv.stop_requested or inv.owner != run.owner:
         return False
     if inv.connection is None or not addressable(inv.connection):
-        actions.finish(inv.pk, Investigation.FAILED, "the investigator model is not active")
+        actions.finish(
+            inv.pk, Investigation.FAILED, "the investigator model is not active", owner=run.owner
+        )
         return False
     incident = inv.incident
     run.incident_id, run.room_id, run.connection = incident.pk, inv.room_id, inv.connection
@@ -186,7 +188,9 @@ async def run_investigation(investigation_id: int, owner: str) -> str:
             return "skipped"
     except Exception:
         log.exception("investigation %s could not start", investigation_id)
-        await db(actions.finish)(investigation_id, Investigation.FAILED, "internal error")
+        await db(actions.finish)(
+            investigation_id, Investigation.FAILED, "internal error", owner=owner
+        )
         return Investigation.FAILED
     began = time.monotonic()
     seconds = float(run.budget.get("seconds", 180))
@@ -214,8 +218,11 @@ async def run_investigation(investigation_id: int, owner: str) -> str:
     if status == Investigation.DONE:
         from investigations.summary import post_summary
 
-        return await db(post_summary)(investigation_id, run.findings or {}, run.text)
-    await db(actions.finish)(investigation_id, status, reason)
+        return await db(post_summary)(
+            investigation_id, run.findings or {}, run.text, owner=run.owner
+        )
+    if await db(actions.finish)(investigation_id, status, reason, owner=run.owner) is None:
+        return status  # ended meanwhile, or another run holds it now: nothing more to say
     if status == Investigation.BUDGET:
         from investigations.summary import post_budget_entry
 
@@ -356,6 +363,9 @@ def run_read_call(run: Run, call: Any, said: str) -> tuple[str, bool]:
             "ok": ok,
         },
     )
+    from investigations.live import publish_message
+
+    publish_message(msg)
     actions.record_call(
         run.investigation_id,
         {

@@ -129,8 +129,11 @@ def compose(
     return "\n".join(lines), links
 
 
-def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> str:
-    """Post the findings (a DB thread): room message, proposals, timeline; its status."""
+def post_summary(
+    investigation_id: int, findings: dict[str, Any], text: str, *, owner: str | None = None
+) -> str:
+    """Post the findings (a DB thread): room message, proposals, timeline; its status.
+    Given the run's claim (`owner`), nothing is posted once another run holds the row."""
     from chatrooms.models import Message
     from hal.actions.incidents import check_record_investigation
     from hal.models import Proposal
@@ -143,7 +146,7 @@ def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> 
             .select_related("connection", "incident")
             .get(pk=investigation_id)
         )
-        if not inv.active:
+        if not inv.active or (owner is not None and inv.owner != owner):
             return inv.status
         if inv.stop_requested:
             # Stopped (or the incident closed) while it finished: nothing is posted.
@@ -179,6 +182,9 @@ def post_summary(investigation_id: int, findings: dict[str, Any], text: str) -> 
         summary["proposals"] = ids
         message.meta = {**message.meta, "summary": summary, "proposals": ids}
         message.save(update_fields=["meta"])
+        from investigations.live import publish_message
+
+        publish_message(message)
         check_record_investigation(
             actor=actions.investigator_actor(),
             incident_id=inv.incident_id,

@@ -3,13 +3,12 @@ start/stop form of the incident page, and the JSON API (docs/API.md)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from hal import queries_ops
@@ -18,6 +17,7 @@ from hal.api import dispatch
 from hal.errors import HalError, InvalidInput
 from hal.views.ops.request import render_page
 from investigations import actions
+from investigations.live import entry_of
 from investigations.models import Investigation
 
 
@@ -28,26 +28,21 @@ def room_messages(incident: Any) -> list[dict[str, Any]]:
     room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
     if room is None:
         return []
-    out = []
-    for m in Message.objects.filter(room=room).order_by("id"):
-        meta = m.meta or {}
-        call = meta.get("tool_call")
-        out.append(
-            {
-                "message": m,
-                "anchor": meta.get("anchor", ""),
-                "call": call,
-                "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False)
-                if call
-                else "",
-                "result": meta.get("result", ""),
-                "ok": meta.get("ok", True),
-                "seed": bool(meta.get("seed")),
-                "summary": meta.get("summary"),
-                "proposals": meta.get("proposals") or [],
-            }
-        )
-    return out
+    return [{"message": m, **entry_of(m)} for m in Message.objects.filter(room=room).order_by("id")]
+
+
+def room_labels() -> dict[str, str]:
+    """The words the live room script writes (the page's language)."""
+    return {
+        "read": gettext("read"),
+        "refused": gettext("refused"),
+        "result": gettext("Result"),
+        "summary": gettext("Summary"),
+        "cause": gettext("Likely cause"),
+        "next": gettext("Next steps (waiting for approval)"),
+        "unsupported": gettext("unsupported"),
+        "seed": gettext("The incident as given to the model"),
+    }
 
 
 @login_required
@@ -59,7 +54,10 @@ def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
         incident = queries_ops.get_incident(actor, incident_id)
     except HalError as exc:
         return render_page(request, "investigations/room.html", {"page": "incidents"}, exc)
+    from chatrooms.models import Room
+
     investigations = list(Investigation.objects.filter(incident=incident).order_by("-id")[:10])
+    room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
     return render_page(
         request,
         "investigations/room.html",
@@ -68,6 +66,8 @@ def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
             "entries": room_messages(incident),
             "investigations": investigations,
             "running": any(i.active for i in investigations),
+            "room_id": room.pk if room else None,
+            "room_labels": room_labels(),
             "page": "incidents",
         },
     )

@@ -18,9 +18,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.crypto import salted_hmac
 from django.utils.text import format_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
@@ -191,9 +192,12 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
     """Send the code straight away (not through the outbox: nothing else goes to an
     unverified channel, and the operator waits for it)."""
     key = str(uuid.uuid4())
-    body = render.verification_text(code)
+    lang = render.language_of(channel.owner_id)
+    body = render.verification_text(code, lang)
     if channel.kind == Channel.EMAIL:
-        return senders.send_email(channel.address, "[HAL] Verification code", body, key)
+        with translation.override(lang):
+            title = "[HAL] " + gettext("Verification code")
+        return senders.send_email(channel.address, title, body, key)
     from vault.api import get_plaintext
 
     if channel.secret_id is None:
@@ -207,6 +211,7 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
             "message": key,
             "channel": channel.pk,
             "verification": True,
+            "language": lang,
             "text": body.strip(),
             "events": [],
         }

@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
+from hal.i18n import text as i18n_text
 from notifications import models as m
 from notifications.outbox import enqueue, users_with_perm
 
@@ -27,6 +29,15 @@ INCIDENT_KINDS = {
     "reopened": m.INCIDENT_OPENED,
     "escalated": m.INCIDENT_ESCALATED,
     "investigation": m.INCIDENT_SUMMARY,
+}
+# The message title of each, one msgid per verb (word order differs between languages).
+INCIDENT_TITLES = {
+    "opened": gettext_noop("Incident #{id} opened ({severity}): {title}"),
+    "reopened": gettext_noop("Incident #{id} reopened ({severity}): {title}"),
+    "escalated": gettext_noop("Incident #{id} escalated ({severity}): {title}"),
+    "investigation": gettext_noop(
+        "Incident #{id} investigation summary posted ({severity}): {title}"
+    ),
 }
 
 
@@ -44,22 +55,33 @@ def _approvers(tier: str) -> list[Any]:
     return users_with_perm("hal.operate_high_risk" if tier == "high_risk" else "hal.operate")
 
 
-def _impact_line(proposal: Any) -> str:
+def _impact_line(proposal: Any) -> Any:
     # Only the summary: a high-risk proposal's arguments stay on the card (SPEC: no secret
-    # and no argument beyond the impact line in a message).
+    # and no argument beyond the impact line in a message). Its translatable form when the
+    # tool gave one (rendered in the recipient's language), else the English line.
     impact = proposal.impact if isinstance(proposal.impact, dict) else {}
+    summary = impact.get("summary_i18n")
+    if isinstance(summary, dict) and isinstance(summary.get("msgid"), str):
+        return summary
     return str(impact.get("summary") or "")[:500]
 
 
-def _proposal_text(proposal: Any) -> str:
+def _proposal_text(proposal: Any) -> list[Any]:
+    """The lines of a proposal's message, each translatable."""
     name = _connection_name(proposal.connection_id)
-    lines = [f"Model: @{name}" if name else f"Requested by: {proposal.requested_label}"]
-    lines.append(f"Tier: {proposal.tier}")
+    lines: list[Any] = [
+        i18n_text(gettext_noop("Model: @{name}"), name=name)
+        if name
+        else i18n_text(gettext_noop("Requested by: {label}"), label=proposal.requested_label)
+    ]
+    lines.append(i18n_text(gettext_noop("Tier: {tier}"), tier=proposal.tier))
     impact = _impact_line(proposal)
     if impact:
-        lines.append(f"Impact: {impact}")
-    lines.append("Approving needs the console (with a fresh re-authentication).")
-    return "\n".join(lines)
+        lines.append(i18n_text(gettext_noop("Impact: {impact}"), impact=impact))
+    lines.append(
+        i18n_text(gettext_noop("Approving needs the console (with a fresh re-authentication)."))
+    )
+    return lines
 
 
 def on_proposal_created(proposal: Any) -> None:
@@ -69,7 +91,11 @@ def on_proposal_created(proposal: Any) -> None:
     enqueue(
         kind=m.PROPOSAL_PENDING,
         key=f"proposal:{proposal.pk}:pending",
-        title=f"Approval needed: {proposal.tool} {proposal.target_identifier}".strip(),
+        title=i18n_text(
+            gettext_noop("Approval needed: {tool} {target}"),
+            tool=proposal.tool,
+            target=proposal.target_identifier,
+        ),
         text=_proposal_text(proposal),
         link=f"/proposals/#proposal-{proposal.pk}",
         urgent=proposal.tier == "high_risk",
@@ -93,9 +119,18 @@ def sweep_expiring(actor: Any = None) -> int:
             event = enqueue(
                 kind=m.PROPOSAL_EXPIRING,
                 key=f"proposal:{proposal.pk}:expiring",
-                title=f"Expires soon: {proposal.tool} {proposal.target_identifier}".strip(),
-                text=f"Expires at {proposal.expires_at:%Y-%m-%d %H:%M} UTC.\n"
-                + _proposal_text(proposal),
+                title=i18n_text(
+                    gettext_noop("Expires soon: {tool} {target}"),
+                    tool=proposal.tool,
+                    target=proposal.target_identifier,
+                ),
+                text=[
+                    i18n_text(
+                        gettext_noop("Expires at {when} UTC."),
+                        when=f"{proposal.expires_at:%Y-%m-%d %H:%M}",
+                    ),
+                    *_proposal_text(proposal),
+                ],
                 link=f"/proposals/#proposal-{proposal.pk}",
                 urgent=proposal.tier == "high_risk",
                 recipients=_approvers(proposal.tier),
@@ -109,23 +144,28 @@ def on_incident_changed(kind: str, incident: Any, event: Any) -> None:
     notify_kind = INCIDENT_KINDS.get(kind)
     if notify_kind is None:
         return
-    verb = {
-        m.INCIDENT_OPENED: "opened" if kind == "opened" else "reopened",
-        m.INCIDENT_ESCALATED: "escalated",
-        m.INCIDENT_SUMMARY: "investigation summary posted",
-    }[notify_kind]
     affected = ", ".join([*incident.affected_servers, *incident.affected_modules])
-    text = f"Severity: {incident.severity}"
+    lines: list[Any] = [i18n_text(gettext_noop("Severity: {severity}"), severity=incident.severity)]
     if affected:
-        text += f"\nAffected: {affected}"
+        lines.append(i18n_text(gettext_noop("Affected: {affected}"), affected=affected))
+    data = getattr(event, "data", None) or {}
+    if kind == "escalated" and data.get("from") and data.get("to"):
+        lines.append(
+            i18n_text(gettext_noop("Raised from {old} to {new}."), old=data["from"], new=data["to"])
+        )
     if event is not None and event.text:
-        text += "\n" + str(event.text)[:1000]
+        lines.append(str(event.text)[:1000])  # the operator's or model's own words, as written
     with transaction.atomic():  # a savepoint: a failure here never undoes the incident
         enqueue(
             kind=notify_kind,
             key=f"incident_event:{event.pk}" if event is not None else f"incident:{incident.pk}",
-            title=f"Incident #{incident.pk} {verb} ({incident.severity}): {incident.title}",
-            text=text,
+            title=i18n_text(
+                INCIDENT_TITLES[kind],
+                id=incident.pk,
+                severity=incident.severity,
+                title=incident.title,
+            ),
+            text=lines,
             link=f"/incidents/{incident.pk}/",
             urgent=incident.severity in URGENT_SEVERITIES,
             recipients=users_with_perm("hal.operate"),
@@ -140,7 +180,9 @@ def on_connection_stopped(kind: str, conn: Any, reason: str) -> None:
     enqueue(
         kind=m.CONNECTION_PAUSED if paused else m.CONNECTION_FAILED,
         key=f"connection:{conn.pk}:{kind}:{timezone.now().isoformat()}",
-        title=f"@{conn.name} is {'paused by its budget' if paused else conn.status}",
+        title=i18n_text(gettext_noop("@{name} is paused by its budget"), name=conn.name)
+        if paused
+        else i18n_text(gettext_noop("@{name} is {status}"), name=conn.name, status=conn.status),
         text=str(reason)[:500],
         link="/ops/ai",
         recipients=users_with_perm("hal.operate"),
@@ -160,7 +202,11 @@ def on_reply_failed(reply: Any, turn: Any) -> None:
     enqueue(
         kind=m.REPLY_FAILED,
         key=f"reply:{reply.pk}:failed:{turn.pk}",
-        title=f"A reply of @{name or 'a model'} failed ({reply.error_code})",
+        title=i18n_text(
+            gettext_noop("A reply of @{name} failed ({code})"),
+            name=name or "a model",
+            code=reply.error_code,
+        ),
         text=str(reply.error_message or "")[:500],
         link="/",
         recipients=[room.operator],

@@ -115,6 +115,10 @@ class Event(models.Model):
     title = models.CharField(max_length=300)
     text = models.TextField(blank=True)  # nothing secret: an impact line, a status, a reason
     link = models.CharField(max_length=300, blank=True)  # a console path
+    # The same title and text as translatable texts (hal.i18n.text: msgid + params), rendered
+    # in each recipient's language when sent; `title`/`text` are their English rendering.
+    title_i18n = models.JSONField(null=True, blank=True)
+    text_i18n = models.JSONField(default=list, blank=True)  # lines: text() dicts or strings
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -122,6 +126,21 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key}"
+
+    def title_in(self, lang: str | None = None) -> str:
+        """The title in `lang` (None: the active language); English rows stay as written."""
+        from hal.i18n import render
+
+        # strip: a proposal with no target leaves a trailing space after its tool's name
+        return render(self.title_i18n, lang).strip() if self.title_i18n else self.title
+
+    def text_in(self, lang: str | None = None) -> str:
+        """The text in `lang` (None: the active language), line by line."""
+        from hal.i18n import render
+
+        if not self.text_i18n:
+            return self.text
+        return "\n".join(render(line, lang) for line in self.text_i18n)[:2000]
 
 
 class Delivery(models.Model):

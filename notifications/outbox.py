@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
+from hal.i18n import english, is_text
 from notifications.models import Channel, Delivery, Event, Preferences
 
 MAX_TEXT = 2000
@@ -54,27 +55,35 @@ def enqueue(
     *,
     kind: str,
     key: str,
-    title: str,
-    text: str = "",
+    title: str | dict[str, Any],
+    text: str | list[Any] = "",
     link: str = "",
     urgent: bool = False,
     recipients: Iterable[Any],
 ) -> Event | None:
     """Record the event and its deliveries (in the caller's transaction); None when this
     occurrence (`key`) was recorded already. The event row is kept even when no verified
-    channel wants it (the record that it happened, and what makes it once-only)."""
+    channel wants it (the record that it happened, and what makes it once-only).
+
+    `title` is a plain string or a translatable `hal.i18n.text()`; `text` a plain string
+    or a list of lines (each a text() or a plain string): the worker renders them in each
+    recipient's language; the row keeps their English rendering too."""
     if Event.objects.filter(key=key[:120]).exists():
         return None
     user_ids = _wants({u.pk for u in recipients if getattr(u, "pk", None)}, kind)
     channels = list(
         Channel.objects.filter(owner_id__in=user_ids, verified_at__isnull=False).order_by("pk")
     )
+    title_i18n = title if is_text(title) else None
+    lines = [line for line in text if line] if isinstance(text, list) else []
     event = Event.objects.create(
         kind=kind,
         key=key[:120],
         urgent=urgent,
-        title=title[:300],
-        text=text[:MAX_TEXT],
+        title=english(title).strip()[:300],
+        text=("\n".join(english(line) for line in lines) if lines else str(text))[:MAX_TEXT],
+        title_i18n=title_i18n,
+        text_i18n=lines,
         link=link[:300],
     )
     now = timezone.now()

@@ -23,7 +23,7 @@ def deliveries_of(user: Any, limit: int = 100) -> list[dict[str, Any]]:
             "id": r.pk,
             "uuid": str(r.uuid),
             "kind": r.event.kind,
-            "title": r.event.title,
+            "title": r.event.title_in(),  # in the reader's language
             "link": r.event.link,
             "urgent": r.event.urgent,
             "channel": {"id": r.channel_id, "name": r.channel.name, "kind": r.channel.kind},

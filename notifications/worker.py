@@ -87,8 +87,12 @@ def message_key(rows: list[Delivery]) -> str:
 def send(channel: Channel, rows: list[Delivery], key: str) -> senders.SendResult:
     """Send one message for these deliveries on this channel."""
     items = [render.Item(str(r.uuid), r.event) for r in rows]
+    # In the language of the channel's owner, read at send time (a change applies at once).
+    lang = render.language_of(channel.owner_id)
     if channel.kind == Channel.EMAIL:
-        return senders.send_email(channel.address, render.subject(items), render.text(items), key)
+        return senders.send_email(
+            channel.address, render.subject(items, lang), render.text(items, lang), key
+        )
     from vault.api import VaultError, get_plaintext
 
     if channel.secret_id is None:
@@ -99,7 +103,7 @@ def send(channel: Channel, rows: list[Delivery], key: str) -> senders.SendResult
         )
     except (VaultError, Exception) as exc:  # SecretNotFound included: say so, never why
         return senders.SendResult(False, f"signing secret unavailable ({type(exc).__name__})")
-    body = render.webhook_body(channel, key, items)
+    body = render.webhook_body(channel, key, items, lang)
     return senders.send_webhook(channel.address, body, secret.reveal(), key)
 
 

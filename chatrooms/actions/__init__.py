@@ -41,6 +41,7 @@ from chatrooms.actions.rooms import (
     room_group,
     sort_rooms,
     sync_connection_rooms,
+    watchable_room,
 )
 from chatrooms.actions.sending import (
     CONTEXT_KEYS,
@@ -126,5 +127,6 @@ __all__ = [
     "still_claimed",
     "stop_requested",
     "sync_connection_rooms",
+    "watchable_room",
     "web_context_targets",
 ]

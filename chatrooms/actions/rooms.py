@@ -72,6 +72,20 @@ def sort_rooms(rooms: list[Room]) -> list[Room]:
     return sorted(rooms, key=key)
 
 
+def watchable_room(actor: Actor, room_id: Any) -> Room:
+    """An incident's room ("Incident #N") that `actor` may read: whoever may view the
+    incident (a read: the socket that watches it hears its events). Own rooms are joined
+    already; any other room does not exist for the watcher."""
+    from hal.queries_ops import get_incident
+
+    pk = as_id(room_id)
+    room = Room.objects.filter(pk=pk, kind=Room.INCIDENT).first() if pk is not None else None
+    if room is None:
+        raise NotFound(_("No such room."), code="room_not_found")
+    get_incident(actor, room.incident_id)  # PermissionDenied without the view permission
+    return room
+
+
 def get_room(
     actor: Actor, room_id: Any, *, lock: bool = False, connections: list[Any] | None = None
 ) -> Room:

@@ -130,6 +130,7 @@ def valid_args(name: str, w: World) -> dict[str, Any]:
         "close_incident": {"incident_id": w.incident.pk, "resolution": "cache cleared"},
         "annotate_incident": {"incident_id": w.incident.pk, "text": "looking"},
         "reopen_incident": {"incident_id": w.incident.pk, "reason": "came back"},
+        "escalate_incident": {"incident_id": w.incident.pk, "reason": "spreading"},
         "cancel_job": {"job": w.queued_job.pk},
         "retry_job": {"job": w.deploy_job.pk},
         "resume_job": {"job": w.queued_job.pk},

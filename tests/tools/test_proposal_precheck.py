@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hal.actions.precheck import _PRECHECKS, run_precheck
-from hal.models import AuditEntry, Proposal, Server
+from hal.models import AuditEntry, Incident, Proposal, Server
 from hal.tools.registry import WRITE, all_tools
 from tests.tools.test_proposals import code, post, propose
 
@@ -75,6 +75,7 @@ def test_high_risk_proposals_are_prechecked_too(world, ai_actor, reauthed):
         ("resume_job", "queued", None, "job_not_resumable"),
         ("retry_job", "queued", None, "job_not_retryable"),
         ("reopen_incident", "incident", None, "incident_not_closed"),
+        ("escalate_incident", "sev1", None, "incident_at_sev1"),
         ("leave_emergency_mode", {}, None, "emergency_not_active"),
     ],
 )
@@ -83,6 +84,9 @@ def test_prechecks_give_the_actions_own_codes(world, ai_actor, tool, args, setup
         args = {"job": world.deploy_job.pk}
     elif args == "queued":
         args = {"job": world.queued_job.pk}
+    elif args == "sev1":
+        Incident.objects.filter(pk=world.incident.pk).update(severity="sev1")
+        args = {"incident_id": world.incident.pk, "reason": "worse"}
     elif args == "incident":
         args = {"incident_id": world.incident.pk, "reason": "again"}
     p = propose(ai_actor, tool, args)

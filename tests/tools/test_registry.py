@@ -48,6 +48,7 @@ EXPECTED_TIERS = {
     "close_incident": "write",
     "annotate_incident": "write",
     "reopen_incident": "write",
+    "escalate_incident": "write",
     "cancel_job": "write",
     "retry_job": "write",
     "resume_job": "write",

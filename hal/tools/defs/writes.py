@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints
 from hal import i18n
 
 # Importing the action modules registers their high-risk actions with the confirmation.
-from hal.actions import dr, emergency, incidents, jobs, mail, releases, servers
+from hal.actions import dr, emergency, incidents, incidents_escalate, jobs, mail, releases, servers
 from hal.tools.defs.base import (
     Hostname,
     IncidentId,
@@ -52,6 +52,11 @@ class CloseIncidentArgs(ToolArgs):
 class AnnotateIncidentArgs(ToolArgs):
     incident_id: IncidentId
     text: Annotated[str, StringConstraints(min_length=1, max_length=5000)]
+
+
+class EscalateIncidentArgs(ToolArgs):
+    incident_id: IncidentId
+    reason: Required500
 
 
 class ReopenIncidentArgs(ToolArgs):
@@ -163,6 +168,19 @@ define_write(
     ),
     target=lambda a: f"INC-{a['incident_id']}",
     action="incidents.annotate",
+)
+define_write(
+    "escalate_incident",
+    "Escalate an open incident one severity step (sev4→sev3→sev2→sev1), with the reason.",
+    EscalateIncidentArgs,
+    lambda actor, a: incidents_escalate.check_escalate_incident(
+        actor=actor, incident_id=a["incident_id"], reason=a["reason"]
+    ),
+    summarize=lambda a: i18n.text(
+        gettext_noop("Escalate incident INC-{id} one severity step."), id=a["incident_id"]
+    ),
+    target=lambda a: f"INC-{a['incident_id']}",
+    action="incidents.escalate",
 )
 define_write(
     "reopen_incident",

@@ -24,6 +24,7 @@ from hal.views.ops.console import (
 from hal.views.ops.incidents import (
     api_incident,
     api_incident_close,
+    api_incident_escalate,
     api_incident_note,
     api_incident_reopen,
     api_incidents,
@@ -49,6 +50,7 @@ __all__ = [
     "api_emergency_leave",
     "api_incident",
     "api_incident_close",
+    "api_incident_escalate",
     "api_incident_note",
     "api_incident_reopen",
     "api_incidents",

@@ -1,4 +1,4 @@
-"""Incident pages and their JSON API: open, note, close, reopen."""
+"""Incident pages and their JSON API: open, note, escalate, close, reopen."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from hal import queries_ops
 from hal.actions import incidents
+from hal.actions.incidents_escalate import check_escalate_incident, next_severity
 from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
 from hal.incident_hooks import incident_panels
@@ -75,6 +76,10 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
                 incidents.check_close_incident(
                     actor=actor, incident_id=incident_id, resolution=request.POST.get("resolution")
                 )
+            elif op == "escalate":
+                check_escalate_incident(
+                    actor=actor, incident_id=incident_id, reason=request.POST.get("reason")
+                )
             elif op == "reopen":
                 incidents.check_reopen_incident(
                     actor=actor, incident_id=incident_id, reason=request.POST.get("reason")
@@ -96,6 +101,7 @@ def incident_detail_page(request: HttpRequest, incident_id: int) -> HttpResponse
             "incident": incident,
             "timeline": incident.events.order_by("id"),
             "panels": incident_panels(actor, incident),
+            "escalate_to": next_severity(incident.severity),
             "page": "incidents",
             "selected_type": "incident",
             "selected_id": incident.pk,
@@ -162,6 +168,16 @@ def _api_reopen(request: HttpRequest, incident_id: int) -> dict:
     return {"incident": incident.as_dict(timeline=True)}
 
 
+def _api_escalate(request: HttpRequest, incident_id: int) -> dict:
+    incident = check_escalate_incident(
+        actor=request_actor(request, "api"),
+        incident_id=incident_id,
+        reason=json_body(request).get("reason"),
+    )
+    return {"incident": incident.as_dict(timeline=True)}
+
+
 api_incident_note = dispatch(POST=_api_note)
+api_incident_escalate = dispatch(POST=_api_escalate)
 api_incident_close = dispatch(POST=_api_close)
 api_incident_reopen = dispatch(POST=_api_reopen)

@@ -1,0 +1,148 @@
+// The incident room "Incident #N" and the incident page's investigation section, live over
+// /ws/ai/: the socket watches the room ("room.watch") and gets the chat rooms' own events
+// for it — "message.created" for each investigator message and tool call, and
+// "investigation.updated" for each status change. No polling; a dropped socket reconnects
+// and reloads the page once to pick up what it missed.
+const root = document.querySelector("[data-incident-room]");
+const labels = JSON.parse(document.getElementById("incident-room-labels")?.textContent || "{}");
+const ACTIVE = new Set(["queued", "running"]);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined && value !== null && value !== "") node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+function details(summary, content, preClass) {
+  return el("details", {}, el("summary", {}, summary), el("pre", { class: preClass }, content));
+}
+
+function textBlock(message, entry) {
+  if (!message.text) return null;
+  if (entry.seed) return details(labels.seed || "Seed", message.text, "seed");
+  const p = el("p");
+  message.text.split("\n").forEach((line, i) => {
+    if (i) p.append(el("br"));
+    p.append(line);
+  });
+  return p;
+}
+
+function callBlock(entry) {
+  if (!entry.call) return null;
+  const badge = el("span", { class: entry.ok ? "badge" : "badge warn" });
+  badge.textContent = entry.ok ? labels.read || "read" : labels.refused || "refused";
+  return el(
+    "div",
+    { class: "call" },
+    el("code", {}, `${entry.call.name}(${entry.arguments})`),
+    " ",
+    badge,
+    " ",
+    el("a", { href: `#${entry.anchor}`, class: "muted" }, `#${entry.call.id}`),
+    details(labels.result || "Result", entry.result, "tool-result"),
+  );
+}
+
+function summaryBlock(entry) {
+  const summary = entry.summary;
+  if (!summary) return null;
+  const list = el("ul");
+  for (const claim of summary.checked || []) {
+    const li = el("li", {}, `${claim.claim} `);
+    const refs = claim.refs || [];
+    for (const ref of refs) li.append(el("a", { href: `#${ref.anchor}` }, `[${ref.id}]`), " ");
+    if (!refs.length) li.append(el("span", { class: "badge warn" }, labels.unsupported || ""));
+    list.append(li);
+  }
+  const box = el("div", { class: "summary-box" }, el("h2", {}, labels.summary || "Summary"), list);
+  if (summary.likely_cause) {
+    box.append(el("p", {}, el("strong", {}, `${labels.cause || "Likely cause"}:`), ` ${summary.likely_cause}`));
+  }
+  if ((entry.proposals || []).length) {
+    const p = el("p", {}, `${labels.next || "Next steps"}: `);
+    for (const id of entry.proposals) p.append(el("a", { href: `/proposals/#proposal-${id}` }, `#${id}`), " ");
+    box.append(p);
+  }
+  return box;
+}
+
+function addEntry(list, message) {
+  if (list.querySelector(`[data-message-id="${message.id}"]`)) return; // already shown
+  const entry = message.entry || {};
+  const classes = ["room-entry", `author-${message.author_kind}`];
+  if (entry.call) classes.push("tool-call");
+  if (entry.summary) classes.push("summary");
+  const who = message.author_kind === "hal" ? "HAL" : `@${message.author}`;
+  const at = (message.created_at || "").replace("T", " ").slice(0, 19);
+  const li = el(
+    "li",
+    { "data-message-id": String(message.id), class: classes.join(" "), id: entry.anchor },
+    el("div", { class: "meta" }, el("strong", {}, who), " ", el("time", { datetime: message.created_at }, at)),
+    textBlock(message, entry),
+    callBlock(entry),
+    summaryBlock(entry),
+  );
+  document.getElementById("incident-room-empty")?.remove();
+  list.append(li);
+}
+
+function setStatus(inv) {
+  const active = ACTIVE.has(inv.status);
+  const row = document.querySelector(`#investigations tr[data-investigation="${inv.id}"]`);
+  if (row) {
+    row.querySelector(".status").textContent = inv.status;
+    row.querySelector(".rounds").textContent = String(inv.rounds || 0);
+    row.querySelector(".reason").textContent = inv.reason || "";
+  } else {
+    const body = document.querySelector("#investigations tbody");
+    body?.prepend(
+      el(
+        "tr",
+        { "data-investigation": String(inv.id) },
+        el("td", {}, String(inv.id)),
+        el("td", { class: "status" }, inv.status),
+        el("td", {}, inv.model || ""),
+        el("td", { class: "rounds" }, String(inv.rounds || 0)),
+        el("td", { class: "reason" }, inv.reason || ""),
+      ),
+    );
+  }
+  const hint = document.getElementById("investigation-running");
+  if (hint) hint.hidden = !active;
+  const state = document.getElementById("investigation-state"); // the incident page
+  if (state && state.closest("[data-incident-room]")?.dataset.incidentRoom === String(inv.room_id)) {
+    state.textContent = inv.status;
+    if (!active) document.getElementById("investigation-stop")?.closest("form")?.remove();
+  }
+}
+
+function connect(roomId, reconnecting) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const ws = new WebSocket(`${scheme}://${location.host}/ws/ai/`);
+  ws.addEventListener("open", () => {
+    ws.send(JSON.stringify({ type: "room.watch", room_id: roomId, ref: "watch" }));
+  });
+  ws.addEventListener("message", (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "room.watching" && msg.data.room_id === roomId) {
+      if (reconnecting) location.reload(); // events may have been missed while away
+      root.dataset.live = "on";
+    } else if (msg.type === "message.created" && msg.data.room_id === roomId) {
+      const list = document.getElementById("incident-room");
+      if (list) addEntry(list, msg.data);
+    } else if (msg.type === "investigation.updated" && msg.data.investigation.room_id === roomId) {
+      setStatus(msg.data.investigation);
+    }
+  });
+  ws.addEventListener("close", (ev) => {
+    const wasLive = root.dataset.live === "on";
+    root.dataset.live = "off";
+    if (ev.code !== 4401) setTimeout(() => connect(roomId, reconnecting || wasLive), 3000);
+  });
+}
+
+if (root && root.dataset.incidentRoom) connect(Number(root.dataset.incidentRoom), false);
