@@ -66,6 +66,7 @@ class Prepared:
     opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
     # This reply's tool calls as the room shows them ({"name", "status"}: reply facts).
     tool_log: list[dict[str, str]] = field(default_factory=list)
+    tool_slots: dict[str, int] = field(default_factory=dict)  # call id → its tool_log entry
     current: RoundState | None = None  # set by the turn's run (chatrooms/run/turn.py)
 
 

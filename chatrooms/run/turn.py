@@ -17,7 +17,7 @@ from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
-from chatrooms.run.turn_rounds import ToolRounds
+from chatrooms.run.turn_rounds import ToolRounds, chip_status, note_tool, show_tools
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
@@ -187,6 +187,10 @@ class TurnRunner(ToolRounds, TurnEndings):
                                 calls.append(event)
                             elif isinstance(event, ToolRan):
                                 ran.append(event)
+                                # A call the provider ran itself: its chip as it ends.
+                                status = chip_status(event.is_error, event.proposal_id)
+                                if note_tool(prepared, event.id, event.name, status):
+                                    show_tools(prepared)
                             elif isinstance(event, Usage):
                                 prepared.charge[0] += event.input_tokens
                                 prepared.charge[1] += event.output_tokens
