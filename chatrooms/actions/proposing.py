@@ -59,7 +59,7 @@ def _round(
 
 def do_wait_after_ending(
     turn_id: int,
-    text: str,
+    text: str | None,
     *,
     transcript: list[dict[str, Any]],
     round_text: str,
@@ -72,7 +72,8 @@ def do_wait_after_ending(
     """If the turn's run made proposals not yet in its transcript: the reply ends (failed
     with `failure` = (code, reason), else stopped), the turn waits for the proposals;
     (reply, notice, proposal ids). None: no such proposal (the caller ends the turn as
-    usual), or the turn is no longer streaming."""
+    usual), or the turn is no longer streaming. `text` None keeps the reply's saved text
+    (a turn whose process died: chatrooms/actions/turns.py, `do_recover_interrupted`)."""
     recorded = {
         call["id"]
         for entry in transcript
@@ -98,7 +99,8 @@ def do_wait_after_ending(
             facts = {**facts, "tool_calls": [*facts.get("tool_calls", []), *unseen]}
         # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
         reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
-        reply.text = text
+        if text is not None:
+            reply.text = text
         meta: dict[str, Any] = {**(reply.meta or {}), "turn": turn.pk, "proposals": ids}
         if failure is None:
             reply.status = Message.COMPLETE
