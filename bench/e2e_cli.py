@@ -106,7 +106,7 @@ async def _measure(args: argparse.Namespace, daphne: Daphne, user: Any, password
     # daphne's (its cutime/cstime count them once reaped), beside daphne's own.
     assert daphne.proc is not None
     pid = daphne.proc.pid
-    mine0, hal0 = _children_cpu(), _tree_cpu(pid)
+    mine0, hal0, own0 = _children_cpu(), _tree_cpu(pid), _tree_cpu(pid, own=True)
     count = {"bare": 0, "hal": 0}
     for n in ns:
         for r in range(args.rounds):
@@ -121,6 +121,7 @@ async def _measure(args: argparse.Namespace, daphne: Daphne, user: Any, password
     results[("cpu", 0)] = [
         (_children_cpu() - mine0) / max(count["bare"], 1),
         (_tree_cpu(pid) - hal0) / max(count["hal"], 1),
+        (_tree_cpu(pid, own=True) - own0) / max(count["hal"], 1),
     ]
     # HAL's own view of each reply: turn taken → first token (the reply's ttft_ms).
     _status, listed = await session.request("GET", f"/api/ai/rooms/{unified}/messages")
@@ -140,10 +141,11 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _tree_cpu(pid: int) -> float:
-    """A process's CPU seconds and its reaped children's (Linux /proc)."""
+def _tree_cpu(pid: int, *, own: bool = False) -> float:
+    """A process's CPU seconds and its reaped children's (Linux /proc); `own`: the
+    process's alone (daphne without the CLIs it ran)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11 : 13 if own else 15]) / os.sysconf("SC_CLK_TCK")
 
 
 def report(args: argparse.Namespace, results: dict[tuple[str, int], list[float]]) -> bool:
@@ -168,7 +170,9 @@ def report(args: argparse.Namespace, results: dict[tuple[str, int], list[float]]
         print(
             f"CPU per reply (load-independent): bare CLI {cpu[0] * 1000:.0f} ms; "
             f"through HAL (daphne + its CLI) {cpu[1] * 1000:.0f} ms "
-            f"({(cpu[1] - cpu[0]) * 1000:+.0f})"
+            f"({(cpu[1] - cpu[0]) * 1000:+.0f}); of it daphne itself {cpu[2] * 1000:.0f} ms, "
+            f"its CLIs {(cpu[1] - cpu[2]) * 1000:.0f} ms ({(cpu[1] - cpu[2] - cpu[0]) * 1000:+.0f} "
+            "over the bare CLI)"
         )
     taken = [s * 1000 for s in results.get(("ttft", 0), [])]
     if taken:

@@ -53,10 +53,16 @@ _PER_RUN_DIRS = ("session-env", "sessions", "telemetry", "todos", "debug", "shel
 
 def sandbox_settings(max_retries: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """The flag settings (a private file passed as `--settings`): hooks off, the default
-    output style (a user's `outputStyle` would rewrite HAL's prompt), the sandbox variables
-    and HAL's retry budget."""
+    output style (a user's `outputStyle` would rewrite HAL's prompt), no reading of files
+    (the CLI attaches a file or folder a prompt names as `@path`: in HAL's transcript an
+    operator's words, a model's reply or a fetched page could name one on HAL's host), no
+    `agents-md` plugin (project memory, which HAL turns off anyway; it also resolved every
+    `@name` of the room's transcript as a path, up to a quarter of a second before the
+    first model request), the sandbox variables and HAL's retry budget."""
     return {
         "disableAllHooks": True,
+        "permissions": {"deny": ["Read"]},
+        "enabledPlugins": {"agents-md@builtin": False},
         "outputStyle": "default",
         "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": str(max_retries), **(extra_env or {})},
     }

@@ -137,3 +137,25 @@ def do_post_notice(
         reply_to_id=reply_to_id,
         meta=meta,
     )
+
+
+def notice_proposals_outlive_reply(name: str, tools: str, *, stopped: bool) -> dict[str, Any]:
+    """A local CLI's reply ended (failed or stopped) after it proposed: the proposal is not
+    lost — it waits for the operator, and the model is called again with the outcome."""
+    if stopped:
+        return i18n.text(
+            gettext_noop(
+                "The reply of @{name} was stopped after it proposed {tools}. The proposal "
+                "still waits for your decision; @{name} will be called again with the outcome."
+            ),
+            name=name,
+            tools=tools,
+        )
+    return i18n.text(
+        gettext_noop(
+            "The reply of @{name} failed after it proposed {tools}. The proposal still waits "
+            "for your decision; @{name} will be called again with the outcome."
+        ),
+        name=name,
+        tools=tools,
+    )

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from chatrooms import integration
 from chatrooms.actions.notices import do_post_notice, notice_interrupted
+from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.actions.rooms import room_group
 from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
@@ -20,6 +21,8 @@ from chatrooms.reply_hooks import reply_failed
 from hal import rows
 from hal.actions.base import Actor, record_audit
 from hal.events import publish
+
+INTERRUPTED_REASON = "HAL stopped while this reply was being written."
 
 
 def _attach_connections(turns: list[Turn], connections: Mapping[int, Any] | None) -> None:
@@ -325,6 +328,25 @@ def do_recover_interrupted(
         integration.release_reservations([t.pk for t in turns])
         integration.sweep_reservations()
         for turn in turns:
+            if turn.status == Turn.STREAMING and turn.reply_id is not None:
+                # A local CLI run that proposed before its process died: the proposals wait
+                # and the turn with them, as when a run fails after proposing.
+                waited = do_wait_after_ending(
+                    turn.pk,
+                    None,
+                    transcript=list(turn.transcript or []),
+                    round_text="",
+                    ran=[],
+                    usage=dict(turn.usage or {}),
+                    rounds=turn.rounds,
+                    facts={},
+                    failure=("interrupted", INTERRUPTED_REASON),
+                )
+                if waited is not None:
+                    reply, notice, _ids = waited
+                    publish(room_group(reply.room_id), "message.failed", reply.as_dict())
+                    notices.append(notice)
+                    continue
             name = turn.connection.name if turn.connection else None
             turn.status = Turn.INTERRUPTED
             turn.error_code = "interrupted"
@@ -335,7 +357,7 @@ def do_recover_interrupted(
             if Message.objects.filter(pk=turn.reply_id, status=Message.STREAMING).update(  # type: ignore[misc]
                 status=Message.FAILED,
                 error_code="interrupted",
-                error_message="HAL stopped while this reply was being written.",
+                error_message=INTERRUPTED_REASON,
                 updated_at=timezone.now(),
             ):
                 failed = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]

@@ -17,12 +17,24 @@ from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import history_limit
 from hal.actions.base import Actor
 from hal.prompt_hooks import prompt_sections
-from providers.base import ChatMessage, ProviderError, ToolCall, ToolResult
+from providers.base import ChatMessage, ProviderError, ToolCall, ToolRan, ToolResult
 
 if TYPE_CHECKING:
     from chatrooms.run.framing import Framer
 
 log = logging.getLogger("hal.chatrooms")
+
+
+@dataclass
+class RoundState:
+    """Where a running turn stands: its transcript and round count so far, and the tool
+    calls a provider ran itself in the round under way (the local CLI), not yet recorded —
+    what a turn ending mid-round still has to record (chatrooms/run/proposing.py)."""
+
+    transcript: list[dict[str, Any]]
+    rounds: int
+    text_start: int = 0  # the round's first piece of the reply's text
+    ran: list[ToolRan] = field(default_factory=list)
 
 
 @dataclass
@@ -54,6 +66,8 @@ class Prepared:
     opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
     # This reply's tool calls as the room shows them ({"name", "status"}: reply facts).
     tool_log: list[dict[str, str]] = field(default_factory=list)
+    tool_slots: dict[str, int] = field(default_factory=dict)  # call id → its tool_log entry
+    current: RoundState | None = None  # set by the turn's run (chatrooms/run/turn.py)
 
 
 def speaker_label(message: Any) -> str:

@@ -15,9 +15,9 @@ from chatrooms import actions, holds, integration
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds, turn_timeout
 from chatrooms.run.framing import Framer
-from chatrooms.run.prompt import Prepared, transcript_messages
+from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
-from chatrooms.run.turn_rounds import ToolRounds
+from chatrooms.run.turn_rounds import ToolRounds, chip_status, note_tool, show_tools
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
@@ -117,6 +117,7 @@ class TurnRunner(ToolRounds, TurnEndings):
         usage = prepared.usage
         rounds = prepared.rounds
         transcript = list(prepared.transcript)
+        current = prepared.current = RoundState(transcript, rounds)
         try:
             if isinstance(prepared.provider, ProviderError):
                 raise prepared.provider
@@ -146,6 +147,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                     calls: list[ToolCall] = []
                     ran: list[ToolRan] = []
                     round_start = len(framer.text)
+                    current.rounds, current.text_start, current.ran = rounds, round_start, ran
                     if rounds > 1 and getattr(prepared.connection, "budgeted", False):
                         # A tool round or a continuation: a call of its own, reserved
                         # before it is sent (its first call was, with the turn).
@@ -185,6 +187,10 @@ class TurnRunner(ToolRounds, TurnEndings):
                                 calls.append(event)
                             elif isinstance(event, ToolRan):
                                 ran.append(event)
+                                # A call the provider ran itself: its chip as it ends.
+                                status = chip_status(event.is_error, event.proposal_id)
+                                if note_tool(prepared, event.id, event.name, status):
+                                    show_tools(prepared)
                             elif isinstance(event, Usage):
                                 prepared.charge[0] += event.input_tokens
                                 prepared.charge[1] += event.output_tokens
@@ -200,6 +206,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                             await closer()
                     if ran:
                         round_text = "".join(framer.text[round_start:])
+                        current.ran = []  # recorded now, with the round
                         waiting = await self._record_ran(prepared, ran, round_text, transcript)
                         if waiting:
                             await self._wait_for_approval(

@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, integration
+from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.addressing import arelay_mentions
 from chatrooms.facts import estimate_stopped_usage
 from chatrooms.facts import measure as reply_facts
@@ -112,6 +113,10 @@ class TurnEndings:
         status: str = Turn.FAILED,
     ) -> None:
         framer.flush()
+        if status == Turn.FAILED and await self._wait_after_ending(
+            prepared, framer, failure=(code, reason)
+        ):
+            return
         reply = await db(actions.do_fail_turn)(
             prepared.turn_id,
             framer.full_text(),
@@ -140,6 +145,8 @@ class TurnEndings:
             # would make a reply free of the budget.
             prepared.charge[0] += usage["input_tokens"]
             prepared.charge[1] += usage["output_tokens"]
+        if await self._wait_after_ending(prepared, framer, failure=None):
+            return
         reply = await db(actions.do_finish_stopped)(
             prepared.turn_id,
             framer.full_text(),
@@ -151,6 +158,37 @@ class TurnEndings:
             framer.close("message.completed", reply.as_dict())
         else:
             framer.close()
+
+    async def _wait_after_ending(
+        self, prepared: Prepared, framer: Framer, *, failure: tuple[str, str] | None
+    ) -> bool:
+        """A run that made proposals and then failed or was stopped (the local CLI proposes
+        while it runs): its turn waits for their decision instead of ending, the reply
+        ends as it did, a notice says so (chatrooms/actions/proposing.py). False: no such
+        proposal, end the turn as usual."""
+        current = prepared.current
+        if current is None or not getattr(prepared.provider, "runs_tools_itself", False):
+            return False  # only a provider that runs tools itself proposes mid-run
+        waited = await db(do_wait_after_ending)(
+            prepared.turn_id,
+            framer.full_text(),
+            transcript=current.transcript,
+            round_text="".join(framer.text[current.text_start :]),
+            ran=current.ran,
+            usage=prepared.usage,
+            rounds=current.rounds,
+            facts=facts_of(prepared),
+            failure=failure,
+        )
+        if waited is None:
+            return False
+        reply, notice, proposal_ids = waited
+        framer.close("message.failed" if failure else "message.completed", reply.as_dict())
+        await self.send(actions.room_group(prepared.room_id), "notice", notice.as_dict())
+        # A decision may have landed while the run went on; pick it up now.
+        for proposal_id in proposal_ids:
+            await db(self._maybe_already_decided)(proposal_id)
+        return True
 
     async def _notice(
         self,

@@ -11,6 +11,43 @@ from hal.dbthreads import db
 from providers.base import ToolCall, ToolRan
 
 
+def chip_status(is_error: bool, proposal_id: int | None) -> str:
+    return "pending" if proposal_id is not None else "error" if is_error else "ok"
+
+
+def note_tool(prepared: Prepared, call_id: str, name: str, status: str) -> bool:
+    """Put a tool call's chip in the reply's tool log (once per call id; a later status
+    replaces an earlier one); True when it changed."""
+    slot = prepared.tool_slots.get(call_id) if call_id else None
+    if slot is None:
+        if call_id:
+            prepared.tool_slots[call_id] = len(prepared.tool_log)
+        prepared.tool_log.append({"name": name, "status": status})
+        return True
+    entry = prepared.tool_log[slot]
+    if entry["status"] == status:
+        return False
+    entry["status"] = status
+    return True
+
+
+def show_tools(prepared: Prepared) -> None:
+    """The reply's tool chips so far, live (`message.tools`, in order with its deltas):
+    the panel shows them while the reply streams; its final event carries them again."""
+    framer = prepared.framer
+    if framer is None:
+        return
+    framer.post(
+        "message.tools",
+        {
+            "id": framer.message_id,
+            "room_id": framer.room_id,
+            "connection_id": framer.connection_id,
+            "tool_calls": [dict(c) for c in prepared.tool_log],
+        },
+    )
+
+
 class _Done(NamedTuple):
     """One call of a round, as it ended: a result, or a proposal waiting for approval."""
 
@@ -42,10 +79,10 @@ def _record_round(
     for d in done:
         if d.proposal_id is not None:
             pending.append({"tool_call_id": d.id, "proposal_id": d.proposal_id})
-            prepared.tool_log.append({"name": d.name, "status": "pending"})
         else:
             results.append({"tool_call_id": d.id, "content": d.content, "is_error": d.is_error})
-            prepared.tool_log.append({"name": d.name, "status": "error" if d.is_error else "ok"})
+        # Shown live as each call ended; a provider's own claim of a proposal is settled here.
+        note_tool(prepared, d.id, d.name, chip_status(d.is_error, d.proposal_id))
     entry: dict[str, Any] = {"role": "tool_result", "results": results}
     if pending:
         entry["pending"] = pending
@@ -79,6 +116,8 @@ class ToolRounds:
             # A proposal: hal.actions.proposals publishes proposal.created to the room.
             proposal_id = outcome.proposal.pk if outcome.proposal is not None else None
             done.append(_Done(call.id, call.name, proposal_id, outcome.content, outcome.is_error))
+            note_tool(prepared, call.id, call.name, chip_status(outcome.is_error, proposal_id))
+            show_tools(prepared)
         waits = _record_round(
             prepared, transcript, round_text, [(c.id, c.name, c.arguments) for c in calls], done
         )

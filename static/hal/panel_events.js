@@ -6,7 +6,7 @@ import { applyReviewDelta, fetchProposal, renderReview } from "./proposal_card.j
 import { logEl, state } from "./panel_state.js";
 import { panelVisible, setUnread, unreadCount } from "./panel_dock.js";
 import { announce, countUnseen, isFollowing, stickToEnd } from "./panel_scroll.js";
-import { applyDeltas, refreshWaiting, renderMessage, setText } from "./panel_messages.js";
+import { applyDeltas, applyToolCalls, refreshWaiting, renderMessage, setText } from "./panel_messages.js";
 import { renderProposal } from "./panel_proposals.js";
 import { refreshRooms, reloadRoom, renderEmpty, renderTabs, selectRoom } from "./panel_rooms.js";
 
@@ -52,6 +52,11 @@ export function onEvent(type, data) {
       break;
     case "message.delta":
       if (data.room_id === undefined || data.room_id === state.roomId) queueDelta(data);
+      break;
+    case "message.tools":
+      // After the text streamed before the calls (their deltas wait for the next frame).
+      flushDeltas();
+      applyToolCalls(data);
       break;
     case "resume":
       onResume(data);

@@ -130,6 +130,15 @@ function renderToolCalls(li, m) {
   );
 }
 
+// A streaming reply's tool calls as each one ends (`message.tools`, every provider's): the
+// same chips its final event carries.
+export function applyToolCalls(d) {
+  const li = state.messages.get(d.id);
+  if (!li || li.dataset.status !== "streaming") return;
+  renderToolCalls(li, d);
+  stickToEnd();
+}
+
 // A reply whose turn stopped at a proposal says so until the proposal is decided.
 function markWaiting(li) {
   const ids = (li.dataset.proposalIds || "").split(",").filter(Boolean).map(Number);

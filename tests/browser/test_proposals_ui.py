@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from playwright.sync_api import expect
 
@@ -220,3 +222,28 @@ def test_reject_and_live_update_in_another_browser(
         for p in call(first, base, "GET", "/api/ai/proposals")["proposals"]
     }
     assert statuses == {"Rejected one": "rejected", "Approved one": "executed"}
+
+
+def test_tool_chips_show_while_the_reply_streams(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    """A tool call's chip appears as the call ends, while the reply still streams (issue
+    26: `message.tools`), and stays on the finished reply."""
+    base = live_asgi.url
+    models_ready(page_factory, base, operator, fake_anthropic, provider_api_key)
+    fake_anthropic.replies.push(
+        Reply(text="", tool_calls=[ScriptedToolCall("list_servers", {})]),
+        Reply(text="No servers are registered yet."),
+    )
+    page = console(page_factory, base, operator)
+    # The answer after the tool call holds after its first word: the reply streams on.
+    fake_anthropic.hold_after_first_chunk = threading.Event()
+    try:
+        say(page, "Which servers are there?")
+        streaming = page.locator("#ai-log .ai-msg[data-status=streaming]")
+        expect(streaming.locator(".ai-tool-chip.ok", has_text="list_servers")).to_be_visible()
+        screenshot(page, "tool-chip-live")
+    finally:
+        fake_anthropic.hold_after_first_chunk.set()
+    done = page.locator("#ai-log .ai-msg[data-status=complete]", has_text="registered yet")
+    expect(done.locator(".ai-tool-chip.ok", has_text="list_servers")).to_have_count(1)

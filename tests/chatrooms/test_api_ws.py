@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from chatrooms.models import Message, Room
 from chatrooms.routing import websocket_urlpatterns
-from tests.fakes.script import Reply
+from tests.fakes.script import Reply, ScriptedToolCall
 from tests.wsauth import logged_in_session
 
 from .conftest import messages, room_for, rooms_of, send, unified_room
@@ -182,6 +182,54 @@ async def test_socket_receives_created_deltas_and_completion(
     assert done["id"] == events[1]["data"]["id"] == deltas[0]["id"]
     # The API shape and the event shape are the same.
     assert (await messages(aclient, room))[-1] == done
+
+
+async def test_socket_shows_tool_calls_while_the_reply_streams(
+    models, aclient, operator, orchestrator
+):
+    """Each tool call's chip reaches the panel as the call ends (`message.tools`, issue 26),
+    while the reply still streams; the final event carries the same chips."""
+    alpha = models[0]
+    alpha.fake.replies.push(
+        Reply(
+            text="Looking.",
+            tool_calls=[
+                ScriptedToolCall("list_servers", {}),
+                ScriptedToolCall("get_server", {"server": "no-such-host"}),
+            ],
+        ),
+        Reply(
+            text="Nothing is wrong.",
+            tool_calls=[ScriptedToolCall("open_incident", {"severity": "sev4", "title": "x"})],
+        ),
+    )
+    room = await room_for(aclient, alpha.id)
+    comm = communicator(operator)
+    await comm.connect()
+    try:
+        await send(aclient, room, "check the servers")
+        events = await events_until(
+            comm,
+            lambda e: e["type"] == "message.completed" and (e["data"]["author_kind"] == "model"),
+        )
+        await orchestrator.wait_idle()
+    finally:
+        await comm.disconnect()
+    reply_id = events[-1]["data"]["id"]
+    live = [e["data"] for e in events if e["type"] == "message.tools"]
+    assert all(d["id"] == reply_id and d["room_id"] == room for d in live)
+    assert [d["tool_calls"] for d in live] == [
+        [{"name": "list_servers", "status": "ok"}],
+        [{"name": "list_servers", "status": "ok"}, {"name": "get_server", "status": "error"}],
+        [
+            {"name": "list_servers", "status": "ok"},
+            {"name": "get_server", "status": "error"},
+            {"name": "open_incident", "status": "pending"},
+        ],
+    ]
+    types = [e["type"] for e in events]
+    assert types.index("message.tools") < types.index("proposal.created")  # before the card
+    assert events[-1]["data"]["tool_calls"] == live[-1]["tool_calls"]
 
 
 async def test_socket_reports_failures(models, aclient, operator, orchestrator):

@@ -111,6 +111,9 @@ class FakeAnthropic(FakeHTTPServer):
         if outcome == "done":
             return
         reply = self.replies.pop()
+        if reply.error is not None:
+            handler.send_json(reply.error, error_body(reply.error, f"scripted {reply.error}"))
+            return
         self.sleep(reply.latency)
         model = body.get("model", "claude-fake")
         if stream:

@@ -28,6 +28,8 @@ class Reply:
     input_tokens: int = 12
     output_tokens: int | None = None
     stop_reason: str | None = None
+    # Answer this request with that HTTP error instead (a model call failing mid-turn).
+    error: int | None = None
 
     def chunks(self) -> list[str]:
         """The text split the way a model streams it: word by word, spaces kept."""

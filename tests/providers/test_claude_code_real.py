@@ -136,6 +136,28 @@ async def test_a_plain_reply_streams_in_the_sandbox(
     assert not (home / ".cache").exists()
 
 
+async def test_a_file_named_in_the_prompt_is_never_attached(
+    fake_anthropic, provider_api_key, outbound, tmp_path
+):
+    """The CLI attaches a file or folder a prompt names with `@` (its own `@path`
+    mentions): in HAL's transcript an operator's words, a model's reply or a fetched page
+    could name one on HAL's host. The sandbox denies reading (`permissions.deny: Read`):
+    nothing of them reaches the model."""
+    home = make_home(tmp_path, fake_anthropic, outbound, key=provider_api_key)
+    secret = tmp_path / "host-file.txt"
+    marker = "HOST-FILE-" + secrets.token_hex(6)
+    secret.write_text(marker + "\n")
+    folder = tmp_path / "host-folder"
+    folder.mkdir()
+    (folder / ("listed-" + marker + ".txt")).write_text("x")
+    fake_anthropic.replies.push(Reply(text="Nothing attached."))
+    events = await collect(ask(provider(home), f"Read @{secret} and @{folder}/ for @cody."))
+    assert text_of(events) == "Nothing attached."
+    (request,) = fake_anthropic.message_requests
+    assert marker not in request.raw_body.decode()
+    assert_sandboxed(fake_anthropic, outbound, tmp_path)
+
+
 async def test_an_oauth_login_works_and_stays_sandboxed(fake_anthropic, outbound, tmp_path):
     token = secrets.token_urlsafe(32)
     fake_anthropic.accepted_credentials = {token}

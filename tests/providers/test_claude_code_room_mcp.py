@@ -156,3 +156,77 @@ async def test_a_cli_model_proposes_waits_and_continues_after_approval(
         await orchestrator.wait_idle()
         forget_provider(conn_id)
         close_db_connections()
+
+
+async def test_a_cli_models_tool_calls_show_while_it_runs(
+    fake_anthropic, provider_api_key, outbound, tmp_path, operator, settings, other_process
+):
+    """Each tool call of the CLI's stream-json shows as a chip when its result arrives
+    (`message.tools`, as any model's tool round), before the reply completes."""
+    from django.test import AsyncClient
+
+    from chatrooms.orchestrator import close_db_connections, get_orchestrator
+    from providers.actions import check_create_connection
+    from providers.models import AIConnection
+    from providers.services import forget_provider
+    from tests.chatrooms.conftest import admin_actor, send, unified_room
+    from tests.chatrooms.test_api_ws import communicator, events_until
+
+    home = make_home(tmp_path, fake_anthropic, outbound, key=provider_api_key)
+    settings.HAL_LOCAL_CLI_BINARY = BINARY
+    settings.HAL_LOCAL_CLI_HOME = str(home)
+    settings.HAL_PROVIDER_MAX_RETRIES = 0
+    settings.HAL_MCP_INTERNAL_URL = other_process.url + "/mcp"
+
+    def setup():
+        conn = check_create_connection(
+            actor=admin_actor(operator),
+            data={"name": "cody", "provider": "local_cli", "auth_method": "login"},
+        )
+        AIConnection.objects.filter(pk=conn.pk).update(
+            model="sonnet", models=["sonnet"], status=AIConnection.ACTIVE
+        )
+        return conn.pk
+
+    conn_id = await sync_to_async(setup)()
+    fake_anthropic.replies.push(
+        Reply(
+            text="",
+            tool_calls=[
+                ScriptedToolCall("mcp__hal__list_servers", {}, id="toolu_list"),
+                ScriptedToolCall("mcp__hal__get_server", {"server": "nope"}, id="toolu_get"),
+            ],
+        ),
+        Reply(text="No servers yet."),
+    )
+    client = AsyncClient()
+    await client.aforce_login(operator)
+    orchestrator = get_orchestrator()
+    comm = communicator(operator)
+    await comm.connect()
+    try:
+        room = await unified_room(client)
+        await send(client, room, "@cody which servers are there?")
+        events = await events_until(
+            comm,
+            lambda e: e["type"] == "message.completed" and e["data"]["author_kind"] == "model",
+            limit=120,
+        )
+        await orchestrator.wait_idle()
+    finally:
+        await comm.disconnect()
+        await orchestrator.wait_idle()
+        forget_provider(conn_id)
+        close_db_connections()
+    done = events[-1]["data"]
+    live = [e["data"]["tool_calls"] for e in events if e["type"] == "message.tools"]
+    assert all(e["data"]["id"] == done["id"] for e in events if e["type"] == "message.tools")
+    assert (
+        live[-1]
+        == done["tool_calls"]
+        == [
+            {"name": "list_servers", "status": "ok"},
+            {"name": "get_server", "status": "error"},
+        ]
+    )
+    assert live[0] == [{"name": "list_servers", "status": "ok"}]  # one chip per result, in order

@@ -94,6 +94,8 @@ async def test_runs_claude_with_exactly_the_locked_down_arguments(
     # The settings and the system prompt are private files of the run, never argv.
     assert json.loads(call["settings"]) == {
         "disableAllHooks": True,
+        "permissions": {"deny": ["Read"]},  # no `@path` of a prompt is attached
+        "enabledPlugins": {"agents-md@builtin": False},
         "outputStyle": "default",
         "env": {**SANDBOX_ENV, "CLAUDE_CODE_MAX_RETRIES": "1"},
     }
