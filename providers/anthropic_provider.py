@@ -8,7 +8,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-from ._net import use_asyncio_backend
+from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
 from .base import (
     STOP_END,
@@ -101,7 +101,9 @@ class AnthropicProvider(SDKProvider):
             max_retries=self.max_retries,
             # The SDK's own client with the request hook (hal/launch.py), on HAL's
             # asyncio network backend (providers/_net.py).
-            http_client=use_asyncio_backend(DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS)),
+            http_client=use_asyncio_backend(
+                DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS, verify=shared_ssl_context())
+            ),
         )
 
     def _client_for_call(self, secret: str) -> AsyncAnthropic:

@@ -290,3 +290,25 @@ async def test_the_providers_http_clients_use_it() -> None:
         assert isinstance(pool, httpcore2.AsyncConnectionPool)
         assert isinstance(pool._network_backend, AsyncioBackend), cls
         await provider.aclose()
+
+
+async def test_the_providers_share_one_tls_context_equal_to_httpxs_default() -> None:
+    from providers._net import shared_ssl_context
+    from providers.anthropic_provider import AnthropicProvider
+    from providers.openai_compat import OpenAICompatProvider
+
+    async def secret() -> str:
+        return "unused"
+
+    contexts = []
+    for cls in (OpenAICompatProvider, AnthropicProvider, OpenAICompatProvider):
+        provider = cls(base_url="https://127.0.0.1:9/v1", credential=secret)
+        contexts.append(provider.sdk_client._client._transport._pool._ssl_context)
+        await provider.aclose()
+    assert all(ctx is shared_ssl_context() for ctx in contexts)
+    stock = httpx2.create_ssl_context()
+    ours = contexts[0]
+    assert (ours.verify_mode, ours.check_hostname) == (ssl.CERT_REQUIRED, True)
+    assert (ours.verify_mode, ours.check_hostname) == (stock.verify_mode, stock.check_hostname)
+    assert ours.cert_store_stats() == stock.cert_store_stats()
+    assert ours.minimum_version == stock.minimum_version and ours.options == stock.options
