@@ -282,15 +282,19 @@ class _Watchdog:
             self.handle = None
 
 
-async def iterate_with_timeouts(
-    source: AsyncIterator[Any], *, idle: float, deadline: float
+async def bounded_stream(
+    source: AsyncIterator[Any], *, idle: float, total: float
 ) -> AsyncIterator[Any]:
-    """Yield from `source`, bounding each wait (idle) and the whole stream (deadline, loop time).
+    """The one timeout wrapper of every provider's stream: at most `idle` seconds between
+    two events and `total` seconds for the whole call, so a reply that streams steadily
+    is never cut off while a silent one fails with `timeout`. Closes `source` on exit.
 
     The bound covers each `__anext__` only: a timeout held across a `yield` would fire in
-    the consumer's task while it does unrelated work.
+    the consumer's task while it does unrelated work. One generator, not two: each layer
+    is a resume per token (issue 29).
     """
     loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(total, 0.0)
     iterator = aiter(source)
     watchdog = _Watchdog(loop)
     try:
@@ -317,19 +321,6 @@ async def iterate_with_timeouts(
             yield item
     finally:
         watchdog.close()
-
-
-async def bounded_stream(
-    source: AsyncIterator[Any], *, idle: float, total: float
-) -> AsyncIterator[Any]:
-    """The one timeout wrapper of every provider's stream: at most `idle` seconds between
-    two events and `total` seconds for the whole call, so a reply that streams steadily
-    is never cut off while a silent one fails with `timeout`. Closes `source` on exit."""
-    deadline = asyncio.get_running_loop().time() + max(total, 0.0)
-    try:
-        async for item in iterate_with_timeouts(source, idle=idle, deadline=deadline):
-            yield item
-    finally:
         closer = getattr(source, "aclose", None)
         if closer is not None:
             await closer()
