@@ -8,6 +8,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
+from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
 from .base import (
     STOP_END,
@@ -98,7 +99,11 @@ class AnthropicProvider(SDKProvider):
             base_url=self.base_url,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            http_client=DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS),  # hal/launch.py
+            # The SDK's own client with the request hook (hal/launch.py), on HAL's
+            # asyncio network backend (providers/_net.py).
+            http_client=use_asyncio_backend(
+                DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS, verify=shared_ssl_context())
+            ),
         )
 
     def _client_for_call(self, secret: str) -> AsyncAnthropic:

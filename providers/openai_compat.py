@@ -11,6 +11,7 @@ from typing import Any
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import BODY_TYPES, LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider, body_error
 from .base import (
     STOP_END,
@@ -180,8 +181,11 @@ class OpenAICompatProvider(SDKProvider):
             timeout=self.timeout,
             max_retries=self.max_retries,
             # The SDK's own default client, plus the hook that tells HAL when a request's
-            # last byte is written (hal/launch.py).
-            http_client=DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS),
+            # last byte is written (hal/launch.py), on HAL's asyncio network backend
+            # (providers/_net.py: less work per streamed chunk than anyio's).
+            http_client=use_asyncio_backend(
+                DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS, verify=shared_ssl_context())
+            ),
         )
 
     def _client_for_call(self, secret: str) -> AsyncOpenAI:

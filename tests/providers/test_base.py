@@ -97,3 +97,75 @@ async def test_bounded_stream_bounds_silence_and_the_whole_stream():
         [i async for i in bounded_stream(ticking(10_000, 0.02), idle=5, total=0.3)]
     assert err.value.kind == "timeout"
     assert closed == [10, 2, 10_000]  # the source is closed on every path
+
+
+async def test_the_idle_bound_covers_only_the_wait_for_an_event():
+    import asyncio
+
+    from providers.base import bounded_stream
+
+    async def ticking(n):
+        for i in range(n):
+            await asyncio.sleep(0.01)
+            yield i
+
+    # A consumer slower than the idle bound between events is not cut off: the bound is
+    # the provider's silence, not the consumer's work.
+    got = []
+    async for i in bounded_stream(ticking(4), idle=0.1, total=30):
+        got.append(i)
+        await asyncio.sleep(0.25)
+    assert got == [0, 1, 2, 3]
+
+
+async def test_a_cancellation_from_outside_stays_a_cancellation():
+    import asyncio
+
+    from providers.base import bounded_stream
+
+    waiting = asyncio.Event()
+
+    async def silent():
+        waiting.set()
+        await asyncio.sleep(30)
+        yield 0
+
+    async def consume():
+        return [i async for i in bounded_stream(silent(), idle=0.2, total=30)]
+
+    task = asyncio.create_task(consume())
+    await waiting.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # and after an idle timeout, the consuming task is not left marked as cancelled
+    from providers.base import ProviderError
+
+    async def timed_out():
+        try:
+            [i async for i in bounded_stream(silent(), idle=0.1, total=30)]
+        except ProviderError as err:
+            assert err.kind == "timeout"
+        return asyncio.current_task().cancelling()
+
+    assert await asyncio.create_task(timed_out()) == 0
+
+
+async def test_a_source_that_swallows_the_timeouts_cancel_leaves_no_cancel_behind():
+    import asyncio
+
+    from providers.base import bounded_stream
+
+    async def stubborn():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # swallowed: the item still comes
+        yield "late"
+
+    async def consume():
+        got = [i async for i in bounded_stream(stubborn(), idle=0.1, total=30)]
+        await asyncio.sleep(0)  # a pending cancel would land here
+        return got, asyncio.current_task().cancelling()
+
+    assert await asyncio.create_task(consume()) == (["late"], 0)
