@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 STATUS_LABELS: dict[str, Any] = {
     "active": _("active"),
+    "budget_exceeded": _("budget exceeded"),
     "approved": _("approved"),
     "cancelled": _("cancelled"),
     "closed": _("closed"),
@@ -16,6 +17,7 @@ STATUS_LABELS: dict[str, Any] = {
     "consumed": _("consumed"),
     "deleted": _("deleted"),
     "disabled": _("disabled"),
+    "done": _("done"),
     "draft": _("draft"),
     "error": _("error"),
     "executed": _("executed"),

@@ -90,11 +90,15 @@ function addEntry(list, message) {
   list.append(li);
 }
 
+// Status codes as the console shows them, in the operator's language (hal/labels.py).
+const STATUS_LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
+const statusLabel = (code) => STATUS_LABELS[code] ?? code;
+
 function setStatus(inv) {
   const active = ACTIVE.has(inv.status);
   const row = document.querySelector(`#investigations tr[data-investigation="${inv.id}"]`);
   if (row) {
-    row.querySelector(".status").textContent = inv.status;
+    row.querySelector(".status").textContent = statusLabel(inv.status);
     row.querySelector(".rounds").textContent = String(inv.rounds || 0);
     row.querySelector(".reason").textContent = inv.reason || "";
   } else {
@@ -104,7 +108,7 @@ function setStatus(inv) {
         "tr",
         { "data-investigation": String(inv.id) },
         el("td", {}, String(inv.id)),
-        el("td", { class: "status" }, inv.status),
+        el("td", { class: "status" }, statusLabel(inv.status)),
         el("td", {}, inv.model || ""),
         el("td", { class: "rounds" }, String(inv.rounds || 0)),
         el("td", { class: "reason" }, inv.reason || ""),
@@ -115,7 +119,7 @@ function setStatus(inv) {
   if (hint) hint.hidden = !active;
   const state = document.getElementById("investigation-state"); // the incident page
   if (state && state.closest("[data-incident-room]")?.dataset.incidentRoom === String(inv.room_id)) {
-    state.textContent = inv.status;
+    state.textContent = statusLabel(inv.status);
     if (!active) document.getElementById("investigation-stop")?.closest("form")?.remove();
   }
 }

@@ -214,3 +214,23 @@ def test_a_dead_workers_investigation_runs_again_once_then_fails(investigator, o
     assert run_pending_once() == []
     inv.refresh_from_db()
     assert inv.status == Investigation.FAILED and inv.reason == "interrupted twice"
+
+
+def test_the_investigation_status_is_shown_in_the_operators_language(
+    investigator, operator, client_op
+):
+    from hal.actions.base import Actor
+    from hal.actions.operators import check_set_language
+
+    script_investigation(investigator.fake)
+    incident = open_incident(operator)
+    run_pending_once()
+    assert Investigation.objects.get(incident=incident).status == Investigation.DONE
+    check_set_language(actor=Actor(user=operator, via="web"), language="ko")
+    session = client_op.session
+    session["hal_language"] = "ko"
+    session.save()
+    room = client_op.get(f"/incidents/{incident.pk}/room/").content.decode()
+    assert '<td class="status">완료</td>' in room
+    page = client_op.get(f"/incidents/{incident.pk}/").content.decode()
+    assert '<span id="investigation-state">완료</span>' in page
