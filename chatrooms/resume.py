@@ -9,8 +9,9 @@ Server → {"type": "resume", "data": {"room_id", "messages": [...]}} per room: 
          and the `open` ones as they are now — a reply the client saw start that finished
          while it was away is neither newer nor streaming, and would be missed otherwise;
          then a `message.snapshot` {"id", "room_id", "text", "offset": 0, "seq"} for each
-         streaming reply, sent by its owner after it joined the room's group again, so
-         deltas that follow carry offsets the client merges without gaps or repeats.
+         streaming reply (with `tool_calls`, its chips so far, once it made a call), sent
+         by its owner after it joined the room's group again, so deltas that follow carry
+         offsets the client merges without gaps or repeats.
 
 Every id is checked before any query (hal/ids.py): a room key, a last-seen value (0 = none
 yet) or an `open` item that is not an id in the database's range answers one `error`
@@ -102,6 +103,8 @@ async def answer_snapshot(orchestrator: Any, layer: Any, message: dict[str, Any]
             "offset": 0,
             "seq": framer.seq,
         }
+        if framer.tool_calls is not None:
+            data["tool_calls"] = framer.tool_calls
         try:
             await layer.send(
                 message["reply_to"],

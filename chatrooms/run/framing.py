@@ -87,6 +87,8 @@ class Framer:
         self.closed = False
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
         self.saved_pieces = 0  # len(text) at its last save (chatrooms/run/partials.py)
+        # The chips last shown live (`message.tools`): a resuming client's snapshot has them.
+        self.tool_calls: list[dict[str, Any]] | None = None
         orchestrator.framers[self.message_id] = self  # a resuming client asks for its text
         orchestrator.spawn(self._deliver())
         partials.watch(orchestrator.framers)  # its text so far is saved once a second

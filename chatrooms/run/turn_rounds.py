@@ -37,13 +37,14 @@ def show_tools(prepared: Prepared) -> None:
     framer = prepared.framer
     if framer is None:
         return
+    framer.tool_calls = [dict(c) for c in prepared.tool_log]
     framer.post(
         "message.tools",
         {
             "id": framer.message_id,
             "room_id": framer.room_id,
             "connection_id": framer.connection_id,
-            "tool_calls": [dict(c) for c in prepared.tool_log],
+            "tool_calls": framer.tool_calls,
         },
     )
 

@@ -140,5 +140,7 @@ function onSnapshot(d) {
   if (!li || li.dataset.status !== "streaming") return;
   const have = state.texts.get(li.dataset.messageId) ?? "";
   if ((d.text || "").length >= have.length) setText(li, d.text);
+  // Its chips so far: `message.tools` went to the socket that dropped.
+  if (Array.isArray(d.tool_calls)) applyToolCalls(d);
   stickToEnd();
 }

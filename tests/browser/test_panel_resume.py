@@ -176,3 +176,83 @@ def test_a_reply_that_finished_while_the_socket_was_away_shows_complete(
     expect(reply.locator(".ai-text")).to_have_text(full)
     resume = next(m for m in relay.sent if m.get("type") == "resume")
     assert resume["open"] == [reply_id]
+
+
+class ToolsLostRelay:
+    """The first socket never passes `message.tools` and is cut after two deltas; the next
+    one passes everything but `message.completed`, held until released."""
+
+    def __init__(self) -> None:
+        self.sockets = 0
+        self.held: list[tuple[object, str]] = []
+
+    def route(self, ws) -> None:
+        number = self.sockets
+        self.sockets += 1
+        server = ws.connect_to_server()
+        deltas = [0]
+
+        def from_server(frame: str) -> None:
+            kind = json.loads(frame).get("type")
+            if number == 0:
+                if kind == "message.tools":
+                    return
+                if kind == "message.delta":
+                    deltas[0] += 1
+                    if deltas[0] > 2:
+                        return
+                    ws.send(frame)
+                    if deltas[0] == 2:
+                        ws.close()
+                        server.close()
+                    return
+            if kind == "message.completed":
+                self.held.append((ws, frame))
+                return
+            ws.send(frame)
+
+        ws.on_message(server.send)
+        server.on_message(from_server)
+
+    def release(self) -> None:
+        for ws, frame in self.held:
+            ws.send(frame)
+
+
+def test_a_resumed_streaming_reply_shows_the_tool_chips_it_missed(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    from tests.fakes.script import ScriptedToolCall
+
+    base = live_asgi.url
+    page = page_factory()
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    relay = ToolsLostRelay()
+    page.route_web_socket("**/ws/ai/", relay.route)
+    full = "The fleet: " + " ".join(f"server{i} answers." for i in range(120))
+    fake_anthropic.replies.push(
+        Reply(text="", tool_calls=[ScriptedToolCall("list_servers", {})]),
+        Reply(text=full, token_delay=0.04),
+    )
+    page.goto(base + "/")
+    page.wait_for_selector(READY, state="attached")
+    page.wait_for_selector(LIVE, state="attached")
+    page.fill("#ai-input", "Which servers are there?")
+    page.press("#ai-input", "Enter")
+    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
+    page.wait_for_selector(LIVE, state="attached", timeout=20_000)
+    # The chip's `message.tools` never reached the panel; the resume's snapshot brings it
+    # while the reply still streams (its completion, which carries it too, is held).
+    streaming = page.locator("#ai-log .ai-msg.from-model[data-status=streaming]")
+    expect(streaming.locator(".ai-tool-chip.ok", has_text="list_servers")).to_be_visible(
+        timeout=30_000
+    )
+    expect(streaming.locator(".ai-text")).to_have_text(full, timeout=30_000)
+    for _ in range(100):  # the completion arrives, and is held
+        if relay.held:
+            break
+        page.wait_for_timeout(100)
+    relay.release()
+    done = page.locator("#ai-log .ai-msg.from-model[data-status=complete]")
+    expect(done.locator(".ai-tool-chip", has_text="list_servers")).to_have_count(1, timeout=30_000)

@@ -153,3 +153,39 @@ async def test_a_broadcast_reset_stops_the_turn_where_it_runs(
     await comm.disconnect()
     turn = await Turn.objects.aget(room_id=room)
     assert turn.status == Turn.CANCELLED
+
+
+async def test_a_resumed_streaming_reply_gets_its_tool_chips_in_the_snapshot(
+    models, aclient, operator, orchestrator
+):
+    """The chips of calls made before the socket dropped (`message.tools` went to the old
+    socket) come back with the reply's text, not only at its completion."""
+    from tests.fakes.script import ScriptedToolCall
+
+    alpha = models[0]
+    alpha.fake.replies.push(
+        Reply(text="", tool_calls=[ScriptedToolCall("get_health", {}, id="c1")])
+    )
+    text = " ".join(f"word{i}" for i in range(120))
+    alpha.fake.replies.push(Reply(text=text, token_delay=0.03))
+    room = await room_for(aclient, alpha.id)
+    first = communicator(operator)
+    assert (await first.connect())[0]
+    await send(aclient, room, "check health, then a long answer")
+    seen = await events_until(first, lambda e: e["type"] == "message.delta", 30)
+    assert any(e["type"] == "message.tools" for e in seen)
+    reply_id = next(
+        e["data"]["id"]
+        for e in seen
+        if e["type"] == "message.created" and e["data"]["author_kind"] == "model"
+    )
+    await first.disconnect()
+    second = communicator(operator)
+    assert (await second.connect())[0]
+    await second.send_json_to({"type": "resume", "rooms": {str(room): reply_id}})
+    events = await events_until(second, lambda e: e["type"] == "message.snapshot", 30)
+    await second.disconnect()
+    await orchestrator.wait_idle()
+    snapshot = next(e for e in events if e["type"] == "message.snapshot")["data"]
+    assert snapshot["id"] == reply_id
+    assert [c["name"] for c in snapshot["tool_calls"]] == ["get_health"]
