@@ -197,16 +197,19 @@ def _drop_leftover_db_sessions(django_db_setup, django_db_blocker):
     """Let the test database be dropped at the end: on PostgreSQL, end any session a
     worker thread left open (the DB cannot be dropped while someone is connected)."""
     yield
-    from django.db import connection, connections
+    from django.db import OperationalError, connection, connections
 
     with django_db_blocker.unblock():
         connections.close_all()
         if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+            except OperationalError:
+                pass  # no database to connect to (no test used it): no session to end
             connection.close()
 
 
