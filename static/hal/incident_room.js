@@ -90,6 +90,22 @@ function addEntry(list, message) {
   list.append(li);
 }
 
+// The incident page's timeline as the server renders it now (an ended investigation
+// appended its summary): the page itself, fetched, its timeline swapped in.
+async function refreshTimeline() {
+  const timeline = document.getElementById("incident-timeline");
+  if (!timeline) return;
+  try {
+    const response = await fetch(window.location.href, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = doc.getElementById("incident-timeline");
+    if (fresh) timeline.replaceChildren(...fresh.childNodes);
+  } catch {
+    // Offline for a moment: the entry is there on the next visit.
+  }
+}
+
 // Status codes as the console shows them, in the operator's language (hal/labels.py).
 const STATUS_LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const statusLabel = (code) => STATUS_LABELS[code] ?? code;
@@ -120,7 +136,10 @@ function setStatus(inv) {
   const state = document.getElementById("investigation-state"); // the incident page
   if (state && state.closest("[data-incident-room]")?.dataset.incidentRoom === String(inv.room_id)) {
     state.textContent = statusLabel(inv.status);
-    if (!active) document.getElementById("investigation-stop")?.closest("form")?.remove();
+    if (!active) {
+      document.getElementById("investigation-stop")?.closest("form")?.remove();
+      refreshTimeline(); // the summary's entry, written in the same transaction
+    }
   }
 }
 

@@ -132,6 +132,10 @@ def test_the_room_and_the_incident_page_follow_the_investigation_live(
     expect(page.locator("#investigations .status").first).to_have_text("done")
     expect(page.locator("#investigation-running")).to_be_hidden()
     expect(side.locator("#investigation-state")).to_have_text("done")
+    # The summary's timeline entry appears on the incident page too.
+    expect(side.locator("#incident-timeline li.event-investigation")).to_contain_text(
+        "portal is down on its host."
+    )
     # Neither page reloaded: the entries came over the socket.
     assert page.evaluate("window.__sameDocument") is True
     assert side.evaluate("window.__sameDocument") is True
