@@ -122,6 +122,12 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "message.accepted", "ref": content.get("ref"), "data": data})
         get_orchestrator().start_sent(sent)
 
+    async def hal_events(self, message: dict[str, Any]) -> None:
+        """A room's events of several replies sent together (chatrooms/run/framing.py):
+        each reaches the browser as its own event, in order."""
+        for event, data in message["events"]:
+            await self.hal_event({"type": "hal.event", "event": event, "data": data})
+
     async def hal_event(self, message: dict[str, Any]) -> None:
         if message["event"] == "message.delta":
             # Most frames: ids, offsets and model text, nothing to translate (no `_i18n`).

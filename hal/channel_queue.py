@@ -11,6 +11,8 @@ channels_redis's pub/sub layer queues without limit. This queue does neither:
   socket) is merged into it: one frame with the text since the last frame the socket
   received, the first frame's `offset` and the last one's `seq`. A socket that keeps up
   never sees a merged frame; one that falls behind gets fewer, larger frames, no gap.
+- A batch (`hal.events`: one room's events from several replies, sent together) stays
+  one message when the queue is empty and is opened into its events when it is not.
 - Every other event (created, completed, failed, notice, proposals, snapshots, closes) is
   kept, in order. A later delta is never merged across another event of the same reply.
 - Memory stays bounded: past `MAX_ENTRIES` queued events or `MAX_CHARS` of queued delta
@@ -31,6 +33,9 @@ BEHIND_CODE = 4408
 BEHIND_EVENT = "hal.behind"  # → SessionGuardMixin.hal_behind
 MAX_ENTRIES = 2_000  # queued events (deltas count once per reply while merged)
 MAX_CHARS = 2_000_000  # characters of queued delta text
+# Several replies' events of one room sent together (chatrooms/run/framing.py): {"type":
+# BATCH_TYPE, "events": [[event, data], ...]}, read as that many `hal.event` messages.
+BATCH_TYPE = "hal.events"
 
 
 def _delta(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -74,6 +79,16 @@ class ChannelQueue(asyncio.Queue):  # type: ignore[type-arg]
         now = time.monotonic()
         if not self._queue:
             self.oldest = now
+            if message.get("type") == BATCH_TYPE:
+                # A socket that keeps up reads a batch as it came: one dispatch for all.
+                self._queue.append([message, 0, now])
+                self._check_bound()
+                return
+        elif message.get("type") == BATCH_TYPE:
+            # Behind: its events queue one by one, so its deltas merge like any others.
+            for name, data in message.get("events") or ():
+                self._put({"type": "hal.event", "event": name, "data": data})
+            return
         data = _delta(message)
         if data is not None:
             key = data["id"]

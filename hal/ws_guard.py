@@ -136,7 +136,7 @@ class SessionGuardMixin(DrainingConsumerMixin):
         kind = message.get("type", "")
         if kind.startswith("hal.") and getattr(self, "_guard_closed", False):
             return  # closed by the guard: no more events (websocket.* still run: cleanup)
-        if kind == "hal.event" and hasattr(self, "_guard_user_id"):
+        if kind in ("hal.event", "hal.events") and hasattr(self, "_guard_user_id"):
             every = float(getattr(settings, "HAL_WS_RECHECK_SECONDS", 60))
             if time.monotonic() - getattr(self, "_guard_checked_at", 0.0) >= every:
                 if not await self.session_alive():

@@ -1,10 +1,12 @@
-"""Streaming frames: a reply's events batched into 30–50 ms frames, sent by a task of their own."""
+"""Streaming frames: a reply's events batched into 30–50 ms frames; a room's events of every
+reply, sent in order by one task per room, several at once as one channel-layer message."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import weakref
+from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -22,6 +24,8 @@ class Sink(Protocol):
     def spawn(self, coro: Coroutine[Any, Any, Any], *, room_id: int | None = None) -> None: ...
 
     async def send(self, group: str, event: str, data: dict[str, Any]) -> None: ...
+
+    async def send_batch(self, group: str, events: list[tuple[str, dict[str, Any]]]) -> None: ...
 
 
 # ----- streaming frames ------------------------------------------------------------------
@@ -65,10 +69,62 @@ def _tick(seconds: float) -> _Tick:
     return tick
 
 
+class _Outbox:
+    """A room group's events from every reply of this loop, in the order posted, sent by
+    one task: what is posted while a send is in flight leaves with the next one, as one
+    channel-layer message (`hal.events`). At 64 replies streaming in a room, a frame tick
+    is one group send — one PUBLISH with Redis, one wake-up of each socket — instead of 64
+    (issue 29). A socket that falls behind opens the batch again (hal/channel_queue.py)."""
+
+    def __init__(self, orchestrator: Sink, group: str, boxes: dict[Any, _Outbox]) -> None:
+        self.orchestrator = orchestrator
+        self.group = group
+        self.boxes = boxes
+        self.items: deque[tuple[str, dict[str, Any]]] = deque()
+        self.sending = False
+
+    def put(self, event: str, data: dict[str, Any]) -> None:
+        self.items.append((event, data))
+        if not self.sending:
+            self.sending = True
+            self.orchestrator.spawn(self._send_all())
+
+    async def _send_all(self) -> None:
+        try:
+            while self.items:
+                await launch.settled()  # a model call being sent goes first (hal/launch.py)
+                batch = list(self.items)
+                self.items.clear()
+                if len(batch) == 1:
+                    await self.orchestrator.send(self.group, *batch[0])
+                else:
+                    await self.orchestrator.send_batch(self.group, batch)
+        finally:
+            self.sending = False
+            key = (id(self.orchestrator), self.group)
+            # Cancelled mid-send, it keeps what is left: the next post starts a sender.
+            if not self.items and self.boxes.get(key) is self:
+                del self.boxes[key]
+
+
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, _Outbox]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _outbox(orchestrator: Sink, group: str) -> _Outbox:
+    boxes = _outboxes.setdefault(asyncio.get_running_loop(), {})
+    key = (id(orchestrator), group)
+    box = boxes.get(key)
+    if box is None or box.orchestrator is not orchestrator:
+        box = boxes[key] = _Outbox(orchestrator, group, boxes)
+    return box
+
+
 class Framer:
     """One reply's events, in order: created, deltas batched into 30–50 ms frames, then
-    completed or failed. A sender task delivers them, so the stream loop never waits for
-    the channel layer (a network round trip with Redis)."""
+    completed or failed. Its room's sender task delivers them (`_Outbox`), so the stream
+    loop never waits for the channel layer (a network round trip with Redis)."""
 
     def __init__(self, orchestrator: Sink, group: str, message: Message) -> None:
         self.orchestrator = orchestrator
@@ -85,22 +141,22 @@ class Framer:
         self.first_at: float | None = None  # perf_counter of the first token (reply facts)
         self.ticking = False  # waiting for the loop's tick (_Tick)
         self.closed = False
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self.outbox = _outbox(orchestrator, group)
         self.saved_pieces = 0  # len(text) at its last save (chatrooms/run/partials.py)
         # The chips last shown live (`message.tools`): a resuming client's snapshot has them.
         self.tool_calls: list[dict[str, Any]] | None = None
         orchestrator.framers[self.message_id] = self  # a resuming client asks for its text
-        orchestrator.spawn(self._deliver())
         partials.watch(orchestrator.framers)  # its text so far is saved once a second
-
-    async def _deliver(self) -> None:
-        while (item := await self.queue.get()) is not None:
-            await launch.settled()  # a model call being sent goes first (hal/launch.py)
-            await self.orchestrator.send(self.group, *item)
 
     def post(self, event: str, data: dict[str, Any]) -> None:
         if not self.closed:
-            self.queue.put_nowait((event, data))
+            self._box().put(event, data)
+
+    def _box(self) -> _Outbox:
+        box = self.outbox
+        if box.boxes.get((id(self.orchestrator), self.group)) is not box:
+            box = self.outbox = _outbox(self.orchestrator, self.group)  # it had emptied
+        return box
 
     def full_text(self) -> str:
         return "".join(self.text)
@@ -145,5 +201,4 @@ class Framer:
             self.post(event, data)
         if not self.closed:
             self.closed = True
-            self.queue.put_nowait(None)
             self.orchestrator.framers.pop(self.message_id, None)

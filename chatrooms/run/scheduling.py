@@ -34,6 +34,7 @@ from chatrooms.run.turn import TurnRunner
 from chatrooms.run.turn_endings import uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
+from hal.channel_queue import BATCH_TYPE
 from hal.dbthreads import db
 from providers import anthropic_provider, openai_compat  # noqa: F401
 
@@ -268,6 +269,19 @@ class Orchestrator(TurnRunner, Recovery):
             await layer.group_send(group, {"type": "hal.event", "event": event, "data": data})
         except Exception:  # a dead layer must not lose the reply (the DB has it)
             log.exception("could not send %s to %s", event, group)
+
+    async def send_batch(self, group: str, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Several events for one group in one channel-layer message (a room's frames of
+        several replies, chatrooms/run/framing.py); sockets read them as `send` each."""
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            await layer.group_send(
+                group, {"type": BATCH_TYPE, "events": [[event, data] for event, data in events]}
+            )
+        except Exception:  # a dead layer must not lose the reply (the DB has it)
+            log.exception("could not send %d events to %s", len(events), group)
 
     # -- one model call --
 

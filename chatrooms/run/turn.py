@@ -41,6 +41,10 @@ class TurnRunner(ToolRounds, TurnEndings):
 
         async def send(self, group: str, event: str, data: dict[str, Any]) -> None: ...
 
+        async def send_batch(
+            self, group: str, events: list[tuple[str, dict[str, Any]]]
+        ) -> None: ...
+
         async def fail_turns(self, turn_ids: Iterable[int], code: str, reason: str) -> None: ...
 
         async def run_turns(

@@ -53,10 +53,23 @@ def _events(room_id: int, first_id: int) -> tuple[list[dict], dict[int, str]]:
     return out, texts
 
 
-async def _flood(layer, group: str, room_id: int, first_id: int, *, at_once: bool) -> dict:
+def _batched(events: list[dict], size: int) -> list[dict]:
+    """The events as a room's sender sends them: `size` at a time in one `hal.events`."""
+    return [
+        {"type": "hal.events", "events": [[e["event"], e["data"]] for e in events[i : i + size]]}
+        for i in range(0, len(events), size)
+    ]
+
+
+async def _flood(
+    layer, group: str, room_id: int, first_id: int, *, at_once: bool, batch: int = 0
+) -> dict:
     """Send the events; `at_once`: as many replies' senders do on a busy loop, every send
-    started before the socket's consumer runs again (the stock layer drops past 100)."""
+    started before the socket's consumer runs again (the stock layer drops past 100);
+    `batch`: that many events per channel-layer message (chatrooms/run/framing.py)."""
     events, texts = _events(room_id, first_id)
+    if batch:
+        events = _batched(events, batch)
     if at_once:
         await asyncio.gather(*(layer.group_send(group, e) for e in events))
     else:  # in order through Redis (concurrent PUBLISHes may use different connections)
@@ -89,13 +102,14 @@ async def _read_replies(chat, texts: dict[int, str]) -> tuple[dict[int, str], in
     return shown, frames
 
 
-async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator):
+@pytest.mark.parametrize("batch", [0, 7], ids=["one-by-one", "batches"])
+async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator, batch):
     browser = await login(operator)
     room = (await sync_to_async(ensure_rooms)(operator))[0]
     chat = await open_socket(browser, "/ws/ai/")
     try:
         texts = await _flood(
-            get_channel_layer(), room_group(room.pk), room.pk, 10_000, at_once=True
+            get_channel_layer(), room_group(room.pk), room.pk, 10_000, at_once=True, batch=batch
         )
         shown, frames = await _read_replies(chat, texts)
         assert shown == texts
@@ -107,7 +121,8 @@ async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator):
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
-async def test_a_flood_from_another_process_arrives_whole_too(operator):
+@pytest.mark.parametrize("batch", [0, 7], ids=["one-by-one", "batches"])
+async def test_a_flood_from_another_process_arrives_whole_too(operator, batch):
     from tests.chatrooms.test_redis_layer import _second_process_layer
 
     browser = await login(operator)
@@ -115,7 +130,9 @@ async def test_a_flood_from_another_process_arrives_whole_too(operator):
     chat = await open_socket(browser, "/ws/ai/")
     other = _second_process_layer()
     try:
-        texts = await _flood(other, room_group(room.pk), room.pk, 20_000, at_once=False)
+        texts = await _flood(
+            other, room_group(room.pk), room.pk, 20_000, at_once=False, batch=batch
+        )
         shown, _frames = await _read_replies(chat, texts)
         assert shown == texts
     finally:

@@ -1,6 +1,7 @@
 """Replies streaming together share one frame timer per loop (chatrooms/run/framing.py):
-their frames go out in the same loop callback (issue 29: one socket write, not one per
-reply per frame), each keeping its own `offset` and `seq`."""
+their frames go out in the same loop callback, and a room's frames leave together as one
+channel-layer message (issue 29: one send per room per frame, not one per reply), each
+keeping its own `offset` and `seq`, every reply's events in order."""
 
 from __future__ import annotations
 
@@ -13,23 +14,29 @@ from chatrooms.run.framing import Framer
 
 
 class _Sink:
+    """Runs the framers' sender tasks for real; records what each send carried."""
+
     def __init__(self) -> None:
         self.framers: dict[int, Framer] = {}
+        self.sends: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
+        self.tasks: list[asyncio.Task[Any]] = []
 
     def spawn(self, coro: Any, *, room_id: int | None = None) -> None:
-        coro.close()  # the deliveries are read from each framer's queue here
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     async def send(self, group: str, event: str, data: dict[str, Any]) -> None:
-        raise AssertionError("not used")
+        self.sends.append((group, [(event, data)]))
+
+    async def send_batch(self, group: str, events: list[tuple[str, dict[str, Any]]]) -> None:
+        self.sends.append((group, list(events)))
+
+    async def settle(self) -> None:
+        while self.tasks:
+            await self.tasks.pop()
 
 
-def _posted(framer: Framer) -> list[tuple[str, dict[str, Any]]]:
-    items = []
-    while not framer.queue.empty():
-        item = framer.queue.get_nowait()
-        if item is not None:  # None: the framer closed
-            items.append(item)
-    return items
+def _posted(sink: _Sink, message_id: int) -> list[tuple[str, dict[str, Any]]]:
+    return [(e, d) for _group, events in sink.sends for e, d in events if d["id"] == message_id]
 
 
 async def test_replies_streaming_together_share_one_frame_timer(monkeypatch, settings):
@@ -59,13 +66,61 @@ async def test_replies_streaming_together_share_one_frame_timer(monkeypatch, set
     async with asyncio.timeout(30):
         while any(framer.pending for framer in framers):
             await asyncio.sleep(0.01)
+    await sink.settle()
     for framer in framers:
-        deltas = [data for event, data in _posted(framer) if event == "message.delta"]
+        deltas = [data for event, data in _posted(sink, framer.message_id)]
         assert [(d["delta"], d["offset"], d["seq"]) for d in deltas] == [
             ("first ", 0, 1),
             ("second ", 6, 2),
         ]
-        assert deltas[0]["id"] == framer.message_id
+    # Each frame's three replies left in one send of their room, not three.
+    assert [(group, len(events)) for group, events in sink.sends] == [("room.1", 3)] * 2
     framers[0].add("third")  # after the tick: the next frame waits for a new one
     framers[0].close("message.completed", {"id": 1})
-    assert [event for event, _ in _posted(framers[0])] == ["message.delta", "message.completed"]
+    await sink.settle()
+    assert [event for event, _ in _posted(sink, 1)][-2:] == ["message.delta", "message.completed"]
+
+
+async def test_a_rooms_events_keep_their_order_and_other_rooms_go_apart(monkeypatch):
+    monkeypatch.setattr(partials, "watch", lambda framers: None)
+    sink = _Sink()
+    a, b = (
+        Framer(sink, "room.1", SimpleNamespace(pk=n, room_id=1, connection_id=n))  # type: ignore[arg-type]
+        for n in (1, 2)
+    )
+    other = Framer(sink, "room.2", SimpleNamespace(pk=3, room_id=2, connection_id=3))  # type: ignore[arg-type]
+    a.post("message.created", {"id": 1})
+    b.post("message.created", {"id": 2})
+    other.post("message.created", {"id": 3})
+    a.add("x")
+    a.close("message.completed", {"id": 1})
+    b.add("y")
+    await sink.settle()
+    assert [(g, [(e, d["id"]) for e, d in events]) for g, events in sink.sends] == [
+        (
+            "room.1",
+            [
+                ("message.created", 1),
+                ("message.created", 2),
+                ("message.delta", 1),
+                ("message.completed", 1),
+                ("message.delta", 2),
+            ],
+        ),
+        ("room.2", [("message.created", 3)]),
+    ]
+    a.post("notice", {"id": 1})  # closed: nothing more of that reply
+    other.add("z")  # alone in its send: sent as a single event
+    await sink.settle()
+    assert sink.sends[-1] == ("room.2", [("message.delta", other_delta(other))])
+
+
+def other_delta(framer: Framer) -> dict[str, Any]:
+    return {
+        "id": 3,
+        "room_id": 2,
+        "connection_id": 3,
+        "delta": "z",
+        "offset": 0,
+        "seq": framer.seq,
+    }

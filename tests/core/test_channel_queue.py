@@ -81,6 +81,43 @@ def test_a_delta_that_does_not_continue_the_queued_one_is_kept_apart():
     assert [m["data"]["offset"] for m in drain(queue)] == [0, 10]
 
 
+def batch(*messages: dict) -> dict:
+    """Events of several replies of one room, sent together (chatrooms/run/framing.py)."""
+    return {"type": "hal.events", "events": [[m["event"], m["data"]] for m in messages]}
+
+
+def test_a_batch_reaching_an_empty_queue_stays_one_message():
+    queue = ChannelQueue()
+    together = batch(delta(7, 0, "a", 1), delta(8, 0, "b", 1), event("message.completed", 9))
+    queue.put_nowait(together)
+    assert drain(queue) == [together]
+    assert queue.chars == 0 and not queue._open
+
+
+def test_a_batch_behind_queued_messages_is_opened_so_its_deltas_merge_in_order():
+    queue = ChannelQueue()
+    queue.put_nowait(delta(7, 0, "Hel", 1))
+    queue.put_nowait(
+        batch(delta(7, 3, "lo", 2), event("message.completed", 7), delta(8, 0, "x", 1))
+    )
+    queue.put_nowait(batch(delta(8, 1, "y", 2)))
+    got = drain(queue)
+    assert [(m["type"], m["event"], m["data"].get("delta")) for m in got] == [
+        ("hal.event", "message.delta", "Hello"),
+        ("hal.event", "message.completed", None),
+        ("hal.event", "message.delta", "xy"),
+    ]
+    assert got[0]["data"]["seq"] == 2 and got[2]["data"]["offset"] == 0
+    assert queue.merged == 2 and queue.chars == 0
+
+
+def test_a_batch_opened_behind_counts_each_event_toward_the_bound():
+    queue = ChannelQueue(max_entries=5, max_chars=1_000)
+    queue.put_nowait(event("notice", 1))
+    queue.put_nowait(batch(*(event("notice", n) for n in range(2, 8))))
+    assert drain(queue) == [{"type": BEHIND_EVENT, "code": BEHIND_CODE}]
+
+
 @pytest.mark.parametrize(
     "flood",
     [
