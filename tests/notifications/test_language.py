@@ -120,7 +120,8 @@ def test_an_escalation_is_notified_through_quiet_hours_at_sev2(op_actor, smtp_si
     actions.check_set_preferences(actor=op_actor, quiet_start="00:00", quiet_end="23:59")
     inc = check_open_incident(actor=op_actor, severity="sev3", title="disk filling")
     check_escalate_incident(actor=op_actor, incident_id=inc.pk, reason="users affected")
-    noon = dt.datetime(2026, 12, 3, 12, tzinfo=dt.UTC)
+    tomorrow = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)  # after every row
+    noon = dt.datetime(tomorrow.year, tomorrow.month, tomorrow.day, 12, tzinfo=dt.UTC)
     assert worker.deliver_due("w1", now=noon) == 1  # the sev3 opening waits, not the sev2
     event = Event.objects.get(kind="incident_escalated")
     assert event.urgent

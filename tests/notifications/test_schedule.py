@@ -20,7 +20,10 @@ UTC = dt.UTC
 
 
 def _at(hour: int, minute: int = 0) -> dt.datetime:
-    return dt.datetime(2026, 12, 2, hour, minute, tzinfo=UTC)
+    """That time tomorrow (UTC): after every row the test writes now, whatever the date —
+    a fixed date made the tests fail once the real clock passed it."""
+    day = dt.datetime.now(UTC).date() + dt.timedelta(days=1)
+    return dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 
 def test_quiet_hours_over_midnight_in_the_operators_time_zone():
