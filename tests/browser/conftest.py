@@ -118,33 +118,121 @@ def live_asgi(django_db_setup, django_db_blocker, tmp_path_factory):
     server.stop()
 
 
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+# The errors of a browser harness that went away under a test (the Playwright driver or
+# chromium itself ended), not of anything the test checks: such a test runs once more, in
+# a browser started again (pytest-rerunfailures, `pytest_collection_modifyitems` below).
+HARNESS_GONE = [
+    "Playwright connection closed",
+    "Connection closed while reading from the driver",
+    "Target page, context or browser has been closed",
+]
+
+
+def _driver_pids() -> list[int]:
+    """This process's Playwright driver processes (children running `run-driver`)."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == me and b"run-driver" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+class Chromium:
+    """Debian's chromium under Playwright, started again when the driver or the browser is gone.
+
+    One per test package and worker; every test asks `get()`, which checks the browser with
+    a round trip first. A harness that died under one test (seen once in CI: every later
+    browser test of that worker failed with "Playwright connection closed") then costs that
+    test a rerun, not the rest of the package."""
+
+    def __init__(self, executable: str = CHROMIUM) -> None:
+        self.executable = executable
+        self.restarts = 0
+        self._playwright = None
+        self._browser = None
+
+    def get(self):
+        if self._browser is not None:
+            if self._alive():
+                return self._browser
+            self.restarts += 1
+            sys.stderr.write(
+                f"\nbrowser harness gone (driver pids now {_driver_pids()}): "
+                f"starting Playwright and chromium again (restart {self.restarts})\n"
+            )
+            self.stop()
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self._browser = self._playwright.chromium.launch(
+            executable_path=self.executable, headless=True, args=LAUNCH_ARGS
+        )
+        return self._browser
+
+    def _alive(self) -> bool:
+        try:
+            self._browser.new_context().close()
+            return True
+        except Exception:
+            return False
+
+    def stop(self) -> None:
+        browser, playwright, self._browser, self._playwright = (
+            self._browser,
+            self._playwright,
+            None,
+            None,
+        )
+        for close in (browser and browser.close, playwright and playwright.stop):
+            if close:
+                try:
+                    close()
+                except Exception:
+                    pass  # already gone: nothing left to close
+
+
 @pytest.fixture(scope="package")
-def browser():
-    """Debian's chromium, headless, driven by Playwright.
+def chromium():
+    """The package's browser keeper.
 
     Package-scoped on purpose: Playwright's sync API keeps an asyncio loop running in the
     main thread while it is open, which would break every async test that runs after it.
     """
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run `make test` (it installs Debian chromium)")
-    from playwright.sync_api import sync_playwright
+    keeper = Chromium()
+    yield keeper
+    keeper.stop()
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
-        yield browser
-        browser.close()
+
+@pytest.fixture
+def browser(chromium):
+    """Debian's chromium, headless, driven by Playwright: alive when the test starts."""
+    return chromium.get()
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=HARNESS_GONE))
 
 
 class _InFlight:
@@ -207,18 +295,30 @@ def page_factory(browser, request, transactional_db):
     for i, (context, _) in enumerate(contexts):
         for j, pg in enumerate(context.pages):
             if failed:
-                pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}-{j}-failed.png"))
+                try:
+                    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}-{j}-failed.png"))
+                except Exception as exc:  # the harness is gone: the failure says so already
+                    sys.stderr.write(f"no screenshot of {request.node.name}: {exc}\n")
     for context, inflight in contexts:
-        for pg in context.pages:
-            try:
-                pg.goto("about:blank", timeout=5_000)
-            except Exception:
-                pass  # a page that cannot leave cleanly is closed below anyway
-        deadline = time.monotonic() + 5
-        while inflight.http() and time.monotonic() < deadline:
-            context.pages[0].wait_for_timeout(50) if context.pages else time.sleep(0.05)
-        context.close()
+        try:
+            _leave(context, inflight)
+        except Exception as exc:
+            if not any(text in str(exc) for text in HARNESS_GONE):
+                raise
     _wait_for_db_quiet()
+
+
+def _leave(context, inflight: _InFlight) -> None:
+    """Leave every page (its `pagehide` saves go out), wait for them, close the context."""
+    for pg in context.pages:
+        try:
+            pg.goto("about:blank", timeout=5_000)
+        except Exception:
+            pass  # a page that cannot leave cleanly is closed below anyway
+    deadline = time.monotonic() + 5
+    while inflight.http() and time.monotonic() < deadline:
+        context.pages[0].wait_for_timeout(50) if context.pages else time.sleep(0.05)
+    context.close()
 
 
 @pytest.hookimpl(hookwrapper=True)
