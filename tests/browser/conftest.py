@@ -162,8 +162,7 @@ class Chromium:
     browser test of that worker failed with "Playwright connection closed") then costs that
     test a rerun, not the rest of the package."""
 
-    def __init__(self, executable: str = CHROMIUM) -> None:
-        self.executable = executable
+    def __init__(self) -> None:
         self.restarts = 0
         self._playwright = None
         self._browser = None
@@ -182,7 +181,7 @@ class Chromium:
 
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(
-            executable_path=self.executable, headless=True, args=LAUNCH_ARGS
+            executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS
         )
         return self._browser
 
@@ -194,18 +193,16 @@ class Chromium:
             return False
 
     def stop(self) -> None:
-        browser, playwright, self._browser, self._playwright = (
-            self._browser,
-            self._playwright,
-            None,
-            None,
-        )
-        for close in (browser and browser.close, playwright and playwright.stop):
+        for close in (
+            self._browser and self._browser.close,
+            self._playwright and self._playwright.stop,
+        ):
             if close:
                 try:
                     close()
                 except Exception:
                     pass  # already gone: nothing left to close
+        self._browser = self._playwright = None
 
 
 @pytest.fixture(scope="package")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import email
 import re
 import socket
@@ -140,6 +141,13 @@ def receiver(settings):
     settings.HAL_WEBFETCH_ALLOW_LOOPBACK = True  # the receiver listens on loopback
     with Receiver() as server:
         yield server
+
+
+def tomorrow_at(hour: int, minute: int = 0) -> dt.datetime:
+    """That time tomorrow (UTC): after every row a test writes now, whatever the date —
+    a fixed date made the quiet-hours tests fail once the real clock passed it."""
+    day = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)
+    return dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.UTC)
 
 
 def actor_of(user: Any) -> Actor:

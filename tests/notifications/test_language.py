@@ -4,8 +4,6 @@ And the escalation of an incident, notified through quiet hours at sev2/sev1."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
 from hal.actions.incidents import check_open_incident
@@ -14,7 +12,7 @@ from hal.models import OperatorProfile
 from notifications import actions, worker
 from notifications.models import Delivery, Event
 from tests.conftest import make_user
-from tests.notifications.conftest import actor_of, verified_email, verified_webhook
+from tests.notifications.conftest import actor_of, tomorrow_at, verified_email, verified_webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -120,8 +118,7 @@ def test_an_escalation_is_notified_through_quiet_hours_at_sev2(op_actor, smtp_si
     actions.check_set_preferences(actor=op_actor, quiet_start="00:00", quiet_end="23:59")
     inc = check_open_incident(actor=op_actor, severity="sev3", title="disk filling")
     check_escalate_incident(actor=op_actor, incident_id=inc.pk, reason="users affected")
-    tomorrow = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)  # after every row
-    noon = dt.datetime(tomorrow.year, tomorrow.month, tomorrow.day, 12, tzinfo=dt.UTC)
+    noon = tomorrow_at(12)
     assert worker.deliver_due("w1", now=noon) == 1  # the sev3 opening waits, not the sev2
     event = Event.objects.get(kind="incident_escalated")
     assert event.urgent

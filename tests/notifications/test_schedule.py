@@ -12,26 +12,17 @@ from hal.actions.incidents import check_open_incident
 from notifications import actions, worker
 from notifications.models import Attempt, Delivery, Preferences
 from notifications.schedule import quiet_until
-from tests.notifications.conftest import verified_email, verified_webhook
+from tests.notifications.conftest import tomorrow_at, verified_email, verified_webhook
 
 pytestmark = pytest.mark.django_db
-
-UTC = dt.UTC
-
-
-def _at(hour: int, minute: int = 0) -> dt.datetime:
-    """That time tomorrow (UTC): after every row the test writes now, whatever the date —
-    a fixed date made the tests fail once the real clock passed it."""
-    day = dt.datetime.now(UTC).date() + dt.timedelta(days=1)
-    return dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 
 def test_quiet_hours_over_midnight_in_the_operators_time_zone():
     prefs = Preferences(time_zone="Asia/Seoul", quiet_start=dt.time(22), quiet_end=dt.time(7))
     # 14:00 UTC is 23:00 in Seoul: quiet until 07:00 Seoul = 22:00 UTC.
-    assert quiet_until(prefs, _at(14)) == _at(22)
-    assert quiet_until(prefs, _at(23, 30)) is None  # 08:30 in Seoul
-    assert quiet_until(Preferences(time_zone="UTC"), _at(3)) is None  # no quiet hours
+    assert quiet_until(prefs, tomorrow_at(14)) == tomorrow_at(22)
+    assert quiet_until(prefs, tomorrow_at(23, 30)) is None  # 08:30 in Seoul
+    assert quiet_until(Preferences(time_zone="UTC"), tomorrow_at(3)) is None  # no quiet hours
 
 
 def test_quiet_hours_hold_a_sev4_and_let_a_high_risk_proposal_through(op_actor, smtp_sink):
@@ -47,14 +38,14 @@ def test_quiet_hours_hold_a_sev4_and_let_a_high_risk_proposal_through(op_actor, 
     check_create_proposal(
         actor=op_actor, tool="isolate_server", arguments={"server": "web-01", "reason": "x"}
     )
-    night = _at(23)
+    night = tomorrow_at(23)
     assert worker.deliver_due("w1", now=night) == 1
     subjects = [m["Subject"] for m in smtp_sink.messages[1:]]
     assert len(subjects) == 1 and "isolate_server" in subjects[0]
     held = Delivery.objects.get(event__kind="incident_opened")
-    assert held.status == "held" and held.next_attempt_at == _at(7) + dt.timedelta(days=1)
-    assert worker.deliver_due("w1", now=_at(23, 30)) == 0  # still quiet
-    assert worker.deliver_due("w1", now=_at(7) + dt.timedelta(days=1, minutes=1)) == 1
+    assert held.status == "held" and held.next_attempt_at == tomorrow_at(7) + dt.timedelta(days=1)
+    assert worker.deliver_due("w1", now=tomorrow_at(23, 30)) == 0  # still quiet
+    assert worker.deliver_due("w1", now=tomorrow_at(7) + dt.timedelta(days=1, minutes=1)) == 1
     assert "minor" in smtp_sink.messages[-1]["Subject"]
 
 
@@ -62,7 +53,7 @@ def test_a_sev2_incident_goes_through_quiet_hours(op_actor, smtp_sink):
     verified_email(op_actor, smtp_sink)
     actions.check_set_preferences(actor=op_actor, quiet_start="00:00", quiet_end="23:59")
     check_open_incident(actor=op_actor, severity="sev2", title="db slow")
-    assert worker.deliver_due("w1", now=_at(12) + dt.timedelta(days=1)) == 1
+    assert worker.deliver_due("w1", now=tomorrow_at(12) + dt.timedelta(days=1)) == 1
 
 
 def channel_last_sent(channel):
