@@ -79,18 +79,20 @@ function togglePanel() {
   else setOpen(!state.panel.open);
 }
 
-// Whether the operator can see the panel now (below the content: scrolled into view).
-let inView = true;
-export function panelVisible() {
-  return !document.hidden && (below.matches ? inView : state.panel.open);
+// Whether the operator can see the panel now (below the content: a quarter of it, or of the
+// window, scrolled into view). Measured when asked: an IntersectionObserver's answer comes
+// a frame late, and a reply arriving in that frame after "Back to top" went uncounted.
+const SEEN = 0.25;
+function inView() {
+  const r = panel.getBoundingClientRect();
+  const shown = Math.min(r.bottom, window.innerHeight) - Math.max(r.top, 0);
+  return shown > 0 && shown >= SEEN * Math.min(r.height, window.innerHeight);
 }
-new IntersectionObserver(
-  (entries) => {
-    inView = entries.some((e) => e.isIntersecting);
-    if (panelVisible()) setUnread(0);
-  },
-  { threshold: 0.25 },
-).observe(panel);
+export function panelVisible() {
+  return !document.hidden && (below.matches ? inView() : state.panel.open);
+}
+// Scrolling the panel into view clears the count.
+new IntersectionObserver(() => panelVisible() && setUnread(0), { threshold: SEEN }).observe(panel);
 
 toggleButton?.addEventListener("click", togglePanel);
 $("#ai-panel-close")?.addEventListener("click", () => setOpen(false));

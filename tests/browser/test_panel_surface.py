@@ -84,6 +84,68 @@ def test_panel_below_the_page_at_1024(
     )
 
 
+# Keeps the panel's sockets and what they received, so a test can hand the page a real
+# event again at a moment of its choosing (within one task, before any frame is drawn).
+KEEP_SOCKETS = """
+(() => {
+  const Real = window.WebSocket;
+  window.__halSockets = [];
+  window.__halEvents = [];
+  window.WebSocket = class extends Real {
+    constructor(...args) {
+      super(...args);
+      window.__halSockets.push(this);
+      this.addEventListener("message", (ev) => window.__halEvents.push(ev.data));
+    }
+  };
+})();
+"""
+
+
+def test_a_reply_in_the_frame_after_back_to_top_is_counted(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    """The unread count asks where the panel is when the reply arrives. It used to keep an
+    IntersectionObserver's last answer, which comes a frame late: a reply landing in the
+    frame after "Back to top" found the panel still "in view" and was never counted (CI,
+    stop 32). The reply is handed to the page in the same task as the scroll."""
+    base = live_asgi.url
+    page = page_factory(viewport=(1024, 768))
+    page.emulate_media(reduced_motion="reduce")
+    page.add_init_script(KEEP_SOCKETS)
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    open_console(page, base, "/audit/")
+    page.locator("#main").evaluate("el => { el.style.minHeight = '2000px'; }")
+    fake_anthropic.replies.push(Reply(text="First reply."))
+    rooms = call(page, base, "GET", "/api/ai/rooms")["rooms"]
+    call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": "hello"})
+    expect(page.locator("#ai-unread")).to_have_text("1")  # the panel is below the fold
+    completed = page.evaluate(
+        """() => window.__halEvents.find((raw) => {
+             const m = JSON.parse(raw);
+             return m.type === "message.completed" && (m.data ?? m).author_kind === "model";
+           })"""
+    )
+    assert completed, "no message.completed of the model reached the page"
+
+    page.keyboard.press("Alt+KeyA")  # into view: the count clears
+    page.wait_for_function("() => scrollY > 0")
+    expect(page.locator("#ai-unread")).to_be_hidden()
+    settled_box(page, "#ai-panel")  # the observer has had its frames
+
+    page.evaluate(
+        """(raw) => {
+             window.scrollTo(0, 0);
+             const ws = window.__halSockets.find((s) => s.url.endsWith("/ws/ai/"));
+             ws.dispatchEvent(new MessageEvent("message", { data: raw }));
+           }""",
+        completed,
+    )
+    expect(page.locator("#ai-unread")).to_have_text("1")
+    expect(page.locator("#ai-unread")).to_be_visible()
+
+
 def test_wide_layout_reflows_beside_the_panel(live_asgi, page_factory, operator):
     page = page_factory(viewport=(1280, 800))
     login(page, live_asgi.url, operator)
