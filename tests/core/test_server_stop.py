@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import io
 import os
 import signal
@@ -86,16 +87,52 @@ def _daphne(tmp_path: Path, code: str, report_seconds: str) -> tuple[subprocess.
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+    # Ready when it answers a request, not when the port accepts: daphne listens before
+    # Twisted's reactor runs and installs its SIGTERM handler, and a SIGTERM in between
+    # kills the process outright (-15; CI, once, on a loaded machine). A response means the
+    # reactor is running, so the handler is there.
     deadline = time.monotonic() + 120  # importing Django on a loaded machine
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-2000:]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            conn.request("GET", "/api/health")
+            conn.getresponse().read()  # any status: the reactor answered
             return proc, log
-        except OSError:
+        except (OSError, http.client.HTTPException):
             time.sleep(0.2)
+        finally:
+            conn.close()
     proc.kill()
     raise AssertionError(f"daphne did not listen: {log.read_text()[-2000:]}")
+
+
+# daphne with a slow start between binding its port and running the reactor (as a loaded
+# machine makes it): the port accepts connections for two seconds before anything answers.
+SLOW_REACTOR = (
+    "import time\n"
+    "import daphne.server  # installs Twisted's asyncio reactor, as `daphne` does\n"
+    "from twisted.internet import reactor\n"
+    "run = reactor.run\n"
+    "def slow_run(*args, **kwargs):\n"
+    "    time.sleep(2)\n"
+    "    return run(*args, **kwargs)\n"
+    "reactor.run = slow_run\n"
+    "from daphne.cli import CommandLineInterface\n"
+    "CommandLineInterface.entrypoint()\n"
+)
+
+
+def test_the_harness_signals_only_a_daphne_whose_reactor_runs(tmp_path):
+    """What the tests below rely on: `_daphne` returns once the server answers, so their
+    SIGTERM reaches the reactor's handler, not the default action (exit by signal)."""
+    proc, log = _daphne(tmp_path, SLOW_REACTOR, report_seconds="300")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert code == 0, log.read_text()[-2000:]
 
 
 def test_a_daphne_held_after_sigterm_reports_the_thread_that_holds_it(tmp_path):
