@@ -107,6 +107,18 @@ def _daphne(tmp_path: Path, code: str, report_seconds: str) -> tuple[subprocess.
     raise AssertionError(f"daphne did not listen: {log.read_text()[-2000:]}")
 
 
+def _sigterm(proc: subprocess.Popen, timeout: float) -> int | None:
+    """SIGTERM, as systemd stops a unit; the exit status, or None if it outlived `timeout`."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # daphne with a slow start between binding its port and running the reactor (as a loaded
 # machine makes it): the port accepts connections for two seconds before anything answers.
 SLOW_REACTOR = (
@@ -127,11 +139,7 @@ def test_the_harness_signals_only_a_daphne_whose_reactor_runs(tmp_path):
     """What the tests below rely on: `_daphne` returns once the server answers, so their
     SIGTERM reaches the reactor's handler, not the default action (exit by signal)."""
     proc, log = _daphne(tmp_path, SLOW_REACTOR, report_seconds="300")
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=120)
-    finally:
-        proc.kill()
+    code = _sigterm(proc, timeout=120)
     assert code == 0, log.read_text()[-2000:]
 
 
@@ -159,14 +167,7 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
     deadline = time.monotonic() + 60
     while "bridge: waiting" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        proc.kill()
-        proc.wait()
+    code = _sigterm(proc, timeout=90)
     text = log.read_text()
     assert code == 0, text[-3000:]
     assert "bridge: published" in text
@@ -178,11 +179,7 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
 def test_a_daphne_that_stops_in_time_reports_nothing(tmp_path):
     plain = "from daphne.cli import CommandLineInterface\nCommandLineInterface.entrypoint()\n"
     proc, log = _daphne(tmp_path, plain, report_seconds="300")
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=120)
-    finally:
-        proc.kill()
+    code = _sigterm(proc, timeout=120)
     assert code == 0
     assert "still stopping" not in log.read_text()
 
