@@ -1,7 +1,8 @@
 """CPU per 1,000 streamed tokens of the provider read path alone (issue 29): C concurrent
 replies from the fake OpenAI-compatible model (its own process) read through
-`OpenAICompatProvider.stream`, on httpcore's stock anyio network backend and on HAL's
-asyncio one (providers/_net.py), rounds interleaved.
+`OpenAICompatProvider.stream`, rounds interleaved: on httpcore's stock anyio network
+backend ("stock"), on HAL's asyncio one with the body read through httpx ("httpx") and with
+HAL's fast body reader (providers/_body.py, "fast": what HAL runs).
 
 The number is this process's CPU (user + system, /proc via time.process_time) over the
 tokens it read: less sensitive to a loaded machine than wall time, though a starved
@@ -29,6 +30,8 @@ async def one_round(url: str, c: int, backend: str) -> tuple[int, float]:
     """(tokens read, CPU seconds) of C concurrent replies on `backend`."""
     from httpcore2._backends.auto import AutoBackend
 
+    from providers import openai_compat
+    from providers._body import take_sse_body as take
     from providers.base import ChatMessage, TextDelta
     from providers.openai_compat import OpenAICompatProvider
 
@@ -38,6 +41,8 @@ async def one_round(url: str, c: int, backend: str) -> tuple[int, float]:
     provider = OpenAICompatProvider(base_url=url, credential=key)
     if backend == "stock":
         provider.sdk_client._client._transport._pool._network_backend = AutoBackend()
+    # Only "fast" hands the body to HAL's reader; the others read it through httpx.
+    openai_compat.take_sse_body = take if backend == "fast" else lambda response: None
     messages = [ChatMessage(role="user", text="count")]
     tokens = 0
 
@@ -78,7 +83,7 @@ def main() -> int:
     )
     try:
         for n in range(args.rounds):
-            for backend in ("stock", "asyncio"):
+            for backend in ("stock", "httpx", "fast"):
                 tokens, cpu = asyncio.run(one_round(url, args.c, backend))
                 print(
                     f"round {n + 1} {backend:<8} {tokens:>7} tokens  "

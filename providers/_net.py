@@ -51,11 +51,16 @@ class _Protocol(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.drain: asyncio.Future[None] | None = None
         self.write_paused = False
+        # A streaming body's reader (providers/_body.py) takes the bytes while it is set.
+        self.sink: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.sink is not None:
+            self.sink.data(data)
+            return
         self.chunks.append(data)
         self.size += len(data)
         if self.size > HIGH_WATER and not self.read_paused and self.transport is not None:
@@ -65,6 +70,8 @@ class _Protocol(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.eof = True
+        if self.sink is not None:
+            self.sink.end(None)
         self._wake()
         return False  # close the transport: HTTP/1.1 never half-closes a client connection
 
@@ -72,6 +79,8 @@ class _Protocol(asyncio.Protocol):
         self.lost = True
         self.eof = True
         self.error = exc
+        if self.sink is not None:
+            self.sink.end(exc)
         self._wake()
         drain, self.drain = self.drain, None
         if drain is not None and not drain.done():

@@ -11,8 +11,10 @@ from typing import Any
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+from ._body import take_sse_body
 from ._net import shared_ssl_context, use_asyncio_backend
-from ._sdk import BODY_TYPES, LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider, body_error
+from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
+from ._sse import SSEParser
 from .base import (
     STOP_END,
     STOP_MAX_TOKENS,
@@ -91,55 +93,21 @@ def request_body(
     return "".join(parts).encode()
 
 
-async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The lines of an SSE body (without their `\\n`, `\\r\\n` or `\\r` ending), split on
-    bytes: httpx's `aiter_lines` adds a text decoder and two generator layers per chunk, and
-    a provider sends one chunk per token (issue 29). A line's bytes are decoded by
-    `json.loads`, so a UTF-8 character split between two chunks is joined first."""
-    rest = b""
-    skip_lf = False
+async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The `data:` objects of an SSE body read through httpx, up to `[DONE]` (the path of
+    a body the fast reader does not take: providers/_body.py)."""
+    parser = SSEParser()
     async for chunk in chunks:
-        if skip_lf:
-            skip_lf = False
-            if chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-        buf = rest + chunk if rest else chunk
-        if b"\r" in buf:
-            # A `\r` at the end ends its line; its `\n`, if any, is the next chunk's.
-            skip_lf = buf.endswith(b"\r")
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buf.split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield line
-    if rest:
-        yield rest
-
-
-async def _sse_data(lines: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an SSE stream's `data:` lines, up to `[DONE]`; an error object
-    (a 200 stream that fails midway) becomes the provider's error."""
-    event = b""
-    async for line in lines:
-        if not line:
-            event = b""
-            continue
-        if line.startswith(b"event:"):
-            event = line[6:].strip()
-            continue
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data.startswith(b"[DONE]"):
+        parser.feed(chunk)
+        if parser.out:
+            out, parser.out = parser.out, []
+            for payload in out:
+                yield payload
+        if parser.done:
             return
-        payload = json.loads(data)
-        if isinstance(payload, dict) and (event == b"error" or payload.get("error")):
-            kind, message = body_error(payload)
-            raise ProviderError(
-                BODY_TYPES.get(kind or "", "bad_response"), message or "error in stream"
-            )
-        if isinstance(payload, dict):
-            yield payload
+    parser.close()
+    for payload in parser.out:
+        yield payload
 
 
 def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
@@ -158,11 +126,11 @@ def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
 END_OF_STREAM_SECONDS = 0.25
 
 
-async def _read_to_end(lines: AsyncIterator[bytes]) -> None:
+async def _read_to_end(chunks: AsyncIterator[bytes]) -> None:
     """Read what is left of a stream after `[DONE]` (normally nothing but its end)."""
     try:
         async with asyncio.timeout(END_OF_STREAM_SECONDS):
-            async for _ in lines:
+            async for _ in chunks:
                 pass
     except (TimeoutError, httpx2.HTTPError):
         pass  # the connection is closed instead of kept
@@ -215,9 +183,14 @@ class OpenAICompatProvider(SDKProvider):
             response = await client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
             )
-        lines = sse_lines(body_chunks(response))
+        fast = take_sse_body(response)
+        if fast is not None:
+            payloads = fast.payloads()
+        else:
+            chunks = body_chunks(response)
+            payloads = sse_payloads(chunks)
         try:
-            async for chunk in _sse_data(lines):
+            async for chunk in payloads:
                 usage = chunk.get("usage")
                 if usage:
                     input_tokens = usage.get("prompt_tokens") or 0
@@ -243,8 +216,13 @@ class OpenAICompatProvider(SDKProvider):
                                     slot["args"].append(function["arguments"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
-            await _read_to_end(lines)
+            if fast is not None:
+                await fast.finish(END_OF_STREAM_SECONDS)
+            else:
+                await _read_to_end(chunks)
         finally:
+            if fast is not None:
+                fast.detach()
             await response.aclose()
         if finish is None:
             raise ProviderError("bad_response", "the stream ended before the model finished")

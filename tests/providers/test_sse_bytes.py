@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from collections.abc import AsyncIterator
 
 import httpx2
 
-from providers.openai_compat import _sse_data, body_chunks, sse_lines
+from providers._sse import SSEParser
+from providers.openai_compat import body_chunks, sse_payloads
 
 # A body with every line ending SSE allows, a character of four UTF-8 bytes, and a raw
 # U+2028 inside a JSON string (a line separator for str.splitlines, not for SSE).
@@ -38,7 +38,9 @@ async def chunked(body: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
 
 
 async def lines_of(chunks: AsyncIterator[bytes]) -> list[bytes]:
-    return [line async for line in sse_lines(chunks)]
+    parser = SSEParser()
+    lines = [line async for chunk in chunks for line in parser.split(chunk)]
+    return lines + ([parser.rest] if parser.rest else [])
 
 
 async def test_lines_are_the_specs_wherever_the_chunks_are_cut():
@@ -55,7 +57,7 @@ async def test_a_last_line_without_its_ending_is_still_a_line():
 
 async def test_the_data_objects_keep_their_text_across_split_characters():
     pieces = []
-    async for payload in _sse_data(sse_lines(chunked(BODY, list(range(1, len(BODY)))))):
+    async for payload in sse_payloads(chunked(BODY, list(range(1, len(BODY))))):
         pieces.append(payload["choices"][0]["delta"]["content"])
     assert pieces == ["h\U0001f600i", "a\u2028b", "é"]
 
@@ -70,6 +72,4 @@ async def test_a_compressed_body_is_decoded_and_a_plain_one_read_raw():
     squeezed = streamed(gzip.compress(text), **{"content-encoding": "gzip"})
     assert b"".join([c async for c in body_chunks(squeezed)]) == text
     plain = streamed(text)
-    assert [json.loads(line[5:]) async for line in sse_lines(body_chunks(plain)) if line] == [
-        {"x": 1}
-    ]
+    assert [payload async for payload in sse_payloads(body_chunks(plain))] == [{"x": 1}]
