@@ -26,12 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hal.settings")
 
 
+_TAKE: dict[str, object] = {}
+
+
 async def one_round(url: str, c: int, backend: str) -> tuple[int, float]:
     """(tokens read, CPU seconds) of C concurrent replies on `backend`."""
     from httpcore2._backends.auto import AutoBackend
 
-    from providers import openai_compat
-    from providers._body import take_sse_body as take
+    from providers import _body
+
+    take = _TAKE.setdefault("fast", _body.take_sse_body)  # the real one, before any patch
     from providers.base import ChatMessage, TextDelta
     from providers.openai_compat import OpenAICompatProvider
 
@@ -42,7 +46,7 @@ async def one_round(url: str, c: int, backend: str) -> tuple[int, float]:
     if backend == "stock":
         provider.sdk_client._client._transport._pool._network_backend = AutoBackend()
     # Only "fast" hands the body to HAL's reader; the others read it through httpx.
-    openai_compat.take_sse_body = take if backend == "fast" else lambda response: None
+    _body.take_sse_body = take if backend == "fast" else lambda response: None
     messages = [ChatMessage(role="user", text="count")]
     tokens = 0
 

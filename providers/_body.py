@@ -28,12 +28,86 @@ import h11
 import httpx2
 
 from ._net import HIGH_WATER, LOW_WATER, AsyncioStream, _Protocol
-from ._sse import END, ChunkedSSE, FramingError
+from ._sse import END, ChunkedSSE, FramingError, SSEParser
 
 log = logging.getLogger("hal.providers")
 
 # Decoded objects waiting for the reading task past which the socket's reads pause.
 MAX_WAITING = 2048
+
+
+async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The `data:` objects of an SSE body read through httpx, up to `[DONE]` (the path of
+    a body the fast reader does not take)."""
+    parser = SSEParser()
+    async for chunk in chunks:
+        parser.feed(chunk)
+        if parser.out:
+            out, parser.out = parser.out, []
+            for payload in out:
+                yield payload
+        if parser.done:
+            return
+    parser.close()
+    for payload in parser.out:
+        yield payload
+
+
+def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response body's bytes: as they arrive when it is not compressed (no decoder
+    layer per chunk), else decoded by httpx."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return response.aiter_raw()
+    return response.aiter_bytes()
+
+
+# How long the bytes after `[DONE]` or the API's own last event (the chunked body's last
+# chunk) may take. A response
+# read to its end returns its connection to the pool; one closed early loses it, and the
+# next call pays a new TCP (and TLS) handshake. A server that holds the stream open after
+# `[DONE]` costs this much once, then its connection is dropped.
+END_OF_STREAM_SECONDS = 0.25
+
+
+async def _read_to_end(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a stream after its last event (normally nothing but its end)."""
+    try:
+        async with asyncio.timeout(END_OF_STREAM_SECONDS):
+            async for _ in chunks:
+                pass
+    except (TimeoutError, httpx2.HTTPError):
+        pass  # the connection is closed instead of kept
+
+
+class SSEStream:
+    """The `data:` objects of a streamed SSE response (`async for`), read by the fast
+    reader when it takes the body, else through httpx; `finish` after the last event,
+    `aclose` always (it returns the connection to the pool or closes it)."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.response = response
+        self.fast = take_sse_body(response)
+        self._chunks = None if self.fast is not None else body_chunks(response)
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        if self.fast is not None:
+            return self.fast.payloads()
+        assert self._chunks is not None
+        return sse_payloads(self._chunks)
+
+    async def finish(self) -> None:
+        """Read the body's end, so the connection can serve the next call."""
+        if self.fast is not None:
+            await self.fast.finish(END_OF_STREAM_SECONDS)
+        else:
+            assert self._chunks is not None
+            await _read_to_end(self._chunks)
+
+    async def aclose(self) -> None:
+        if self.fast is not None:
+            self.fast.detach()
+        await self.response.aclose()
 
 
 def _http11_connection(response: httpx2.Response) -> Any:

@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+import httpx2
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
+from ._body import SSEStream
 from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
 from .base import (
@@ -123,50 +125,59 @@ class AnthropicProvider(SDKProvider):
         model: str,
         deadline: float,
     ) -> AsyncGenerator[StreamEvent, None]:
-        # The conversation and the tools go as a pre-built body part (`extra_body`, whose
-        # keys replace the typed params'): the SDK's param transform walks every message
-        # and every tool schema on each call. Our dicts already have the wire shape.
-        body: dict[str, Any] = {"messages": to_anthropic_messages(messages)}
-        if tools:
-            body["tools"] = [tool.anthropic_wire for tool in tools]
-        params: dict[str, Any] = {
+        # The request body is built here in its wire shape and sent with the SDK's raw
+        # `post` (its auth, headers, retries and status errors): `messages.create` runs a
+        # param transform over every message and tool schema on each call, and its stream
+        # builds a pydantic event object per token. The events are decoded as plain JSON
+        # (providers/_body.py), read off the connection by the fast reader when it can.
+        body: dict[str, Any] = {
             "model": model,
             "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": [],
+            "messages": to_anthropic_messages(messages),
             "stream": True,
-            "extra_body": body,
         }
         if system:
-            params["system"] = system
+            body["system"] = system
+        if tools:
+            body["tools"] = [tool.anthropic_wire for tool in tools]
         async with asyncio.timeout(self.timeout):
-            sdk_stream = await client.messages.create(**params)
+            response = await client.post(
+                "/v1/messages", cast_to=httpx2.Response, body=body, stream=True
+            )
         input_tokens = output_tokens = 0
         stop_reason: str | None = None
         finished = False
         tool_blocks: dict[int, dict[str, Any]] = {}
         # The stream's idle and total bounds are SDKProvider.stream's (one wrapper, around
         # this generator): a second one here cost an asyncio.timeout per event.
-        async with sdk_stream:
-            async for event in sdk_stream:
-                etype = event.type
-                if etype == "message_start":
-                    usage = event.message.usage
-                    input_tokens = usage.input_tokens or 0
-                    output_tokens = usage.output_tokens or 0
+        stream = SSEStream(response)
+        try:
+            async for event in stream:
+                etype = event.get("type")
+                if etype == "content_block_delta":
+                    delta = event.get("delta") or {}
+                    dtype = delta.get("type")
+                    if dtype == "text_delta":
+                        if delta.get("text"):
+                            yield TextDelta(delta["text"])
+                    elif dtype == "input_json_delta" and event.get("index") in tool_blocks:
+                        tool_blocks[event["index"]]["json"].append(delta.get("partial_json", ""))
+                elif etype == "message_start":
+                    usage = (event.get("message") or {}).get("usage") or {}
+                    input_tokens = usage.get("input_tokens") or 0
+                    output_tokens = usage.get("output_tokens") or 0
                 elif etype == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        tool_blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
-                    elif block.type == "text" and block.text:
-                        yield TextDelta(block.text)
-                elif etype == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta" and delta.text:
-                        yield TextDelta(delta.text)
-                    elif delta.type == "input_json_delta" and event.index in tool_blocks:
-                        tool_blocks[event.index]["json"].append(delta.partial_json)
+                    block = event.get("content_block") or {}
+                    if block.get("type") == "tool_use":
+                        tool_blocks[event.get("index", 0)] = {
+                            "id": block.get("id", ""),
+                            "name": block.get("name", ""),
+                            "json": [],
+                        }
+                    elif block.get("type") == "text" and block.get("text"):
+                        yield TextDelta(block["text"])
                 elif etype == "content_block_stop":
-                    block_state = tool_blocks.pop(event.index, None)
+                    block_state = tool_blocks.pop(event.get("index", 0), None)
                     if block_state is not None:
                         yield ToolCall(
                             id=block_state["id"],
@@ -176,14 +187,19 @@ class AnthropicProvider(SDKProvider):
                             ),
                         )
                 elif etype == "message_delta":
-                    stop_reason = event.delta.stop_reason or stop_reason
-                    usage = event.usage
-                    if usage.output_tokens is not None:
-                        output_tokens = usage.output_tokens
-                    if getattr(usage, "input_tokens", None):
-                        input_tokens = usage.input_tokens
+                    stop_reason = (event.get("delta") or {}).get("stop_reason") or stop_reason
+                    usage = event.get("usage") or {}
+                    if usage.get("output_tokens") is not None:
+                        output_tokens = usage["output_tokens"]
+                    if usage.get("input_tokens"):
+                        input_tokens = usage["input_tokens"]
                 elif etype == "message_stop":
                     finished = True
+                    break
+            if finished:
+                await stream.finish()
+        finally:
+            await stream.aclose()
         if not finished or stop_reason is None:
             raise ProviderError("bad_response", "the stream ended before the message did")
         yield Usage(input_tokens=input_tokens, output_tokens=output_tokens)

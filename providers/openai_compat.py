@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-from ._body import take_sse_body
+from ._body import SSEStream
 from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
-from ._sse import SSEParser
 from .base import (
     STOP_END,
     STOP_MAX_TOKENS,
@@ -93,49 +92,6 @@ def request_body(
     return "".join(parts).encode()
 
 
-async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """The `data:` objects of an SSE body read through httpx, up to `[DONE]` (the path of
-    a body the fast reader does not take: providers/_body.py)."""
-    parser = SSEParser()
-    async for chunk in chunks:
-        parser.feed(chunk)
-        if parser.out:
-            out, parser.out = parser.out, []
-            for payload in out:
-                yield payload
-        if parser.done:
-            return
-    parser.close()
-    for payload in parser.out:
-        yield payload
-
-
-def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
-    """The response body's bytes: as they arrive when it is not compressed (no decoder
-    layer per chunk), else decoded by httpx."""
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return response.aiter_raw()
-    return response.aiter_bytes()
-
-
-# How long the bytes after `[DONE]` (the chunked body's last chunk) may take. A response
-# read to its end returns its connection to the pool; one closed early loses it, and the
-# next call pays a new TCP (and TLS) handshake. A server that holds the stream open after
-# `[DONE]` costs this much once, then its connection is dropped.
-END_OF_STREAM_SECONDS = 0.25
-
-
-async def _read_to_end(chunks: AsyncIterator[bytes]) -> None:
-    """Read what is left of a stream after `[DONE]` (normally nothing but its end)."""
-    try:
-        async with asyncio.timeout(END_OF_STREAM_SECONDS):
-            async for _ in chunks:
-                pass
-    except (TimeoutError, httpx2.HTTPError):
-        pass  # the connection is closed instead of kept
-
-
 class OpenAICompatProvider(SDKProvider):
     """Chat Completions through `AsyncOpenAI(base_url=...)`; the credential is a Bearer token."""
 
@@ -183,14 +139,9 @@ class OpenAICompatProvider(SDKProvider):
             response = await client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
             )
-        fast = take_sse_body(response)
-        if fast is not None:
-            payloads = fast.payloads()
-        else:
-            chunks = body_chunks(response)
-            payloads = sse_payloads(chunks)
+        stream = SSEStream(response)
         try:
-            async for chunk in payloads:
+            async for chunk in stream:
                 usage = chunk.get("usage")
                 if usage:
                     input_tokens = usage.get("prompt_tokens") or 0
@@ -216,14 +167,9 @@ class OpenAICompatProvider(SDKProvider):
                                     slot["args"].append(function["arguments"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
-            if fast is not None:
-                await fast.finish(END_OF_STREAM_SECONDS)
-            else:
-                await _read_to_end(chunks)
+            await stream.finish()
         finally:
-            if fast is not None:
-                fast.detach()
-            await response.aclose()
+            await stream.aclose()
         if finish is None:
             raise ProviderError("bad_response", "the stream ended before the model finished")
         for index in sorted(calls):

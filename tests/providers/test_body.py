@@ -12,9 +12,10 @@ import json
 import h11
 import pytest
 
-from providers import _body, openai_compat
-from providers._sse import ChunkedSSE, FramingError
-from providers.base import ChatMessage, ProviderError, TextDelta
+from providers import _body
+from providers._sse import ChunkedSSE, FramingError, SSEParser
+from providers.anthropic_provider import AnthropicProvider
+from providers.base import ChatMessage, ProviderError, Stop, TextDelta, ToolCall, Usage
 from providers.openai_compat import OpenAICompatProvider
 from tests.providers.test_net import Server, read_request
 
@@ -40,6 +41,7 @@ def chunk(data: bytes, ext: bytes = b"") -> bytes:
 
 
 LAST = b"0\r\n\r\n"
+TAKE = _body.take_sse_body  # the real one, whatever a test patched in
 
 
 class Taken:
@@ -50,24 +52,29 @@ class Taken:
         self.readers: list[_body.SSEBody] = []
 
         def take(response):
-            reader = _body.take_sse_body(response) if fast else None
+            reader = TAKE(response) if fast else None
             if reader is not None:
                 self.count += 1
                 self.readers.append(reader)
             return reader
 
-        monkeypatch.setattr(openai_compat, "take_sse_body", take)
+        monkeypatch.setattr(_body, "take_sse_body", take)
 
 
-async def run(port: int, calls: int = 1, **kw: object) -> list[object]:
-    """Each call's (text, stop, usage) or the ProviderError's (kind, message)."""
+async def run(port: int, calls: int = 1, anthropic: bool = False, **kw: object) -> list[object]:
+    """Each call's (text, last events) or the ProviderError's (kind, message)."""
 
     async def key() -> str:
         return "test-" + "k" * 8
 
-    provider = OpenAICompatProvider(
-        base_url=f"http://127.0.0.1:{port}/v1", credential=key, max_retries=0, **kw
-    )
+    if anthropic:
+        provider = AnthropicProvider(
+            base_url=f"http://127.0.0.1:{port}", credential=key, max_retries=0, **kw
+        )
+    else:
+        provider = OpenAICompatProvider(
+            base_url=f"http://127.0.0.1:{port}/v1", credential=key, max_retries=0, **kw
+        )
     outcomes: list[object] = []
     try:
         for _ in range(calls):
@@ -82,7 +89,7 @@ async def run(port: int, calls: int = 1, **kw: object) -> list[object]:
                 outcomes.append((exc.kind, exc.message))
                 continue
             text = "".join(e.text for e in events if isinstance(e, TextDelta))
-            outcomes.append((text, events[-2:]))
+            outcomes.append((text, [e for e in events if not isinstance(e, TextDelta)]))
     finally:
         await provider.aclose()
     return outcomes
@@ -256,7 +263,7 @@ def test_the_framing_matches_h11_wherever_the_bytes_are_cut() -> None:
             payloads += decoder.out
             decoder.out = []
         assert decoder.state == 4 and not decoder.extra  # END
-        expected = openai_compat.SSEParser()
+        expected = SSEParser()
         expected.feed(by_h11(pieces))
         assert payloads == expected.out, cut
         assert decoder.done
@@ -276,3 +283,60 @@ async def test_the_fast_path_is_taken_on_the_providers_client(monkeypatch) -> No
         (outcome,) = await run(server.port)
     assert outcome[0] == "".join(WORDS) and taken.count == 1
     assert taken.readers[0].completed  # h11 saw the end: the connection went back
+
+
+def event(name: str, **payload: object) -> bytes:
+    """One Messages API SSE event."""
+    return b"event: %s\ndata: %s\n\n" % (
+        name.encode(),
+        json.dumps({"type": name, **payload}).encode(),
+    )
+
+
+ANTHROPIC = [
+    event("message_start", message={"id": "m", "usage": {"input_tokens": 5, "output_tokens": 1}}),
+    event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+    event("ping"),
+    *(
+        event("content_block_delta", index=0, delta={"type": "text_delta", "text": w})
+        for w in WORDS
+    ),
+    event("content_block_stop", index=0),
+    event(
+        "content_block_start",
+        index=1,
+        content_block={"type": "tool_use", "id": "toolu_1", "name": "list_servers", "input": {}},
+    ),
+    event(
+        "content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": '{"q"'}
+    ),
+    event(
+        "content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": ": 1}"}
+    ),
+    event("content_block_stop", index=1),
+    event("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 7}),
+    event("message_stop"),
+]
+
+
+async def test_the_messages_api_stream_is_read_alike_on_both_paths(monkeypatch) -> None:
+    handler = serve(HEAD, *(chunk(e) for e in ANTHROPIC), pause=0.002)
+    (stock, sc, _), (fast, fc, taken) = await both(monkeypatch, handler, 2, anthropic=True)
+    assert fast == stock
+    assert stock[0] == (
+        "".join(WORDS),
+        [
+            ToolCall(id="toolu_1", name="list_servers", arguments={"q": 1}),
+            Usage(input_tokens=5, output_tokens=7),
+            Stop("tool_use"),
+        ],
+    )
+    assert (sc, fc, taken) == (1, 1, 2)
+
+
+async def test_an_error_event_in_a_messages_stream_fails_alike(monkeypatch) -> None:
+    error = event("error", error={"type": "overloaded_error", "message": "busy"})
+    handler = serve(HEAD, *(chunk(e) for e in ANTHROPIC[:4]), chunk(error), after=None)
+    (stock, _, _), (fast, _, taken) = await both(monkeypatch, handler, 1, anthropic=True)
+    # The SDK's own stream mapped it the same way (map_sdk_error: the body's error type).
+    assert fast == stock == [("unavailable", "busy")] and taken == 1

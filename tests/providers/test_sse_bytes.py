@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
+from providers._body import body_chunks, sse_payloads
 from providers._sse import SSEParser
-from providers.openai_compat import body_chunks, sse_payloads
 
 # A body with every line ending SSE allows, a character of four UTF-8 bytes, and a raw
 # U+2028 inside a JSON string (a line separator for str.splitlines, not for SSE).
