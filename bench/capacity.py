@@ -13,7 +13,8 @@ streams one core carries at --rate, first-token p50/p99 and what HAL or LiteLLM 
 direct at the same C, and, on HAL's socket, delta gaps (offset not the text held), seq
 regressions, wrong end texts and replies whose end never arrived (bench/harness/
 stream_check.py). The fake's and the load client's CPU are shown: neither may be the
-bottleneck (near a core, the line is not a measure of HAL).
+bottleneck (near a core, the line is not a measure of HAL): the SDK lines spread their
+streams over a process per --sdk-streams (32), at most one per core.
 
 Loopback only; every phase is bounded (--seconds, then at most --drain for the ends).
 CPU comes from /proc (user + system) over the measured window. Numbers taken on a shared,
@@ -231,36 +232,69 @@ def client_main(spec_json: str) -> int:
 # ----- the driver ------------------------------------------------------------------------
 
 
-def run_phase(spec: dict[str, Any], watched: dict[str, int]) -> tuple[dict, dict[str, float]]:
-    """One load client; CPU seconds of each watched process (and the client) in its window."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--client", json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    watched = {**watched, "client": proc.pid}
+def run_phase(
+    spec: dict[str, Any], watched: dict[str, int], procs: int = 1
+) -> tuple[dict, dict[str, float]]:
+    """C streams over `procs` load client processes (the official SDK's parse of every chunk
+    saturates one process near C = 64: a saturated client delays its own first tokens);
+    CPU seconds of each watched process and each client over the window, from the first
+    client's window start to the last one's end."""
+    sizes = [spec["c"] // procs + (1 if i < spec["c"] % procs else 0) for i in range(procs)]
+    clients = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--client", json.dumps({**spec, "c": n})],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in sizes
+        if n
+    ]
+    names = ["client"] if len(clients) == 1 else [f"client{i}" for i in range(len(clients))]
+    watched = {**watched, **{name: proc.pid for name, proc in zip(names, clients, strict=True)}}
     before: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    result: dict[str, Any] = {}
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    started = ended = 0
     limit = spec["warmup"] + spec["seconds"] + spec["drain"] + 120
     deadline = time.monotonic() + limit
-    killer = threading.Timer(limit, proc.kill)  # bounded even if the client hangs
-    killer.start()
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("window-start"):
-            before = {k: cpu_seconds(p) for k, p in watched.items()}
-        elif line.startswith("window-end"):
-            cpu = {k: cpu_seconds(p) - before.get(k, 0.0) for k, p in watched.items()}
-        elif line.startswith("result "):
-            result = json.loads(line[7:])
-        if time.monotonic() > deadline:
-            proc.kill()
-            break
-    proc.wait(30)
-    killer.cancel()
-    if not result:
-        raise RuntimeError(f"the {spec['mode']} client failed (exit {proc.returncode})")
+
+    def follow(proc: subprocess.Popen) -> None:
+        nonlocal started, ended, before, cpu
+        assert proc.stdout is not None
+        for text in proc.stdout:
+            with lock:
+                if text.startswith("window-start"):
+                    started += 1
+                    if started == 1:
+                        before = {k: cpu_seconds(p) for k, p in watched.items()}
+                elif text.startswith("window-end"):
+                    ended += 1
+                    if ended == len(clients):
+                        cpu = {k: cpu_seconds(p) - before.get(k, 0.0) for k, p in watched.items()}
+                elif text.startswith("result "):
+                    results.append(json.loads(text[7:]))
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+
+    readers = [threading.Thread(target=follow, args=(proc,), daemon=True) for proc in clients]
+    killers = [threading.Timer(limit, proc.kill) for proc in clients]  # bounded if one hangs
+    for thread in (*readers, *killers):
+        thread.start()
+    for thread, proc, killer in zip(readers, clients, killers, strict=True):
+        thread.join(limit + 30)
+        proc.wait(30)
+        killer.cancel()
+    if len(results) != len(clients):
+        codes = [proc.returncode for proc in clients]
+        raise RuntimeError(f"the {spec['mode']} client failed (exits {codes})")
+    result = results[0]
+    if len(results) > 1:
+        result = {
+            "tokens": sum(r["tokens"] for r in results),
+            "firsts": [f for r in results for f in r["firsts"]],
+        }
     return result, cpu
 
 
@@ -310,6 +344,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--drain", type=float, default=60.0)
     parser.add_argument("--no-litellm", action="store_true")
+    parser.add_argument(
+        "--sdk-streams",
+        type=int,
+        default=32,
+        help="streams per SDK load client process (direct and LiteLLM lines; at most a "
+        "process per core)",
+    )
     parser.add_argument("--py-spy", metavar="FILE", help="profile daphne (raw stacks)")
     parser.add_argument("--spy-c", type=int, default=64, help="the C the profile covers")
     args = parser.parse_args()
@@ -375,13 +416,16 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         try:
             for c in args.cs:
                 common = {"c": c, "warmup": args.warmup, "seconds": seconds, "drain": args.drain}
+                procs = min(os.cpu_count() or 1, -(-c // args.sdk_streams))
                 base, cpu = run_phase(
-                    {**common, "mode": "sdk", "url": fake_url, "key": "bench-unused"}, watched
+                    {**common, "mode": "sdk", "url": fake_url, "key": "bench-unused"},
+                    watched,
+                    procs,
                 )
                 print(line("direct", c, base, cpu, "", args.rate, seconds, None), flush=True)
                 if litellm is not None:
                     spec = {**common, "mode": "sdk", "url": litellm[1] + "/v1", "key": litellm[2]}
-                    res, cpu = run_phase(spec, watched)
+                    res, cpu = run_phase(spec, watched, procs)
                     print(line("litellm", c, res, cpu, "litellm", args.rate, seconds, base))
                 spy = None
                 if args.py_spy and c == args.spy_c:

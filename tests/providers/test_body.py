@@ -13,11 +13,13 @@ import h11
 import pytest
 
 from providers import _body
+from providers._body import SSEStream
 from providers._sse import ChunkedSSE, FramingError, SSEParser
 from providers.anthropic_provider import AnthropicProvider
 from providers.base import ChatMessage, ProviderError, Stop, TextDelta, ToolCall, Usage
 from providers.openai_compat import OpenAICompatProvider
-from tests.providers.test_net import Server, read_request
+from tests.providers.test_net import Server, make_client, read_request
+from tests.webfetch.test_tls import make_pki
 
 
 def sse(content: str | None = None, finish: str | None = None, **extra: object) -> bytes:
@@ -340,3 +342,22 @@ async def test_an_error_event_in_a_messages_stream_fails_alike(monkeypatch) -> N
     (stock, _, _), (fast, _, taken) = await both(monkeypatch, handler, 1, anthropic=True)
     # The SDK's own stream mapped it the same way (map_sdk_error: the body's error type).
     assert fast == stock == [("unavailable", "busy")] and taken == 1
+
+
+async def test_a_tls_stream_is_read_by_the_fast_reader_and_its_connection_kept(tmp_path) -> None:
+    server_context, trusted = make_pki(tmp_path, "localhost")
+    handler = serve(HEAD, *(chunk(e) for e in EVENTS), pause=0.002)
+    async with Server(handler, ssl_context=server_context) as server:
+        async with make_client("asyncio", verify=trusted) as client:
+            for _ in range(2):
+                request = client.build_request("POST", f"https://localhost:{server.port}/v1")
+                response = await client.send(request, stream=True)
+                stream = SSEStream(response)
+                try:
+                    payloads = [p async for p in stream]
+                    await stream.finish()
+                finally:
+                    await stream.aclose()
+                assert stream.fast is not None and stream.fast.completed
+                assert [p["choices"][0]["delta"].get("content") for p in payloads[:6]] == WORDS
+    assert server.connections == 1
