@@ -63,10 +63,10 @@ def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
 
 
 # How long the bytes after `[DONE]` or the API's own last event (the chunked body's last
-# chunk) may take. A response
-# read to its end returns its connection to the pool; one closed early loses it, and the
-# next call pays a new TCP (and TLS) handshake. A server that holds the stream open after
-# `[DONE]` costs this much once, then its connection is dropped.
+# chunk) may take. A response read to its end returns its connection to the pool; one
+# closed early loses it, and the next call pays a new TCP (and TLS) handshake. A server
+# that holds the stream open after its last event costs this much once, then its
+# connection is dropped.
 END_OF_STREAM_SECONDS = 0.25
 
 
