@@ -27,7 +27,7 @@ from typing import Any
 import h11
 import httpx2
 
-from ._net import HIGH_WATER, LOW_WATER, AsyncioStream, _Protocol
+from ._net import HIGH_WATER, LOW_WATER, AsyncioStream, _expire, _Protocol
 from ._sse import END, ChunkedSSE, FramingError, SSEParser
 
 log = logging.getLogger("hal.providers")
@@ -296,8 +296,3 @@ class SSEBody:
             self._waiter = None
             if timer is not None:
                 timer.cancel()
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
