@@ -3,7 +3,7 @@
 // changes to rooms and connections.
 import { refreshDaySeparators } from "./chat_meta.js";
 import { applyReviewDelta, fetchProposal, renderReview } from "./proposal_card.js";
-import { logEl, state } from "./panel_state.js";
+import { held, logEl, state } from "./panel_state.js";
 import { panelVisible, setUnread, unreadCount } from "./panel_dock.js";
 import { announce, countUnseen, isFollowing, stickToEnd } from "./panel_scroll.js";
 import { applyDeltas, applyToolCalls, refreshWaiting, renderMessage, setText } from "./panel_messages.js";
@@ -32,7 +32,38 @@ function flushDeltas() {
   applyDeltas(pendingDeltas.splice(0));
 }
 
+// The events about a room's messages and cards: held while a room's history loads.
+const HELD = new Set([
+  "message.created",
+  "message.completed",
+  "message.failed",
+  "message.delta",
+  "message.tools",
+  "message.snapshot",
+  "resume",
+  "notice",
+  "proposal.created",
+  "proposal.updated",
+  "proposal.review",
+  "proposal.review.delta",
+]);
+
 export function onEvent(type, data) {
+  if (held.loading !== null && HELD.has(type)) {
+    held.events.push([type, data]);
+    return;
+  }
+  apply(type, data);
+}
+
+// A held event replayed over the history: a message the history shows already is not
+// created again (its row there is at least as new as its creation).
+held.replay = (type, data) => {
+  if (type === "message.created" && state.messages.has(data.id)) return;
+  apply(type, data);
+};
+
+function apply(type, data) {
   switch (type) {
     case "message.created":
     case "message.completed":

@@ -3,7 +3,7 @@
 import { api } from "./app.js";
 import { refreshDaySeparators } from "./chat_meta.js";
 import { refreshEditable } from "./message_versions.js";
-import { $, T, input, list, logEl, showError, state, tabsEl } from "./panel_state.js";
+import { $, T, held, input, list, logEl, releaseHeld, showError, state, tabsEl } from "./panel_state.js";
 import { savePanel } from "./panel_dock.js";
 import { scrollToEnd } from "./panel_scroll.js";
 import { onVersionChange, refreshWaiting, renderMessage } from "./panel_messages.js";
@@ -150,14 +150,22 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
   markSelected();
   composerPlaceholder();
   $("#ai-room").setAttribute("aria-labelledby", `ai-tab-${roomId}`);
-  const data = await api("GET", `/api/ai/rooms/${roomId}/messages?limit=${PAGE}`);
-  if (state.roomId !== roomId) return; // another tab was chosen meanwhile
+  held.loading = roomId;
+  let data;
+  try {
+    data = await api("GET", `/api/ai/rooms/${roomId}/messages?limit=${PAGE}`);
+  } catch (err) {
+    if (held.loading === roomId) releaseHeld();
+    throw err;
+  }
+  if (state.roomId !== roomId) return; // another tab was chosen meanwhile: its load releases
   logEl.replaceChildren();
   state.messages.clear();
   state.texts.clear();
   state.proposals.clear();
   const rows = list(data, "messages");
   for (const m of rows) renderMessage(m);
+  releaseHeld();
   refreshEditable(logEl);
   refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;

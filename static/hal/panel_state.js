@@ -28,6 +28,16 @@ export const state = {
   snapshotAsked: new Set(), // reply ids whose text so far was asked for after a gap
 };
 
+// While a room's history is on its way, the live events about rooms' messages wait here
+// and are applied over the history once it is shown (panel_rooms.js selectRoom): applied at
+// once, they would be wiped by a history read before them.
+export const held = { loading: null, events: [], replay: (_type, _data) => {} };
+
+export function releaseHeld() {
+  held.loading = null;
+  for (const [type, data] of held.events.splice(0)) held.replay(type, data);
+}
+
 export const list = (data, key) => (Array.isArray(data) ? data : data?.[key] || []);
 
 // The composer's error line is where every part of the panel reports a failed call.
