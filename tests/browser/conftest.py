@@ -31,7 +31,9 @@ def _server_env(tmp_dir: Path) -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(
-        DJANGO_SETTINGS_MODULE="hal.settings",
+        # The suite's settings (cheap password hashing): logins and re-auths cost ~0.2-0.5 s
+        # of CPU each on Django's default rounds.
+        DJANGO_SETTINGS_MODULE="tests.settings",
         DJANGO_SECRET_KEY=settings.SECRET_KEY,
         HAL_DATA_DIR=str(tmp_dir),
         HAL_HEALTH_REQUIRE_WORKER="0",

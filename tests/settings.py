@@ -1,0 +1,15 @@
+"""HAL's settings for its test suite: the same, but with password hashing cheap enough for a
+suite that hashes and checks operators' passwords thousands of times (Django's advice for
+tests). The deploy tests install and run HAL with its real settings."""
+
+from django.conf import global_settings
+
+from hal.settings import *  # noqa: F403
+
+# The same algorithm at 1,000 rounds (Django's default: 1,000,000, ~0.5 s of CPU per hash
+# here). A process on hal.settings still reads these hashes (the rounds are in each hash)
+# and upgrades one on its first successful check.
+PASSWORD_HASHERS = [
+    "tests.hashers.QuickPBKDF2PasswordHasher",
+    *global_settings.PASSWORD_HASHERS,
+]
