@@ -12,7 +12,9 @@ Per line: CPU per 1,000 streamed tokens of the process under test (daphne or Lit
 streams one core carries at --rate, first-token p50/p99 and what HAL or LiteLLM adds over
 direct at the same C, and, on HAL's socket, delta gaps (offset not the text held), seq
 regressions, wrong end texts and replies whose end never arrived (bench/harness/
-stream_check.py). The fake's and the load client's CPU are shown: neither may be the
+stream_check.py), and where the first token's time went, from the fake's own stamps (a
+marker in each request; the same clock in every process): `out` p50/p99, the request sent
+→ the fake has it; `deliver` p50/p99, the fake's first chunk written → the client has it. The fake's and the load client's CPU are shown: neither may be the
 bottleneck (near a core, the line is not a measure of HAL): the SDK lines spread their
 streams over a process per --sdk-streams (32), at most one per core.
 
@@ -45,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.e2e import Probe
 from bench.harness import login, pct
 from bench.harness.stream_check import StreamCheck
 
@@ -93,14 +96,16 @@ async def sdk_load(spec: dict[str, Any]) -> dict[str, Any]:
     window = Window(spec["warmup"], spec["seconds"])
     counter: dict[str, Any] = {"tokens": 0}
     firsts: list[float] = []
+    probe, traced = Probe(spec["fake"]), []
 
     async def one_stream() -> None:
         while time.monotonic() < window.end:
             started = time.monotonic()
             first = None
+            marker = probe.marker()
             stream = await client.chat.completions.create(
                 model="bench-model",
-                messages=[{"role": "user", "content": "go"}],
+                messages=[{"role": "user", "content": f"go {marker}"}],
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -111,6 +116,7 @@ async def sdk_load(spec: dict[str, Any]) -> dict[str, Any]:
                     counter["tokens"] += chunk.choices[0].delta.content.count(" ")
             if first is not None and window.inside(started):
                 firsts.append(first)
+                traced.append((marker, started, [started + first]))
 
     async def ticker() -> None:
         while not window.closed:
@@ -124,7 +130,17 @@ async def sdk_load(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "tokens": counter["tokens_at_end"] - counter["tokens_at_start"],
         "firsts": firsts,
+        **await _phases(probe, traced),
     }
+
+
+async def _phases(probe: Probe, traced: list[tuple[str, float, list[float]]]) -> dict:
+    """Where the first token's time went, from the fake's stamps (bench/e2e.py Probe):
+    `out` request → the provider has it, `deliver` provider's first chunk → client has it."""
+    for marker, started, got in traced:
+        await probe.record("x", marker, started, got)
+    out, deliver = probe.phases.get("x", ([], []))
+    return {"out": out, "deliver": deliver}
 
 
 async def hal_load(spec: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +158,9 @@ async def hal_load(spec: dict[str, Any]) -> dict[str, Any]:
     replies: dict[int, int] = {}  # reply id → operator message id
     waiting: dict[int, int] = {}  # operator message id → replies not ended yet
     firsts: list[float] = []
+    probe = Probe(spec["fake"])
+    markers: dict[int, str] = {}  # operator message id → its marker (the fake's stamps)
+    got: dict[int, list[float]] = {}  # operator message id → its replies' first deltas
     done = asyncio.Event()
     closes = 0
     free = asyncio.Semaphore(in_flight)
@@ -167,7 +186,9 @@ async def hal_load(spec: dict[str, Any]) -> dict[str, Any]:
                 started = sent_at.get(trigger)
                 if started is not None and data.get("offset") == 0:
                     if window.inside(started):
-                        firsts.append(time.monotonic() - started)
+                        now = time.monotonic()
+                        firsts.append(now - started)
+                        got.setdefault(trigger, []).append(now)
             elif kind in ("message.completed", "message.failed") and reply in replies:
                 trigger = replies.pop(reply)
                 waiting[trigger] -= 1
@@ -188,12 +209,14 @@ async def hal_load(spec: dict[str, Any]) -> dict[str, Any]:
             break
         n += 1
         started = time.monotonic()
+        marker = probe.marker()
         status, body = await session.request(
-            "POST", f"/api/ai/rooms/{room}/messages", {"text": f"{text} go {n}"}
+            "POST", f"/api/ai/rooms/{room}/messages", {"text": f"{text} go {n} {marker}"}
         )
         if status != 202:
             raise RuntimeError(f"send failed: HTTP {status} {body}")
         sent_at[body["id"]] = started
+        markers[body["id"]] = marker
     while not window.closed:
         window.tick(counter, check.tokens)
         await asyncio.sleep(0.05)
@@ -205,7 +228,9 @@ async def hal_load(spec: dict[str, Any]) -> dict[str, Any]:
     reader.cancel()
     await ws.close()
     session.close()
+    traced = [(markers[m], sent_at[m], got[m]) for m in got if m in markers]
     return {
+        **await _phases(probe, traced),
         "tokens": counter["tokens_at_end"] - counter["tokens_at_start"],
         "firsts": firsts,
         "gaps": check.gaps,
@@ -294,6 +319,8 @@ def run_phase(
         result = {
             "tokens": sum(r["tokens"] for r in results),
             "firsts": [f for r in results for f in r["firsts"]],
+            "out": [f for r in results for f in r["out"]],
+            "deliver": [f for r in results for f in r["deliver"]],
         }
     return result, cpu
 
@@ -318,6 +345,12 @@ def line(
         b = [f * 1000 for f in base["firsts"]] or [float("nan")]
         added = f"{f50 - pct(b, 0.5):+7.1f} {f99 - pct(b, 0.99):+7.1f}"
     share = " ".join(f"{k} {v / seconds * 100:3.0f}%" for k, v in sorted(cpu.items()))
+    phases = " ".join(
+        f"{name} {pct([x * 1000 for x in result[name]], 0.5):.0f}/"
+        f"{pct([x * 1000 for x in result[name]], 0.99):.0f}"
+        for name in ("out", "deliver")
+        if result.get(name)
+    )
     socket = ""
     if "gaps" in result:
         socket = (
@@ -326,7 +359,7 @@ def line(
         )
     return (
         f"{label:<8}{c:>4} {tokens:>7} {per_1000:>8.0f} {streams:>7.0f} "
-        f"{f50:>7.0f} {f99:>7.0f} {added:>15}  {socket}  [{share}]"
+        f"{f50:>7.0f} {f99:>7.0f} {added:>15}  {phases}  {socket}  [{share}]"
     )
 
 
@@ -418,13 +451,25 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                 common = {"c": c, "warmup": args.warmup, "seconds": seconds, "drain": args.drain}
                 procs = min(os.cpu_count() or 1, -(-c // args.sdk_streams))
                 base, cpu = run_phase(
-                    {**common, "mode": "sdk", "url": fake_url, "key": "bench-unused"},
+                    {
+                        **common,
+                        "mode": "sdk",
+                        "url": fake_url,
+                        "key": "bench-unused",
+                        "fake": fake_url,
+                    },
                     watched,
                     procs,
                 )
                 print(line("direct", c, base, cpu, "", args.rate, seconds, None), flush=True)
                 if litellm is not None:
-                    spec = {**common, "mode": "sdk", "url": litellm[1] + "/v1", "key": litellm[2]}
+                    spec = {
+                        **common,
+                        "mode": "sdk",
+                        "url": litellm[1] + "/v1",
+                        "key": litellm[2],
+                        "fake": fake_url,
+                    }
                     res, cpu = run_phase(spec, watched, procs)
                     print(line("litellm", c, res, cpu, "litellm", args.rate, seconds, base))
                 spy = None
@@ -448,6 +493,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                     "username": user.username,
                     "password": password,
                     "names": names,
+                    "fake": fake_url,
                 }
                 try:
                     res, cpu = run_phase(spec, watched)
