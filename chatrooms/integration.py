@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -295,9 +296,14 @@ async def prefetch_web(target: Any) -> dict[str, Any]:
 # Usage charged within this many seconds shares one trip to the DB threads and one
 # transaction: in a fan-out the replies end together, and two transactions per reply
 # queued the later replies' completions behind the bookkeeping of the first ones.
+# One batch is written at a time per loop: at 64 streams a reply ends every 60 ms, and
+# batches on several DB threads at once waited on each other's usage-row locks (up to
+# 590 ms) while holding the threads a send's trip needs (issue 29: its first token waited
+# up to 150 ms). What ends while a batch is written joins the next one.
 USAGE_BATCH_SECONDS = 0.02
 _usage_batches: dict[Any, tuple[list[tuple[Any, ...]], Any]] = {}
 _usage_flushers: set[Any] = set()  # their tasks, kept alive until done
+_usage_writing: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # loop → Lock
 
 
 async def record_usage(
@@ -331,18 +337,28 @@ async def _flush_usage(loop: Any, batch: tuple[list[tuple[Any, ...]], Any]) -> N
 
     from hal.dbthreads import db
 
+    writing = _usage_writing.get(loop)
+    if writing is None:
+        writing = _usage_writing[loop] = asyncio.Lock()
     try:
         await asyncio.sleep(USAGE_BATCH_SECONDS)
-    finally:
+        await writing.acquire()  # the batch takes calls until it is its turn
+    except BaseException:
         if _usage_batches.get(loop) is batch:
             del _usage_batches[loop]
+        if not batch[1].done():
+            batch[1].set_result(None)
+        raise
     try:
+        if _usage_batches.get(loop) is batch:
+            del _usage_batches[loop]
         # In HAL's DB threads (kept-open connection), not on the sync views' thread: there
         # it queued the next POST behind it and reconnected each time.
         await db(_record_usage_batch)(batch[0])
     except Exception:  # accounting must not fail a reply the model already gave
         log.exception("could not record usage for %d model calls", len(batch[0]))
     finally:
+        writing.release()
         if not batch[1].done():
             batch[1].set_result(None)
 

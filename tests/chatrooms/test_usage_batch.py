@@ -77,3 +77,44 @@ async def test_batches_charge_in_connection_order_whatever_order_the_replies_end
     ids = sorted(m.id for m in models)
     await asyncio.gather(*(integration.record_usage(pk, 10, 1, model="m1") for pk in reversed(ids)))
     assert order == [(kind, pk) for pk in ids for kind in ("web", "usage")]
+
+
+async def test_one_usage_batch_at_a_time_and_later_calls_join_the_waiting_one(models, monkeypatch):
+    """At 64 streams a reply ends every 60 ms: batches in flight on several DB threads at
+    once waited on each other's usage-row locks (a batch took up to 590 ms) and held the
+    threads a send's trip needed (its first token waited up to 150 ms for one). One batch
+    is written at a time per process; what ends meanwhile joins the next."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hal import dbthreads
+
+    # Four DB threads, as on PostgreSQL (SQLite's one would serialise them anyway).
+    monkeypatch.setattr(dbthreads, "_executor", ThreadPoolExecutor(4))
+    inside, most, batches = 0, 0, []
+    lock, release = threading.Lock(), threading.Event()
+
+    def slow_batch(items):
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+            batches.append(sorted(item[1] for item in items))
+        release.wait(5)
+        with lock:
+            inside -= 1
+
+    monkeypatch.setattr(integration, "_record_usage_batch", slow_batch)
+    pk = models[0].id
+    first = asyncio.ensure_future(integration.record_usage(pk, 1, 1, model="m1"))
+    while not batches:
+        await asyncio.sleep(0.01)
+    later = []
+    for tokens in (2, 3, 4):  # each past the batching window of the one before
+        later.append(asyncio.ensure_future(integration.record_usage(pk, tokens, 1, model="m1")))
+        await asyncio.sleep(integration.USAGE_BATCH_SECONDS * 3)
+    assert not any(task.done() for task in later)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, *later), 10)
+    assert most == 1
+    assert batches == [[1], [2, 3, 4]]
