@@ -51,3 +51,11 @@ from hal import server_stop  # noqa: E402
 # SIGTERM: threads still handing work to the loop finish; a stop that still takes too long
 # says what held it (stderr, i.e. the journal). hal/server_stop.py.
 server_stop.install()
+
+import gc  # noqa: E402
+
+# What startup made (Django, the apps, their imports: ~300,000 objects) lives as long as
+# the process: out of the cyclic collector, whose full collections walked all of it —
+# 145-190 ms with the event loop standing still, at 64 streams (issue 29; the first tokens
+# and deltas caught in such a pause came that much later). tests/core/test_gc_freeze.py.
+gc.freeze()
