@@ -189,9 +189,10 @@ async def _start(
     # (hal/launch.py): the send's own events must not go out in front of its model calls.
     sending = launch.begin()
     try:
-        # On the chat's DB threads (kept-open connections), not in a new request thread
-        # that connects to the database first: that is on the way to the first token.
-        payload, start = await db(handler, serving_loop=True)(request, room_id, *args)
+        # On DB threads with kept-open connections, not in a new request thread that
+        # connects to the database first: that is on the way to the first token. In the
+        # sends' own lane: behind the streaming replies' bookkeeping it waited for a thread.
+        payload, start = await db(handler, serving_loop=True, lane="send")(request, room_id, *args)
     except HalError as exc:
         return error_response(exc)
     else:

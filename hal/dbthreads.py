@@ -3,7 +3,12 @@
 Not `database_sync_to_async`: that shares one thread with every sync view of the process
 and closes its connection after each call (reconnecting costs ~2.5 ms a call on SQLite).
 These threads keep their connection and close it only when it breaks; several threads
-let concurrent turns use the database at once.
+let concurrent turns use the database at once. On SQLite an operator's send (and edit,
+regenerate) takes a thread of its own (`lane="send"`): behind the streaming replies'
+bookkeeping on the chat's one thread — usage, ends, saved partials — its trip waited, and
+its first token with it (issue 29: +61-69 ms at p99 at 64 streams, +20-26 with the lane).
+On PostgreSQL the chat's four threads serve sends as well: a lane of two more measured no
+better there (HAL_SEND_DB_THREADS sets one anyway).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
-_executor: ThreadPoolExecutor | None = None
+_executor: ThreadPoolExecutor | None = None  # the chat's lane
+_send_executor: ThreadPoolExecutor | None = None  # the sends' lane
 _executor_lock = threading.Lock()
 
 
@@ -44,24 +50,37 @@ def _db_call(loop: asyncio.AbstractEventLoop | None, fn: Any, *args: Any, **kwar
         _local.loop = None
 
 
-def db_executor() -> ThreadPoolExecutor:
-    """HAL_CHAT_DB_THREADS threads, default 1 on SQLite (one writer at a time anyway, and
-    its busy-wait backs off in milliseconds), 4 otherwise."""
-    global _executor
+def db_executor(lane: str = "chat") -> ThreadPoolExecutor:
+    """The chat's lane: HAL_CHAT_DB_THREADS threads, default 1 on SQLite (one writer at a
+    time anyway, and its busy-wait backs off in milliseconds), 4 otherwise. The sends'
+    lane: HAL_SEND_DB_THREADS, default 1 on SQLite (its reads and the model calls go out
+    beside a writer in WAL mode; its writes then wait for the lock), 0 otherwise (the
+    chat's threads)."""
+    global _executor, _send_executor
     with _executor_lock:
+        sqlite = connection.vendor == "sqlite"
+        if lane == "send":
+            if _send_executor is None:
+                count = int(getattr(settings, "HAL_SEND_DB_THREADS", 1 if sqlite else 0))
+                if count > 0:
+                    _send_executor = ThreadPoolExecutor(
+                        max_workers=count, thread_name_prefix="hal-send-db"
+                    )
+            if _send_executor is not None:
+                return _send_executor
         if _executor is None:
-            default = 1 if connection.vendor == "sqlite" else 4
             _executor = ThreadPoolExecutor(
-                max_workers=int(getattr(settings, "HAL_CHAT_DB_THREADS", default)),
+                max_workers=int(getattr(settings, "HAL_CHAT_DB_THREADS", 1 if sqlite else 4)),
                 thread_name_prefix="hal-chat-db",
             )
         return _executor
 
 
-def db(fn: Any, *, serving_loop: bool = False) -> Any:
-    """`fn` as an awaitable that runs in the DB threads; `serving_loop`: the caller runs on
-    a loop that outlives the call (a web request's, the chat's): see `calling_loop`."""
-    run = sync_to_async(_db_call, thread_sensitive=False, executor=db_executor())
+def db(fn: Any, *, serving_loop: bool = False, lane: str = "chat") -> Any:
+    """`fn` as an awaitable that runs in the DB threads of `lane` ("chat" or "send");
+    `serving_loop`: the caller runs on a loop that outlives the call (a web request's, the
+    chat's): see `calling_loop`."""
+    run = sync_to_async(_db_call, thread_sensitive=False, executor=db_executor(lane))
 
     async def call(*args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop() if serving_loop else None
@@ -71,8 +90,13 @@ def db(fn: Any, *, serving_loop: bool = False) -> Any:
 
 
 def close_db_connections() -> None:
-    """Close the DB threads' connections (tests, before dropping a database)."""
-    executor = db_executor()
+    """Close the DB threads' connections, both lanes (tests, before dropping a database)."""
+    _close_lane(db_executor())
+    if _send_executor is not None:
+        _close_lane(_send_executor)
+
+
+def _close_lane(executor: ThreadPoolExecutor) -> None:
     count = executor._max_workers
     barrier = threading.Barrier(count)
 
