@@ -14,9 +14,10 @@ direct at the same C, and, on HAL's socket, delta gaps (offset not the text held
 regressions, wrong end texts and replies whose end never arrived (bench/harness/
 stream_check.py), and where the first token's time went, from the fake's own stamps (a
 marker in each request; the same clock in every process): `out` p50/p99, the request sent
-→ the fake has it; `deliver` p50/p99, the fake's first chunk written → the client has it. The fake's and the load client's CPU are shown: neither may be the
-bottleneck (near a core, the line is not a measure of HAL): the SDK lines spread their
-streams over a process per --sdk-streams (32), at most one per core.
+→ the fake has it; `deliver` p50/p99, the fake's first chunk written → the client has it.
+The fake's and the load client's CPU are shown: neither may be the bottleneck (near a
+core, the line is not a measure of HAL): the SDK lines spread their streams over a
+process per --sdk-streams (32), at most one per core.
 
 Loopback only; every phase is bounded (--seconds, then at most --drain for the ends).
 CPU comes from /proc (user + system) over the measured window. Numbers taken on a shared,
