@@ -139,8 +139,8 @@ async def _phases(probe: Probe, traced: list[tuple[str, float, list[float]]]) ->
     """Where the first token's time went, from the fake's stamps (bench/e2e.py Probe):
     `out` request → the provider has it, `deliver` provider's first chunk → client has it."""
     for marker, started, got in traced:
-        await probe.record("x", marker, started, got)
-    out, deliver = probe.phases.get("x", ([], []))
+        await probe.record("line", marker, started, got)
+    out, deliver = probe.phases.get("line", ([], []))
     return {"out": out, "deliver": deliver}
 
 
@@ -347,8 +347,7 @@ def line(
         added = f"{f50 - pct(b, 0.5):+7.1f} {f99 - pct(b, 0.99):+7.1f}"
     share = " ".join(f"{k} {v / seconds * 100:3.0f}%" for k, v in sorted(cpu.items()))
     phases = " ".join(
-        f"{name} {pct([x * 1000 for x in result[name]], 0.5):.0f}/"
-        f"{pct([x * 1000 for x in result[name]], 0.99):.0f}"
+        f"{name} {pct(result[name], 0.5) * 1000:.0f}/{pct(result[name], 0.99) * 1000:.0f}"
         for name in ("out", "deliver")
         if result.get(name)
     )

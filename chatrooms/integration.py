@@ -337,28 +337,23 @@ async def _flush_usage(loop: Any, batch: tuple[list[tuple[Any, ...]], Any]) -> N
 
     from hal.dbthreads import db
 
-    writing = _usage_writing.get(loop)
-    if writing is None:
-        writing = _usage_writing[loop] = asyncio.Lock()
+    def detach() -> None:  # later calls start a batch of their own
+        if _usage_batches.get(loop) is batch:
+            del _usage_batches[loop]
+
+    writing = _usage_writing.setdefault(loop, asyncio.Lock())
     try:
         await asyncio.sleep(USAGE_BATCH_SECONDS)
-        await writing.acquire()  # the batch takes calls until it is its turn
-    except BaseException:
-        if _usage_batches.get(loop) is batch:
-            del _usage_batches[loop]
-        if not batch[1].done():
-            batch[1].set_result(None)
-        raise
-    try:
-        if _usage_batches.get(loop) is batch:
-            del _usage_batches[loop]
-        # In HAL's DB threads (kept-open connection), not on the sync views' thread: there
-        # it queued the next POST behind it and reconnected each time.
-        await db(_record_usage_batch)(batch[0])
-    except Exception:  # accounting must not fail a reply the model already gave
-        log.exception("could not record usage for %d model calls", len(batch[0]))
+        async with writing:  # the batch takes calls until it is its turn
+            detach()
+            try:
+                # In HAL's DB threads (kept-open connection), not on the sync views' thread:
+                # there it queued the next POST behind it and reconnected each time.
+                await db(_record_usage_batch)(batch[0])
+            except Exception:  # accounting must not fail a reply the model already gave
+                log.exception("could not record usage for %d model calls", len(batch[0]))
     finally:
-        writing.release()
+        detach()
         if not batch[1].done():
             batch[1].set_result(None)
 

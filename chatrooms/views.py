@@ -190,8 +190,8 @@ async def _start(
     sending = launch.begin()
     try:
         # On DB threads with kept-open connections, not in a new request thread that
-        # connects to the database first: that is on the way to the first token. In the
-        # sends' own lane: behind the streaming replies' bookkeeping it waited for a thread.
+        # connects to the database first: that is on the way to the first token. The sends'
+        # lane (its own thread on SQLite, where it waited behind the replies' bookkeeping).
         payload, start = await db(handler, serving_loop=True, lane="send")(request, room_id, *args)
     except HalError as exc:
         return error_response(exc)

@@ -59,21 +59,21 @@ def db_executor(lane: str = "chat") -> ThreadPoolExecutor:
     global _executor, _send_executor
     with _executor_lock:
         sqlite = connection.vendor == "sqlite"
-        if lane == "send":
-            if _send_executor is None:
-                count = int(getattr(settings, "HAL_SEND_DB_THREADS", 1 if sqlite else 0))
-                if count > 0:
-                    _send_executor = ThreadPoolExecutor(
-                        max_workers=count, thread_name_prefix="hal-send-db"
-                    )
-            if _send_executor is not None:
-                return _send_executor
         if _executor is None:
             _executor = ThreadPoolExecutor(
                 max_workers=int(getattr(settings, "HAL_CHAT_DB_THREADS", 1 if sqlite else 4)),
                 thread_name_prefix="hal-chat-db",
             )
-        return _executor
+        if lane != "send":
+            return _executor
+        if _send_executor is None:  # decided once: 0 threads makes it the chat's lane
+            count = int(getattr(settings, "HAL_SEND_DB_THREADS", 1 if sqlite else 0))
+            _send_executor = (
+                ThreadPoolExecutor(max_workers=count, thread_name_prefix="hal-send-db")
+                if count > 0
+                else _executor
+            )
+        return _send_executor
 
 
 def db(fn: Any, *, serving_loop: bool = False, lane: str = "chat") -> Any:
@@ -92,7 +92,7 @@ def db(fn: Any, *, serving_loop: bool = False, lane: str = "chat") -> Any:
 def close_db_connections() -> None:
     """Close the DB threads' connections, both lanes (tests, before dropping a database)."""
     _close_lane(db_executor())
-    if _send_executor is not None:
+    if _send_executor is not None and _send_executor is not _executor:
         _close_lane(_send_executor)
 
 

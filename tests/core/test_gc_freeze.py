@@ -8,12 +8,10 @@ pause arrived that much later (issue 29: deliver p99 210 ms, 36 ms with the free
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.procenv import ROOT, own_sqlite_env
 
 PROBE = (
     "import gc, json\n"
@@ -24,18 +22,10 @@ PROBE = (
 
 
 def test_importing_the_asgi_application_freezes_what_startup_made(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.pop("DATABASE_URL", None)
-    env.update(
-        DJANGO_SETTINGS_MODULE="hal.settings",
-        HAL_DATA_DIR=str(tmp_path),
-        HAL_SQLITE_PATH=str(tmp_path / "db.sqlite3"),
-        PYTHONPATH=str(ROOT),
-    )
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=ROOT,
-        env=env,
+        env=own_sqlite_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=120,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import io
-import os
 import signal
 import socket
 import subprocess
@@ -17,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from hal import server_stop
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.procenv import ROOT, own_sqlite_env
 
 # daphne's own entry point, after a non-daemon thread that never ends: the interpreter
 # joins it at exit, as it joins a DB thread stuck in a query.
@@ -68,16 +66,7 @@ def _free_port() -> int:
 
 def _daphne(tmp_path: Path, code: str, report_seconds: str) -> tuple[subprocess.Popen, Path]:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.pop("DATABASE_URL", None)
-    env.update(
-        DJANGO_SETTINGS_MODULE="hal.settings",
-        HAL_DATA_DIR=str(tmp_path),
-        HAL_SQLITE_PATH=str(tmp_path / "db.sqlite3"),
-        HAL_STOP_REPORT_SECONDS=report_seconds,
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=str(ROOT),
-    )
+    env = own_sqlite_env(tmp_path, HAL_STOP_REPORT_SECONDS=report_seconds, PYTHONUNBUFFERED="1")
     log = tmp_path / "daphne.log"
     argv = [sys.executable, "-c", code, "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
