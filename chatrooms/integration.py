@@ -359,37 +359,53 @@ async def _flush_usage(loop: Any, batch: tuple[list[tuple[Any, ...]], Any]) -> N
 
 
 def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
-    """(DB thread) each call's web-fetch flag and budget charge; one failure (logged)
-    loses only its own call's record."""
+    """(DB thread) settle the batch's reservations, then charge each connection once: the
+    web-fetch flag with its calls' sum, the priced rows with the sum per model and room.
+    One failure (logged) loses only its own connection's record."""
     from django.db import transaction
 
     from providers import reservations, usage
     from webfetch import budgets
 
+    # (connection) → [input, output]; (connection, model, room) → [input, output, calls]
+    per_connection: dict[int, list[int]] = {}
+    per_row: dict[tuple[int, str, int | None], list[int]] = {}
+    for connection_id, input_tokens, output_tokens, model, room_id, _turn in items:
+        if not input_tokens and not output_tokens:
+            continue
+        sums = per_connection.setdefault(connection_id, [0, 0])
+        sums[0] += input_tokens
+        sums[1] += output_tokens
+        row = per_row.setdefault((connection_id, model, room_id), [0, 0, 0])
+        row[0] += input_tokens
+        row[1] += output_tokens
+        row[2] += 1
     with transaction.atomic():
-        # In connection order: two batches in flight at once (two DB threads, or two web
-        # processes) then lock the same usage rows in the same order. In arrival order
-        # they deadlocked, and PostgreSQL's detection (a second) dropped one call's charge.
-        ordered = sorted(items, key=lambda item: (item[0], item[3]))
-        for connection_id, input_tokens, output_tokens, model, room_id, turn_id in ordered:
-            if turn_id is not None:
-                # Settled with the charge: in one transaction, so the call counts against
-                # its budget throughout (reserved, then used), never twice, never not.
-                reservations.release([turn_id])
-            if not input_tokens and not output_tokens:
-                continue
+        # Settled with the charge: in one transaction, so the calls count against their
+        # budgets throughout (reserved, then used), never twice, never not.
+        reservations.release([item[5] for item in items if item[5] is not None])
+        # In connection order: two batches in flight at once (two web processes) then lock
+        # the same usage rows in the same order. In arrival order they deadlocked, and
+        # PostgreSQL's detection (a second) dropped one call's charge.
+        for connection_id in sorted(per_connection):
+            input_tokens, output_tokens = per_connection[connection_id]
             try:
                 with transaction.atomic():
                     budgets.record_usage(connection_id, input_tokens, output_tokens)
             except Exception:
                 log.exception("could not record usage for connection %s", connection_id)
-            try:
-                with transaction.atomic():
-                    usage.record_usage(
-                        connection_id, input_tokens, output_tokens, model, room_id=room_id
-                    )
-            except Exception:
-                log.exception("could not charge the budget of connection %s", connection_id)
+            for (row_connection, model, room_id), (inp, out, calls) in sorted(
+                per_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)
+            ):
+                if row_connection != connection_id:
+                    continue
+                try:
+                    with transaction.atomic():
+                        usage.record_usage(
+                            connection_id, inp, out, model, room_id=room_id, calls=calls
+                        )
+                except Exception:
+                    log.exception("could not charge the budget of connection %s", connection_id)
 
 
 def resume_budgets() -> list[int]:

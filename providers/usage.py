@@ -67,7 +67,13 @@ def cost_of(
 
 
 def _add(
-    connection_id: int, day: datetime.date, model: str, inp: int, out: int, cost: Decimal
+    connection_id: int,
+    day: datetime.date,
+    model: str,
+    inp: int,
+    out: int,
+    cost: Decimal,
+    calls: int = 1,
 ) -> None:
     """One UPDATE in the common case; the day's first call for a model inserts the row."""
     rows = UsageDay.objects.filter(connection_id=connection_id, day=day, model=model)
@@ -75,7 +81,7 @@ def _add(
         "input_tokens": F("input_tokens") + inp,
         "output_tokens": F("output_tokens") + out,
         "cost": F("cost") + cost,
-        "calls": F("calls") + 1,
+        "calls": F("calls") + calls,
     }
     if rows.update(**values):
         return
@@ -88,7 +94,7 @@ def _add(
                 input_tokens=inp,
                 output_tokens=out,
                 cost=cost,
-                calls=1,
+                calls=calls,
             )
     except IntegrityError:
         rows.update(**values)
@@ -101,8 +107,10 @@ def record_usage(
     model: str = "",
     *,
     room_id: int | None = None,
+    calls: int = 1,
 ) -> dict[str, Any]:
-    """Charge one model call to its connection (any caller: chat, relay, reviewer).
+    """Charge one model call to its connection (any caller: chat, relay, reviewer), or the
+    sum of `calls` calls of the same model and room (chatrooms/integration.py's batches).
 
     `connection` is an AIConnection or its id; `model` prices the call (empty: unpriced).
     Returns the budget outcome ({"warned": [...], "paused": bool}); with `room_id`, the
@@ -113,12 +121,15 @@ def record_usage(
     inp = _count(input_tokens, "input_tokens")
     out = _count(output_tokens, "output_tokens")
     model = str(model or "")[:200]
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise InvalidInput(_("calls must be a positive integer."), code="invalid_usage")
     if not inp and not out:
         return {"warned": [], "paused": False}
     day = utc_today()
-    with transaction.atomic():
+    # No savepoint of its own inside a caller's transaction: the caller's is enough.
+    with transaction.atomic(savepoint=False):
         cost = cost_of(price_of(connection_id, model), inp, out)
-        _add(connection_id, day, model, inp, out, cost)
+        _add(connection_id, day, model, inp, out, cost, calls)
         return budgets.after_usage(connection_id, day, room_id=room_id)
 
 

@@ -118,3 +118,33 @@ async def test_one_usage_batch_at_a_time_and_later_calls_join_the_waiting_one(mo
     await asyncio.wait_for(asyncio.gather(first, *later), 10)
     assert most == 1
     assert batches == [[1], [2, 3, 4]]
+
+
+def _queries_of_a_batch(items) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as seen:
+        integration._record_usage_batch(items)
+    return len(seen.captured_queries)
+
+
+async def test_a_batch_charges_each_connection_once_however_many_of_its_calls_it_holds(models):
+    """Issue 29: at 64 streams the usage bookkeeping was a sixth of the web process's CPU,
+    ~10 queries per reply. A batch sums its calls per connection (and per model and room
+    for the priced rows) and writes each sum once: its queries grow with the connections
+    it charges, not with the calls; every call is still counted."""
+    from asgiref.sync import sync_to_async
+
+    alpha, beta = models[0].id, models[1].id
+    batch = sync_to_async(_queries_of_a_batch)
+    await batch([(alpha, 1, 1, "m1", None, None), (beta, 1, 1, "m1", None, None)])  # the rows
+    one = await batch([(alpha, 10, 1, "m1", None, None)])
+    six = await batch([(alpha, 10 + i, 1, "m1", None, None) for i in range(6)])
+    assert six == one
+    day = await UsageDay.objects.aget(connection_id=alpha, model="m1")
+    assert (day.input_tokens, day.output_tokens, day.calls) == (1 + 10 + 75, 8, 8)
+    two = await batch([(alpha, 5, 1, "m1", None, None), (beta, 5, 1, "m1", None, None)] * 3)
+    assert two <= 2 * one
+    day = await UsageDay.objects.aget(connection_id=beta, model="m1")
+    assert (day.input_tokens, day.output_tokens, day.calls) == (16, 4, 4)
