@@ -52,7 +52,7 @@ from bench.e2e import Probe
 from bench.harness import login, pct
 from bench.harness.stream_check import StreamCheck
 
-SPY_ARGS = ("--format", "raw", "--rate", "200", "--nonblocking", "-o")
+SPY_ARGS = ("--format", "raw", "--rate", "200", "--nonblocking", "--gil", "-o")
 
 
 def cpu_seconds(pid: int) -> float:

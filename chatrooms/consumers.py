@@ -18,10 +18,19 @@ from hal.i18n import localize, session_language
 from hal.ws_guard import SessionGuardMixin
 
 
+# The WebSocket subprotocol a client asks for to get a channel message's events in one
+# WebSocket message, {"type": "events", "events": [{"type", "data"}, …]} (the panel does):
+# at 64 streaming replies, one WebSocket message per event — each through channels' send,
+# daphne and autobahn — was a quarter of the web process's CPU (issue 29).
+EVENTS_PROTOCOL = "hal.events"
+
+
 class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
-    """Joins every room group of its operator; events arrive as {"type", "data"}."""
+    """Joins every room group of its operator; events arrive as {"type", "data"} (several
+    in one {"type": "events"} message on the `hal.events` subprotocol)."""
 
     groups_joined: set[str]
+    bundled = False
 
     async def connect(self) -> None:
         self.groups_joined = set()
@@ -37,7 +46,8 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
         # lease keeper answers other processes' resume and reset requests.
         get_orchestrator().remember_loop(asyncio.get_running_loop())
         get_orchestrator().keeper.ensure_running(asyncio.get_running_loop())
-        await self.accept()
+        self.bundled = EVENTS_PROTOCOL in self.scope.get("subprotocols", ())
+        await self.accept(EVENTS_PROTOCOL if self.bundled else None)
 
     async def _join_rooms(self) -> None:
         rooms = await database_sync_to_async(actions.ensure_rooms)(self.user)
@@ -123,17 +133,23 @@ class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
         get_orchestrator().start_sent(sent)
 
     async def hal_events(self, message: dict[str, Any]) -> None:
-        """A room's events of several replies sent together (chatrooms/run/framing.py):
-        each reaches the browser as its own event, in order."""
-        for event, data in message["events"]:
-            await self.hal_event({"type": "hal.event", "event": event, "data": data})
+        """A room's events of several replies sent together (chatrooms/run/framing.py): in
+        order, each as its own WebSocket message or, bundled, all in one."""
+        if not self.bundled:
+            for event, data in message["events"]:
+                await self.send_json(await self._event(event, data))
+            return
+        frames = [await self._event(event, data) for event, data in message["events"]]
+        await self.send_json({"type": "events", "events": frames})
 
     async def hal_event(self, message: dict[str, Any]) -> None:
-        if message["event"] == "message.delta":
+        await self.send_json(await self._event(message["event"], message["data"]))
+
+    async def _event(self, event: str, data: dict[str, Any]) -> dict[str, Any]:
+        """The browser's {"type", "data"} of one room event."""
+        if event == "message.delta":
             # Most frames: ids, offsets and model text, nothing to translate (no `_i18n`).
-            await self.send_json({"type": "message.delta", "data": message["data"]})
-            return
-        if message["event"] in ("connection.updated", "room.updated"):
+            return {"type": event, "data": data}
+        if event in ("connection.updated", "room.updated"):
             await self._join_rooms()  # a new connection brings a new room to listen to
-        data = localize(message["data"], getattr(self, "language", "en"))
-        await self.send_json({"type": message["event"], "data": data})
+        return {"type": event, "data": localize(data, getattr(self, "language", "en"))}

@@ -121,8 +121,7 @@ def record_usage(
     inp = _count(input_tokens, "input_tokens")
     out = _count(output_tokens, "output_tokens")
     model = str(model or "")[:200]
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise InvalidInput(_("calls must be a positive integer."), code="invalid_usage")
+    calls = _count(calls, "calls")
     if not inp and not out:
         return {"warned": [], "paused": False}
     day = utc_today()

@@ -8,6 +8,7 @@ import json
 import re
 import secrets
 import struct
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -77,7 +78,11 @@ class Session:
             self._conn = None
 
     async def websocket(self, path: str = "/ws/ai/") -> WebSocket:
-        return await WebSocket.connect(self.host, self.port, path, self.cookie_header(), self.base)
+        # As the panel does: a room's events of one frame tick in one message on /ws/ai/.
+        protocols = ("hal.events",) if path == "/ws/ai/" else ()
+        return await WebSocket.connect(
+            self.host, self.port, path, self.cookie_header(), self.base, protocols
+        )
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
@@ -151,21 +156,33 @@ async def login(base: str, username: str, password: str) -> Session:
 
 
 class WebSocket:
-    """A minimal RFC 6455 client: text frames, masked, ping answered."""
+    """A minimal RFC 6455 client: text frames, masked, ping answered; on the `hal.events`
+    subprotocol, `receive_json` hands out a bundled message's events one at a time."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.closed = False
+        self.protocol = ""
+        self.pending: deque[Any] = deque()
 
     @classmethod
-    async def connect(cls, host: str, port: int, path: str, cookie: str, origin: str) -> WebSocket:
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        path: str,
+        cookie: str,
+        origin: str,
+        protocols: tuple[str, ...] = (),
+    ) -> WebSocket:
         reader, writer = await asyncio.open_connection(host, port)
         key = base64.b64encode(secrets.token_bytes(16)).decode()
+        asked = f"Sec-WebSocket-Protocol: {', '.join(protocols)}\r\n" if protocols else ""
         writer.write(
             (
                 f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n{asked}"
                 f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\nCookie: {cookie}\r\n\r\n"
             ).encode()
         )
@@ -174,7 +191,15 @@ class WebSocket:
         if " 101 " not in head.split("\r\n", 1)[0]:
             writer.close()
             raise ConnectionError(f"websocket refused: {head.splitlines()[0]}")
-        return cls(reader, writer)
+        socket = cls(reader, writer)
+        for line in head.split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "sec-websocket-protocol":
+                socket.protocol = value.strip()
+        if protocols and socket.protocol not in protocols:
+            writer.close()
+            raise ConnectionError(f"the server chose no subprotocol of {protocols}")
+        return socket
 
     async def send_json(self, payload: Any) -> None:
         self._send(0x1, json.dumps(payload).encode())
@@ -194,7 +219,16 @@ class WebSocket:
         self.writer.write(header + mask + masked)
 
     async def receive_json(self) -> Any:
-        """The next JSON message; raises ConnectionError when the socket closes."""
+        """The next event; raises ConnectionError when the socket closes."""
+        if self.pending:
+            return self.pending.popleft()
+        message = await self._receive_message()
+        if self.protocol == "hal.events" and message.get("type") == "events":
+            self.pending.extend(message["events"])
+            return self.pending.popleft()
+        return message
+
+    async def _receive_message(self) -> Any:
         buffer = b""
         while True:
             first, second = await self.reader.readexactly(2)

@@ -28,7 +28,9 @@ export function requestResume(ws = state.ws) {
 // The event handler is passed in: it renders through modules that ask this one to resume.
 export function connectSocket(onEvent, attempt = 0) {
   const proto = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`);
+  // "hal.events": a room's events of one frame tick arrive in one message (chatrooms/
+  // consumers.py), not one message per streaming reply; each is handled as on its own.
+  const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`, ["hal.events"]);
   state.ws = ws;
   ws.addEventListener("open", () => {
     // After a reconnect, ask for what was missed: messages after the last one shown and
@@ -39,7 +41,11 @@ export function connectSocket(onEvent, attempt = 0) {
   });
   ws.addEventListener("message", (ev) => {
     const msg = JSON.parse(ev.data);
-    onEvent(msg.type, msg.data ?? msg);
+    if (msg.type === "events") {
+      for (const one of msg.events) onEvent(one.type, one.data ?? one);
+    } else {
+      onEvent(msg.type, msg.data ?? msg);
+    }
   });
   ws.addEventListener("close", (ev) => {
     panel.dataset.live = "false";

@@ -40,7 +40,17 @@ class SocketRelay:
             self.sent.append(json.loads(frame))
             server.send(frame)
 
-        def from_server(frame: str) -> None:
+        def from_server(raw: str) -> None:
+            # The panel asks for `hal.events` (several events in one message): the relay
+            # judges and passes each event on its own, which the panel reads as well.
+            message = json.loads(raw)
+            if message.get("type") == "events":
+                for event in message["events"]:
+                    from_server_one(json.dumps(event))
+            else:
+                from_server_one(raw)
+
+        def from_server_one(frame: str) -> None:
             kind = json.loads(frame).get("type")
             if number == 0 and kind == "message.delta":
                 self.deltas_before_cut += 1
@@ -192,7 +202,17 @@ class ToolsLostRelay:
         server = ws.connect_to_server()
         deltas = [0]
 
-        def from_server(frame: str) -> None:
+        def from_server(raw: str) -> None:
+            # The panel asks for `hal.events` (several events in one message): the relay
+            # judges and passes each event on its own, which the panel reads as well.
+            message = json.loads(raw)
+            if message.get("type") == "events":
+                for event in message["events"]:
+                    from_server_one(json.dumps(event))
+            else:
+                from_server_one(raw)
+
+        def from_server_one(frame: str) -> None:
             kind = json.loads(frame).get("type")
             if number == 0:
                 if kind == "message.tools":

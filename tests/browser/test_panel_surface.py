@@ -122,10 +122,13 @@ def test_a_reply_in_the_frame_after_back_to_top_is_counted(
     call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": "hello"})
     expect(page.locator("#ai-unread")).to_have_text("1")  # the panel is below the fold
     completed = page.evaluate(
-        """() => window.__halEvents.find((raw) => {
-             const m = JSON.parse(raw);
-             return m.type === "message.completed" && (m.data ?? m).author_kind === "model";
-           })"""
+        """() => window.__halEvents
+             .flatMap((raw) => {
+               const m = JSON.parse(raw);
+               return m.type === "events" ? m.events : [m];  // the hal.events subprotocol
+             })
+             .filter((m) => m.type === "message.completed" && (m.data ?? m).author_kind === "model")
+             .map((m) => JSON.stringify(m))[0]"""
     )
     assert completed, "no message.completed of the model reached the page"
 

@@ -78,14 +78,27 @@ async def _flood(
     return texts
 
 
+async def _frames(chat):
+    """The socket's events, one at a time, whether it sends them one per WebSocket message
+    or, on the `hal.events` subprotocol, several in one `events` message."""
+    while True:
+        frame = await chat.receive_json_from(timeout=10)
+        if frame["type"] == "events":
+            for event in frame["events"]:
+                yield event
+        else:
+            yield frame
+
+
 async def _read_replies(chat, texts: dict[int, str]) -> tuple[dict[int, str], int]:
     """Every frame until each reply completed: the text by offset (a gap fails), frames."""
     shown = {reply: "" for reply in texts}
     seqs = {reply: 0 for reply in texts}
     done: set[int] = set()
     frames = 0
+    events = _frames(chat)
     while len(done) < len(texts):
-        frame = await chat.receive_json_from(timeout=10)
+        frame = await anext(events)
         data = frame["data"]
         if data.get("id") not in texts:
             continue
@@ -102,11 +115,12 @@ async def _read_replies(chat, texts: dict[int, str]) -> tuple[dict[int, str], in
     return shown, frames
 
 
+@pytest.mark.parametrize("protocol", [None, ["hal.events"]], ids=["plain", "hal.events"])
 @pytest.mark.parametrize("batch", [0, 7], ids=["one-by-one", "batches"])
-async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator, batch):
+async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator, batch, protocol):
     browser = await login(operator)
     room = (await sync_to_async(ensure_rooms)(operator))[0]
-    chat = await open_socket(browser, "/ws/ai/")
+    chat = await open_socket(browser, "/ws/ai/", protocol)
     try:
         texts = await _flood(
             get_channel_layer(), room_group(room.pk), room.pk, 10_000, at_once=True, batch=batch
@@ -121,13 +135,14 @@ async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator, b
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
+@pytest.mark.parametrize("protocol", [None, ["hal.events"]], ids=["plain", "hal.events"])
 @pytest.mark.parametrize("batch", [0, 7], ids=["one-by-one", "batches"])
-async def test_a_flood_from_another_process_arrives_whole_too(operator, batch):
+async def test_a_flood_from_another_process_arrives_whole_too(operator, batch, protocol):
     from tests.chatrooms.test_redis_layer import _second_process_layer
 
     browser = await login(operator)
     room = (await sync_to_async(ensure_rooms)(operator))[0]
-    chat = await open_socket(browser, "/ws/ai/")
+    chat = await open_socket(browser, "/ws/ai/", protocol)
     other = _second_process_layer()
     try:
         texts = await _flood(

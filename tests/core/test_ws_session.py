@@ -29,7 +29,9 @@ async def login(user) -> Client:
     return await sync_to_async(_login)(user)
 
 
-async def open_socket(client: Client, path: str) -> WebsocketCommunicator:
+async def open_socket(
+    client: Client, path: str, subprotocols: list[str] | None = None
+) -> WebsocketCommunicator:
     cookie = client.cookies["sessionid"].value
     comm = WebsocketCommunicator(
         application,
@@ -39,6 +41,7 @@ async def open_socket(client: Client, path: str) -> WebsocketCommunicator:
             (b"host", b"127.0.0.1"),
             (b"cookie", f"sessionid={cookie}".encode()),
         ],
+        subprotocols=subprotocols,
     )
     # The communicator's default bound is 1 s: a connect (session check, room snapshot) on
     # PostgreSQL under a load of 10 on two cores took longer (issue 29, item 5).
