@@ -17,7 +17,6 @@ from hal.errors import HalError
 from hal.i18n import localize, session_language
 from hal.ws_guard import SessionGuardMixin
 
-
 # The WebSocket subprotocol a client asks for to get a channel message's events in one
 # WebSocket message, {"type": "events", "events": [{"type", "data"}, …]} (the panel does):
 # at 64 streaming replies, one WebSocket message per event — each through channels' send,

@@ -27,6 +27,7 @@ from typing import Any
 import h11
 import httpx2
 
+from . import pacing
 from ._net import HIGH_WATER, LOW_WATER, AsyncioStream, _expire, _Protocol
 from ._sse import END, ChunkedSSE, FramingError, SSEParser
 
@@ -173,6 +174,9 @@ class SSEBody:
         self.error: BaseException | None = None
         self.closed = False  # the server closed the connection (or it was lost)
         self.completed = False  # h11 was told the response ended: the connection is reusable
+        # The reply's frames (providers/pacing.py), and whether a wake-up is asked of them.
+        self._pace = pacing.current.get()
+        self._deferred = False
         # Bytes the protocol buffered past h11's last read go first, then the socket's.
         chunks, protocol.chunks, protocol.size = protocol.chunks, [], 0
         protocol.sink = self
@@ -197,6 +201,24 @@ class SSEBody:
         ) and not protocol.read_paused:
             protocol.read_paused = True
             self._stream._transport.pause_reading()
+        pace = self._pace
+        gate = pace.gate if pace is not None else None
+        if (
+            gate is not None
+            and self.error is None
+            and not self.decoder.done
+            and not protocol.read_paused
+            and gate.hold()
+        ):
+            # What this read adds would wait for the reply's next frame: read it all then.
+            if not self._deferred and self._waiter is not None:
+                self._deferred = True
+                gate.later(self._paced_wake)
+            return
+        self._wake()
+
+    def _paced_wake(self) -> None:
+        self._deferred = False
         self._wake()
 
     def end(self, exc: BaseException | None) -> None:

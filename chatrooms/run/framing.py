@@ -7,7 +7,7 @@ import asyncio
 import time
 import weakref
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from chatrooms.models import Message
@@ -41,6 +41,7 @@ class _Tick:
         self.loop = loop
         self.seconds = seconds
         self.waiting: dict[Framer, None] = {}  # insertion-ordered set
+        self.wakes: list[Callable[[], None]] = []  # paced readers (providers/pacing.py)
         self.handle: asyncio.TimerHandle | None = None
 
     def want(self, framer: Framer) -> None:
@@ -48,9 +49,25 @@ class _Tick:
         if self.handle is None:
             self.handle = self.loop.call_later(self.seconds, self.fire)
 
+    def later(self, framer: Framer, wake: Callable[[], None]) -> None:
+        self.wakes.append(wake)
+        self.want(framer)
+
     def fire(self) -> None:
         self.handle = None
         waiting, self.waiting = self.waiting, {}
+        wakes, self.wakes = self.wakes, []
+        if not wakes:
+            self._flush(waiting)
+            return
+        for wake in wakes:
+            wake()
+        # The woken readers' steps were scheduled first: what they add leaves in this
+        # tick's frames (their framers are in `waiting`), not one tick later.
+        self.loop.call_soon(self._flush, waiting)
+
+    @staticmethod
+    def _flush(waiting: dict[Framer, None]) -> None:
         for framer in waiting:
             framer.flush()
 
@@ -166,12 +183,23 @@ class Framer:
             self.first_at = time.perf_counter()
         self.text.append(piece)
         self.pending.append(piece)
-        now = time.monotonic()
-        if now - self.last_sent >= self.frame:
+        if self.ticking:
+            return  # leaves with the tick it waits for (a paced reader's step: all of it)
+        if time.monotonic() - self.last_sent >= self.frame:
             self.flush()  # the first piece, or one after a quiet frame: at once
-        elif not self.ticking:
+        else:
             self.ticking = True
             _tick(self.frame).want(self)
+
+    def hold(self) -> bool:
+        """(providers.pacing.Gate) a piece added now would wait for the next frame."""
+        return not self.closed and time.monotonic() - self.last_sent < self.frame
+
+    def later(self, wake: Callable[[], None]) -> None:
+        """(providers.pacing.Gate) `wake` the paced reader at the next frame, before it
+        leaves."""
+        self.ticking = True
+        _tick(self.frame).later(self, wake)
 
     def flush(self) -> None:
         self.ticking = False  # a tick that still holds this framer finds nothing pending

@@ -26,6 +26,7 @@ from chatrooms.run.config import history_limit
 from hal import launch
 from hal.dbthreads import calling_loop
 from hal.prompt_hooks import prompt_sections
+from providers import pacing
 from providers.base import ChatMessage, StreamEvent
 
 log = logging.getLogger("hal.chatrooms")
@@ -49,9 +50,12 @@ class Opened:
     iterator: AsyncIterator[StreamEvent] | None = None
     first: asyncio.Task[tuple[bool, StreamEvent | None]] | None = None
     taken: bool = False
+    # Its turn's framer paces the stream once the turn takes it over (providers/pacing.py).
+    pace: pacing.Slot = field(default_factory=pacing.Slot)
 
     async def _first(self, end: Callable[[], None]) -> tuple[bool, StreamEvent | None]:
         token = launch.mark(end)  # the HTTP client ends the launch once the request is out
+        pacing.current.set(self.pace)  # this task's own context: the body reader takes it
         try:
             integration.hand_over_credential(self.connection_id, self.credential)
             self.credential = None

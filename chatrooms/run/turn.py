@@ -22,6 +22,7 @@ from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
 from hal.dbthreads import db
 from hal.errors import Conflict
+from providers import pacing
 from providers.base import ProviderError, TextDelta, ToolCall, ToolRan, Usage
 
 log = logging.getLogger("hal.chatrooms")
@@ -117,6 +118,8 @@ class TurnRunner(ToolRounds, TurnEndings):
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
+        # This reply's streams are read at the pace of its frames (providers/pacing.py).
+        pacing.current.set(pacing.Slot(framer))
         framer.post("message.created", {**prepared.reply.as_dict(), "turn_id": turn_id})
         usage = prepared.usage
         rounds = prepared.rounds
@@ -158,6 +161,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                         await db(holds.reserve_next)(prepared, messages)
                     if prepared.opened is not None:
                         # Sent while the send's rows were written (chatrooms/run/opening.py).
+                        prepared.opened.pace.gate = framer
                         stream = prepared.opened.events()
                         prepared.opened = None
                     else:

@@ -124,3 +124,50 @@ def other_delta(framer: Framer) -> dict[str, Any]:
         "offset": 0,
         "seq": framer.seq,
     }
+
+
+async def test_a_paced_reader_is_woken_before_its_frame_leaves_and_its_text_goes_with_it(
+    monkeypatch, settings
+):
+    """A framer is the stream's pacing gate (providers/pacing.py): it holds while a piece
+    added now would wait for the tick; the wake-up it is handed runs at the tick, and
+    what the woken reader adds in that step leaves in the tick's frame, not one later."""
+    settings.HAL_CHAT_FRAME_MS = 40
+    monkeypatch.setattr(partials, "watch", lambda framers: None)
+    sink = _Sink()
+    framer = Framer(sink, "room.1", SimpleNamespace(pk=1, room_id=1, connection_id=1))  # type: ignore[arg-type]
+    assert not framer.hold()  # nothing sent yet: the first piece goes at once
+    framer.add("first ")
+    assert framer.hold()
+    buffered = ["sec", "ond "]  # what the body reader decoded and kept
+    woken = asyncio.Event()
+    frames_at_wake: list[int] = []
+
+    async def reader() -> None:
+        await woken.wait()
+        frames_at_wake.append(framer.seq)
+        for piece in buffered:  # the reading task's step: everything it kept
+            framer.add(piece)
+
+    fired: list[int] = []  # the frames out at each tick
+    real_fire = framing._Tick.fire
+
+    def fire(tick: Any) -> None:
+        fired.append(framer.seq)
+        real_fire(tick)
+
+    monkeypatch.setattr(framing._Tick, "fire", fire)
+    task = asyncio.ensure_future(reader())
+    framer.later(woken.set)
+    async with asyncio.timeout(30):
+        while framer.seq < 2:
+            await asyncio.sleep(0.005)
+    await task
+    await sink.settle()
+    deltas = [data for event, data in _posted(sink, 1)]
+    assert frames_at_wake == [1]
+    assert fired == [1]  # the woken reader's text left with the tick that woke it
+    assert [(d["delta"], d["seq"]) for d in deltas] == [("first ", 1), ("second ", 2)]
+    assert not framer.pending and not framer.ticking
+    framer.close()
+    assert not framer.hold()  # a closed reply holds nothing

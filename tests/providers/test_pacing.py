@@ -1,0 +1,134 @@
+"""A streamed reply is read at the pace its frames leave (providers/pacing.py, issue 29): while
+the reply's frame would hold what the stream adds anyway, the body reader does not wake
+the reading task per event but once, when the frame is due; the first event, the stream's
+end and anything read while the frame would not hold wake it at once. Real
+OpenAICompatProvider, fast body reader, raw loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from providers import pacing
+from providers.base import ChatMessage, Stop, TextDelta
+from providers.openai_compat import OpenAICompatProvider
+from tests.providers.test_body import HEAD, LAST, Taken, chunk, sse
+from tests.providers.test_net import Server, read_request
+
+
+class Gate:
+    """A frame that holds (or not) what is added now; `later` keeps the wake-ups it is handed."""
+
+    def __init__(self) -> None:
+        self.holding = False
+        self.wakes: list = []
+
+    def hold(self) -> bool:
+        return self.holding
+
+    def later(self, wake) -> None:
+        self.wakes.append(wake)
+
+
+async def test_events_read_while_the_frame_holds_wake_the_reader_once_when_it_is_due(
+    monkeypatch,
+) -> None:
+    taken = Taken(monkeypatch, fast=True)
+    go = [asyncio.Event() for _ in range(3)]
+
+    async def handler(reader, writer, server):
+        await read_request(reader)
+        writer.write(HEAD + chunk(sse("one ")))
+        await writer.drain()
+        await go[0].wait()
+        for word in ("two ", "three ", "four "):  # each its own network read
+            writer.write(chunk(sse(word)))
+            await writer.drain()
+            await asyncio.sleep(0.02)
+        await go[1].wait()
+        writer.write(chunk(sse("five ")))  # read while the frame holds: waits for its wake
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(chunk(sse(finish="stop")) + chunk(b"data: [DONE]\n\n") + LAST)
+        await writer.drain()
+        await go[2].wait()
+
+    async def key() -> str:
+        return "test-" + "k" * 8
+
+    gate = Gate()
+    got: list[str] = []
+    async with Server(handler) as server:
+        provider = OpenAICompatProvider(
+            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
+        )
+
+        async def read() -> None:
+            pacing.current.set(pacing.Slot(gate))
+            async for event in provider.stream(
+                system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
+            ):
+                if isinstance(event, TextDelta):
+                    got.append(event.text)
+                elif isinstance(event, Stop):
+                    got.append("<stop>")
+
+        reading = asyncio.ensure_future(read())
+        try:
+            for _ in range(200):  # the first event: at once
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            assert got == ["one "] and not gate.wakes
+            gate.holding = True
+            go[0].set()
+            await asyncio.sleep(0.2)
+            assert got == ["one "]  # read, decoded, and held for the frame
+            assert len(gate.wakes) == 1  # one wake-up asked for, not one per event
+            gate.holding = False
+            gate.wakes.pop()()
+            await asyncio.sleep(0.05)
+            assert got == ["one ", "two ", "three ", "four "]
+            gate.holding = True
+            go[1].set()
+            # The stream's end wakes the reader at once, frame or not, with what it held.
+            await asyncio.wait_for(reading, 5)
+            assert got[4:] == ["five ", "<stop>"]
+            assert taken.count == 1
+        finally:
+            go[2].set()
+            reading.cancel()
+            await provider.aclose()
+
+
+async def test_without_a_gate_every_read_wakes_the_reader(monkeypatch) -> None:
+    """Streams read outside a chat reply's frames (a reviewer, a probe) are not paced."""
+    assert pacing.current.get() is None
+    Taken(monkeypatch, fast=True)
+
+    async def handler(reader, writer, server):
+        await read_request(reader)
+        writer.write(HEAD)
+        for word in ("a", "b", "c"):
+            writer.write(chunk(sse(word)))
+            await writer.drain()
+            await asyncio.sleep(0.02)
+        writer.write(chunk(sse(finish="stop")) + chunk(b"data: [DONE]\n\n") + LAST)
+        await writer.drain()
+
+    async def key() -> str:
+        return "test-" + "k" * 8
+
+    async with Server(handler) as server:
+        provider = OpenAICompatProvider(
+            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
+        )
+        try:
+            events = [
+                e
+                async for e in provider.stream(
+                    system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
+                )
+            ]
+        finally:
+            await provider.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "abc"
