@@ -21,7 +21,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from hal import i18n
+from hal import i18n, rows
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, InvalidInput
 from hal.events import OPS_GROUP, publish
@@ -73,7 +73,8 @@ def after_usage(
     connection_id: int, day: datetime.date, *, room_id: int | None = None
 ) -> dict[str, Any]:
     """After a call was charged (inside its transaction): warn once at 80 %, pause at 100 %."""
-    budget = ConnectionBudget.objects.filter(connection_id=connection_id).first()
+    # Fixed SQL (hal/rows.py): read for every charged model call.
+    budget = rows.first(ConnectionBudget, {"connection_id": connection_id})
     if budget is None or not any(getattr(budget, f) for f in LIMIT_FIELDS):
         return {"warned": [], "paused": False}
     totals = period_totals(connection_id, day)

@@ -20,6 +20,7 @@ from django.db.models import F
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal import rows
 from hal.errors import InvalidInput
 from providers.budget_models import ModelPrice, UsageDay
 from providers.usage_totals import (  # noqa: F401 (re-exported: one place to import from)
@@ -49,12 +50,9 @@ def _count(value: Any, name: str) -> int:
 
 
 def price_of(connection_id: int, model: str) -> tuple[Decimal, Decimal] | None:
-    row = (
-        ModelPrice.objects.filter(connection_id=connection_id, model=model)
-        .values_list("input_per_million", "output_per_million")
-        .first()
-    )
-    return (row[0], row[1]) if row else None
+    # Fixed SQL (hal/rows.py): read for every charged model call.
+    row = rows.first(ModelPrice, {"connection_id": connection_id, "model": model})
+    return (row.input_per_million, row.output_per_million) if row else None
 
 
 def cost_of(

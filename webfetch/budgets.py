@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal import rows as fixed_rows
 from hal.actions.base import Actor, record_audit, require_perm
 from hal.errors import InvalidInput
 from hal.events import OPS_GROUP, publish
@@ -86,7 +87,8 @@ class FetchPlan:
 
 def limits_for(connection_id: int) -> tuple[int, int]:
     """(tokens per day, fetch bytes per day) of a connection; 0 = unlimited."""
-    row = BudgetLimit.objects.filter(connection_id=connection_id).first()
+    # Fixed SQL (hal/rows.py): read for every charged model call.
+    row = fixed_rows.first(BudgetLimit, {"connection_id": connection_id})
     tokens = row.tokens_per_day if row and row.tokens_per_day is not None else None
     fetch = row.fetch_bytes_per_day if row and row.fetch_bytes_per_day is not None else None
     return (
@@ -231,7 +233,8 @@ def do_record_usage(connection_id: int, input_tokens: int, output_tokens: int) -
         if not rows.update(**added):
             _locked_usage(connection_id, day)
             rows.update(**added)
-        usage = rows.get()
+        usage = fixed_rows.first(BudgetUsage, {"connection_id": connection_id, "day": day})
+        assert usage is not None  # updated just now, in this transaction
         status = _status(connection_id, usage, day)
         if status.tokens_exceeded and usage.tokens_exceeded_at is None:
             _flag(
