@@ -387,25 +387,19 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         # In connection order: two batches in flight at once (two web processes) then lock
         # the same usage rows in the same order. In arrival order they deadlocked, and
         # PostgreSQL's detection (a second) dropped one call's charge.
+        groups = sorted(per_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
         for connection_id in sorted(per_connection):
             input_tokens, output_tokens = per_connection[connection_id]
             try:
-                with transaction.atomic():
+                with transaction.atomic():  # one savepoint: the connection's records
                     budgets.record_usage(connection_id, input_tokens, output_tokens)
+                    for (row_connection, model, room_id), (inp, out, calls) in groups:
+                        if row_connection == connection_id:
+                            usage.record_usage(
+                                connection_id, inp, out, model, room_id=room_id, calls=calls
+                            )
             except Exception:
-                log.exception("could not record usage for connection %s", connection_id)
-            for (row_connection, model, room_id), (inp, out, calls) in sorted(
-                per_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)
-            ):
-                if row_connection != connection_id:
-                    continue
-                try:
-                    with transaction.atomic():
-                        usage.record_usage(
-                            connection_id, inp, out, model, room_id=room_id, calls=calls
-                        )
-                except Exception:
-                    log.exception("could not charge the budget of connection %s", connection_id)
+                log.exception("could not record the usage of connection %s", connection_id)
 
 
 def resume_budgets() -> list[int]:

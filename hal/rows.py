@@ -244,3 +244,36 @@ def update(
         cursor.execute(sql, params)
         count: int = cursor.rowcount
         return count
+
+
+def increment(model: type[models.Model], where: dict[str, Any], amounts: dict[str, Any]) -> int:
+    """`model.objects.filter(**where).update(x=F("x") + amount, …)` for integer and decimal
+    columns; returns the rows it matched."""
+    meta = model._meta
+    shape, terms = _where(model, where)
+    key = ("increment", db_connection.vendor, meta.label, shape, tuple(amounts))
+
+    def build() -> str:
+        qn = db_connection.ops.quote_name
+        sets = []
+        for name in amounts:
+            field = _field(model, name)
+            added = f"{_qcol(field)} + %s"
+            if db_connection.vendor == "sqlite" and field.get_internal_type() == "DecimalField":
+                # As the ORM's SQLiteNumericMixin: SQLite's + would make a float of it.
+                added = f"CAST(({_qcol(field)} + CAST(%s AS NUMERIC)) AS NUMERIC)"
+            sets.append(f"{_qcol(field)} = {added}")
+        return (
+            f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
+            f"WHERE {_where_sql(terms)}"
+        )
+
+    sql = _sql(key, build)
+    params = [
+        _field(model, name).get_db_prep_value(value, db_connection, prepared=False)
+        for name, value in amounts.items()
+    ]
+    with db_connection.cursor() as cursor:
+        cursor.execute(sql, params + _where_params(terms))
+        count: int = cursor.rowcount
+        return count

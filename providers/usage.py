@@ -3,7 +3,7 @@
 `record_usage(connection, input_tokens, output_tokens, model)` is the one entry point for
 every model call that costs tokens: chat turns and relays (chatrooms/integration.py) and
 the second-opinion reviewer. It adds to the `UsageDay` aggregate row of (connection, UTC
-day, model) with one F() UPDATE, prices the call with the connection's `ModelPrice` for
+day, model) with one UPDATE, prices the call with the connection's `ModelPrice` for
 that model (if any), and lets providers/budgets.py warn at 80 % or pause at 100 %.
 Periods are UTC: a day starts at 00:00 UTC, a month on the 1st at 00:00 UTC.
 """
@@ -16,7 +16,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
@@ -74,14 +73,9 @@ def _add(
     calls: int = 1,
 ) -> None:
     """One UPDATE in the common case; the day's first call for a model inserts the row."""
-    rows = UsageDay.objects.filter(connection_id=connection_id, day=day, model=model)
-    values = {
-        "input_tokens": F("input_tokens") + inp,
-        "output_tokens": F("output_tokens") + out,
-        "cost": F("cost") + cost,
-        "calls": F("calls") + calls,
-    }
-    if rows.update(**values):
+    where = {"connection_id": connection_id, "day": day, "model": model}
+    values = {"input_tokens": inp, "output_tokens": out, "cost": cost, "calls": calls}
+    if rows.increment(UsageDay, where, values):  # fixed SQL (hal/rows.py): every call
         return
     try:
         with transaction.atomic():  # a savepoint: a concurrent first insert may win
@@ -95,7 +89,7 @@ def _add(
                 calls=calls,
             )
     except IntegrityError:
-        rows.update(**values)
+        rows.increment(UsageDay, where, values)
 
 
 def record_usage(

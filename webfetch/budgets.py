@@ -221,19 +221,16 @@ def _flag(usage: BudgetUsage, field: str, code: str, status: BudgetStatus, messa
 def do_record_usage(connection_id: int, input_tokens: int, output_tokens: int) -> BudgetStatus:
     """Add model tokens to today's usage; the token flag goes up (audited) once per day."""
     day = utc_today()
-    rows = BudgetUsage.objects.filter(connection_id=connection_id, day=day)
-    added = {
-        "input_tokens": F("input_tokens") + input_tokens,
-        "output_tokens": F("output_tokens") + output_tokens,
-    }
+    where = {"connection_id": connection_id, "day": day}
+    added = {"input_tokens": input_tokens, "output_tokens": output_tokens}
     # No savepoint of its own inside a caller's transaction: the caller's is enough.
     with transaction.atomic(savepoint=False):
         # The UPDATE locks the day's row until the transaction ends, as the select for
         # update did, in one query instead of three; the day's first call creates it.
-        if not rows.update(**added):
+        if not fixed_rows.increment(BudgetUsage, where, added):
             _locked_usage(connection_id, day)
-            rows.update(**added)
-        usage = fixed_rows.first(BudgetUsage, {"connection_id": connection_id, "day": day})
+            fixed_rows.increment(BudgetUsage, where, added)
+        usage = fixed_rows.first(BudgetUsage, where)
         assert usage is not None  # updated just now, in this transaction
         status = _status(connection_id, usage, day)
         if status.tokens_exceeded and usage.tokens_exceeded_at is None:

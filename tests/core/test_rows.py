@@ -180,3 +180,37 @@ def test_select_only_loads_the_key_and_the_named_fields(room):
         f.attname for f in Message._meta.concrete_fields if f.name not in ("id", "author", "status")
     }
     assert got.text == made.text  # a deferred field loads on access, as with .only()
+
+
+def test_increment_adds_what_an_f_update_adds(operator):
+    """`rows.increment` is `filter(**where).update(x=F("x") + n, …)`: integer and decimal
+    columns (the usage rows charged for every model call), the rows it matched."""
+    from datetime import date
+    from decimal import Decimal
+
+    from django.db.models import F
+
+    from providers.budget_models import UsageDay
+    from providers.models import AIConnection
+
+    conn = AIConnection.objects.create(
+        name="alpha", provider="anthropic", auth_method="api_key", base_url="http://127.0.0.1:9"
+    )
+    day = date(2026, 12, 4)
+    start = {"input_tokens": 10, "output_tokens": 3, "cost": Decimal("0.000150"), "calls": 1}
+    orm = UsageDay.objects.create(connection=conn, day=day, model="by-orm", **start)
+    fixed = UsageDay.objects.create(connection=conn, day=day, model="by-rows", **start)
+    add = {"input_tokens": 1234, "output_tokens": 56, "cost": Decimal("0.012345"), "calls": 3}
+    UsageDay.objects.filter(pk=orm.pk).update(**{k: F(k) + v for k, v in add.items()})
+    assert (
+        rows.increment(UsageDay, {"connection_id": conn.pk, "day": day, "model": "by-rows"}, add)
+        == 1
+    )
+    orm.refresh_from_db()
+    fixed.refresh_from_db()
+    read = ("input_tokens", "output_tokens", "cost", "calls")
+    assert [getattr(fixed, k) for k in read] == [getattr(orm, k) for k in read]
+    assert fixed.cost == Decimal("0.012495") and fixed.calls == 4
+    assert (
+        rows.increment(UsageDay, {"connection_id": conn.pk, "day": day, "model": "none"}, add) == 0
+    )
