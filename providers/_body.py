@@ -37,21 +37,27 @@ log = logging.getLogger("hal.providers")
 MAX_WAITING = 2048
 
 
-async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """The `data:` objects of an SSE body read through httpx, up to `[DONE]` (the path of
-    a body the fast reader does not take)."""
+async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
+    """The `data:` objects of an SSE body read through httpx, up to `[DONE]`, a list per
+    chunk that completed any (the path of a body the fast reader does not take)."""
     parser = SSEParser()
     async for chunk in chunks:
         parser.feed(chunk)
         if parser.out:
             out, parser.out = parser.out, []
-            for payload in out:
-                yield payload
+            yield out
         if parser.done:
             return
     parser.close()
-    for payload in parser.out:
-        yield payload
+    if parser.out:
+        yield parser.out
+
+
+async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The `data:` objects of an SSE body read through httpx, one at a time."""
+    async for batch in sse_batches(chunks):
+        for payload in batch:
+            yield payload
 
 
 def body_chunks(response: httpx2.Response) -> AsyncIterator[bytes]:
@@ -96,6 +102,16 @@ class SSEStream:
             return self.fast.payloads()
         assert self._chunks is not None
         return sse_payloads(self._chunks)
+
+    def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """The `data:` objects as they were decoded together: a list per wake-up of the
+        reading task. A provider makes one text piece of a list's text (issue 29: one
+        trip through its, the timeout's and the turn's generators per list, not per event;
+        paced readers, providers/pacing.py, get a frame's worth in one list)."""
+        if self.fast is not None:
+            return self.fast.batches()
+        assert self._chunks is not None
+        return sse_batches(self._chunks)
 
     async def finish(self) -> None:
         """Read the body's end, so the connection can serve the next call."""
@@ -232,15 +248,21 @@ class SSEBody:
 
     # The reading task's side.
     async def payloads(self) -> AsyncIterator[dict[str, Any]]:
-        """The stream's `data:` objects up to `[DONE]` (or the body's end). Raises what the
-        stock path raises: httpx's timeout and protocol errors, the stream's ProviderError."""
+        """The stream's `data:` objects one at a time (`batches`)."""
+        async for batch in self.batches():
+            for payload in batch:
+                yield payload
+
+    async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """The stream's `data:` objects up to `[DONE]` (or the body's end), a list of those
+        decoded since the last. Raises what the stock path raises: httpx's timeout and
+        protocol errors, the stream's ProviderError."""
         decoder = self.decoder
         while True:
             if decoder.out:
                 out, decoder.out = decoder.out, []
                 self._resume()
-                for payload in out:
-                    yield payload
+                yield out
                 continue
             if self.error is not None:
                 error = self.error

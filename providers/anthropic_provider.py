@@ -152,49 +152,61 @@ class AnthropicProvider(SDKProvider):
         # this generator): a second one here cost an asyncio.timeout per event.
         stream = SSEStream(response)
         try:
-            async for event in stream:
-                etype = event.get("type")
-                if etype == "content_block_delta":
-                    delta = event.get("delta") or {}
-                    dtype = delta.get("type")
-                    if dtype == "text_delta":
-                        if delta.get("text"):
-                            yield TextDelta(delta["text"])
-                    elif dtype == "input_json_delta" and event.get("index") in tool_blocks:
-                        tool_blocks[event["index"]]["json"].append(delta.get("partial_json", ""))
-                elif etype == "message_start":
-                    usage = (event.get("message") or {}).get("usage") or {}
-                    input_tokens = usage.get("input_tokens") or 0
-                    output_tokens = usage.get("output_tokens") or 0
-                elif etype == "content_block_start":
-                    block = event.get("content_block") or {}
-                    if block.get("type") == "tool_use":
-                        tool_blocks[event.get("index", 0)] = {
-                            "id": block.get("id", ""),
-                            "name": block.get("name", ""),
-                            "json": [],
-                        }
-                    elif block.get("type") == "text" and block.get("text"):
-                        yield TextDelta(block["text"])
-                elif etype == "content_block_stop":
-                    block_state = tool_blocks.pop(event.get("index", 0), None)
-                    if block_state is not None:
-                        yield ToolCall(
-                            id=block_state["id"],
-                            name=block_state["name"],
-                            arguments=parse_tool_arguments(
-                                "".join(block_state["json"]), tool=block_state["name"]
-                            ),
-                        )
-                elif etype == "message_delta":
-                    stop_reason = (event.get("delta") or {}).get("stop_reason") or stop_reason
-                    usage = event.get("usage") or {}
-                    if usage.get("output_tokens") is not None:
-                        output_tokens = usage["output_tokens"]
-                    if usage.get("input_tokens"):
-                        input_tokens = usage["input_tokens"]
-                elif etype == "message_stop":
-                    finished = True
+            async for batch in stream.batches():
+                # The batch's text in one piece (issue 29); a tool call keeps its place.
+                text: list[str] = []
+                for event in batch:
+                    etype = event.get("type")
+                    if etype == "content_block_delta":
+                        delta = event.get("delta") or {}
+                        dtype = delta.get("type")
+                        if dtype == "text_delta":
+                            if delta.get("text"):
+                                text.append(delta["text"])
+                        elif dtype == "input_json_delta" and event.get("index") in tool_blocks:
+                            tool_blocks[event["index"]]["json"].append(
+                                delta.get("partial_json", "")
+                            )
+                    elif etype == "message_start":
+                        usage = (event.get("message") or {}).get("usage") or {}
+                        input_tokens = usage.get("input_tokens") or 0
+                        output_tokens = usage.get("output_tokens") or 0
+                    elif etype == "content_block_start":
+                        block = event.get("content_block") or {}
+                        if block.get("type") == "tool_use":
+                            tool_blocks[event.get("index", 0)] = {
+                                "id": block.get("id", ""),
+                                "name": block.get("name", ""),
+                                "json": [],
+                            }
+                        elif block.get("type") == "text" and block.get("text"):
+                            text.append(block["text"])
+                    elif etype == "content_block_stop":
+                        block_state = tool_blocks.pop(event.get("index", 0), None)
+                        if block_state is not None:
+                            if text:
+                                yield TextDelta("".join(text))
+                                text = []
+                            yield ToolCall(
+                                id=block_state["id"],
+                                name=block_state["name"],
+                                arguments=parse_tool_arguments(
+                                    "".join(block_state["json"]), tool=block_state["name"]
+                                ),
+                            )
+                    elif etype == "message_delta":
+                        stop_reason = (event.get("delta") or {}).get("stop_reason") or stop_reason
+                        usage = event.get("usage") or {}
+                        if usage.get("output_tokens") is not None:
+                            output_tokens = usage["output_tokens"]
+                        if usage.get("input_tokens"):
+                            input_tokens = usage["input_tokens"]
+                    elif etype == "message_stop":
+                        finished = True
+                        break
+                if text:
+                    yield TextDelta("".join(text))
+                if finished:
                     break
             if finished:
                 await stream.finish()

@@ -115,6 +115,29 @@ class OpenAICompatProvider(SDKProvider):
     def _client_for_call(self, secret: str) -> AsyncOpenAI:
         return self.sdk_client.with_options(api_key=secret)
 
+    @staticmethod
+    def _read_choice(
+        choice: dict[str, Any], text: list[str], calls: dict[int, dict[str, Any]]
+    ) -> None:
+        """One streamed choice: its text into `text`, its tool-call fragments into `calls`."""
+        delta = choice.get("delta")
+        if not delta:
+            return
+        content = delta.get("content")
+        if content:
+            text.append(content)
+        for fragment in delta.get("tool_calls") or ():
+            slot = calls.setdefault(fragment.get("index", 0), {"id": "", "name": "", "args": []})
+            if fragment.get("id"):
+                slot["id"] = fragment["id"]
+            function = fragment.get("function")
+            if function:
+                # Some gateways repeat the name in every fragment.
+                if function.get("name") and not slot["name"]:
+                    slot["name"] = function["name"]
+                if function.get("arguments"):
+                    slot["args"].append(function["arguments"])
+
     async def _stream_events(
         self,
         client: AsyncOpenAI,
@@ -141,32 +164,19 @@ class OpenAICompatProvider(SDKProvider):
             )
         stream = SSEStream(response)
         try:
-            async for chunk in stream:
-                usage = chunk.get("usage")
-                if usage:
-                    input_tokens = usage.get("prompt_tokens") or 0
-                    output_tokens = usage.get("completion_tokens") or 0
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta")
-                    if delta:
-                        content = delta.get("content")
-                        if content:
-                            yield TextDelta(content)
-                        for fragment in delta.get("tool_calls") or ():
-                            slot = calls.setdefault(
-                                fragment.get("index", 0), {"id": "", "name": "", "args": []}
-                            )
-                            if fragment.get("id"):
-                                slot["id"] = fragment["id"]
-                            function = fragment.get("function")
-                            if function:
-                                # Some gateways repeat the name in every fragment.
-                                if function.get("name") and not slot["name"]:
-                                    slot["name"] = function["name"]
-                                if function.get("arguments"):
-                                    slot["args"].append(function["arguments"])
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
+            async for batch in stream.batches():
+                text: list[str] = []  # the batch's text, one piece (only text is yielded here)
+                for chunk in batch:
+                    usage = chunk.get("usage")
+                    if usage:
+                        input_tokens = usage.get("prompt_tokens") or 0
+                        output_tokens = usage.get("completion_tokens") or 0
+                    for choice in chunk.get("choices") or ():
+                        self._read_choice(choice, text, calls)
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+                if text:
+                    yield TextDelta("".join(text))
             await stream.finish()
         finally:
             await stream.aclose()

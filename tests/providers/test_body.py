@@ -361,3 +361,65 @@ async def test_a_tls_stream_is_read_by_the_fast_reader_and_its_connection_kept(t
                 assert stream.fast is not None and stream.fast.completed
                 assert [p["choices"][0]["delta"].get("content") for p in payloads[:6]] == WORDS
     assert server.connections == 1
+
+
+async def _events_of_one_read(monkeypatch, body: bytes, *, anthropic: bool) -> list[object]:
+    """A provider's events when the whole body arrives in one network read."""
+    Taken(monkeypatch, True)
+
+    async def handler(reader, writer, server):
+        await read_request(reader)
+        writer.write(HEAD)
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(chunk(body) + LAST)
+        await writer.drain()
+
+    async def key() -> str:
+        return "test-" + "k" * 8
+
+    async with Server(handler) as server:
+        if anthropic:
+            provider = AnthropicProvider(
+                base_url=f"http://127.0.0.1:{server.port}", credential=key, max_retries=0
+            )
+        else:
+            provider = OpenAICompatProvider(
+                base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
+            )
+        try:
+            return [
+                e
+                async for e in provider.stream(
+                    system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
+                )
+            ]
+        finally:
+            await provider.aclose()
+
+
+async def test_the_text_of_events_read_together_reaches_the_turn_as_one_piece(monkeypatch):
+    """Issue 29: each event was a trip through the provider's, the timeout's and the
+    turn's generators; the text decoded from one read now makes one TextDelta (the turn
+    batches it into a frame anyway). Tool calls keep their place between the texts."""
+    events = await _events_of_one_read(monkeypatch, b"".join(EVENTS), anthropic=False)
+    assert events == [
+        TextDelta("".join(WORDS)),
+        Usage(input_tokens=3, output_tokens=6),
+        Stop("end"),
+    ]
+    after = [
+        event("content_block_start", index=2, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=2, delta={"type": "text_delta", "text": "then "}),
+        event("content_block_delta", index=2, delta={"type": "text_delta", "text": "more"}),
+        event("content_block_stop", index=2),
+    ]
+    body = b"".join(ANTHROPIC[:-2] + after + ANTHROPIC[-2:])
+    events = await _events_of_one_read(monkeypatch, body, anthropic=True)
+    assert events == [
+        TextDelta("".join(WORDS)),
+        ToolCall(id="toolu_1", name="list_servers", arguments={"q": 1}),
+        TextDelta("then more"),
+        Usage(input_tokens=5, output_tokens=7),
+        Stop("tool_use"),
+    ]

@@ -56,7 +56,10 @@ def last_body(kind, fake):
 
 async def test_streams_text_usage_and_stop(wire, provider_api_key):
     kind, fake, factory = wire
-    fake.replies.push(Reply(text="All forty servers are healthy.", input_tokens=33))
+    # Paced as a model streams: pieces read together reach the caller as one (issue 29).
+    fake.replies.push(
+        Reply(text="All forty servers are healthy.", input_tokens=33, token_delay=0.01)
+    )
     provider, credential = factory()
     events = await collect(
         provider.stream(
