@@ -223,6 +223,7 @@ class SSEBody:
             gate is not None
             and self.error is None
             and not self.decoder.done
+            and self.decoder.state != END
             and not protocol.read_paused
             and gate.hold()
         ):

@@ -132,3 +132,53 @@ async def test_without_a_gate_every_read_wakes_the_reader(monkeypatch) -> None:
         finally:
             await provider.aclose()
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "abc"
+
+
+async def test_the_bodys_last_chunk_wakes_a_held_reader_at_once(monkeypatch) -> None:
+    """A stream that ends without `[DONE]` (the Messages API's ends with `message_stop`
+    and the chunked body's last chunk): the end is not held for the frame."""
+    Taken(monkeypatch, fast=True)
+    gate = Gate()
+    go = asyncio.Event()
+
+    async def handler(reader, writer, server):
+        await read_request(reader)
+        writer.write(HEAD + chunk(sse("one ")))
+        await writer.drain()
+        await go.wait()
+        writer.write(chunk(sse(finish="stop")))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(LAST)
+        await writer.drain()
+        await asyncio.sleep(30)  # the connection stays open (kept alive for the next call)
+
+    async def key() -> str:
+        return "test-" + "k" * 8
+
+    got: list[object] = []
+    async with Server(handler) as server:
+        provider = OpenAICompatProvider(
+            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
+        )
+
+        async def read() -> None:
+            pacing.current.set(pacing.Slot(gate))
+            async for event in provider.stream(
+                system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
+            ):
+                got.append(event)
+
+        reading = asyncio.ensure_future(read())
+        try:
+            for _ in range(200):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            gate.holding = True
+            go.set()
+            await asyncio.wait_for(reading, 5)  # no wake-up handed back: the end woke it
+            assert len(gate.wakes) == 1 and isinstance(got[-1], Stop)
+        finally:
+            reading.cancel()
+            await provider.aclose()
