@@ -384,7 +384,11 @@ def main() -> int:
         help="streams per SDK load client process (direct and LiteLLM lines; at most a "
         "process per core)",
     )
-    parser.add_argument("--py-spy", metavar="FILE", help="profile daphne (raw stacks)")
+    parser.add_argument(
+        "--py-spy",
+        metavar="FILE",
+        help="profile daphne: raw stacks of the thread holding the GIL (CPU, not waits)",
+    )
     parser.add_argument("--spy-c", type=int, default=64, help="the C the profile covers")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="hal-capacity-"))
