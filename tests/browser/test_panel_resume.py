@@ -30,6 +30,7 @@ class SocketRelay:
         self.sent: list[dict] = []  # what the panel sent, over every socket
         self.lost: list[str] = []  # types of the answers this relay dropped
         self.held: list[tuple[object, str]] = []  # (socket, frame) of message.completed
+        self.released = False  # after release(), a message.completed passes at once
 
     def route(self, ws) -> None:
         number = self.sockets
@@ -64,7 +65,7 @@ class SocketRelay:
             if number == 1 and kind in ("resume", "message.snapshot") and kind not in self.lost:
                 self.lost.append(kind)
                 return
-            if kind == "message.completed":
+            if kind == "message.completed" and not self.released:
                 self.held.append((ws, frame))
                 return
             ws.send(frame)
@@ -73,6 +74,9 @@ class SocketRelay:
         server.on_message(from_server)
 
     def release(self) -> None:
+        # The reply's whole text can be shown before its end has left the server (the end
+        # follows the turn's last DB trip): an end that arrives after this passes too.
+        self.released = True
         for ws, frame in self.held:
             ws.send(frame)
 
@@ -195,6 +199,7 @@ class ToolsLostRelay:
     def __init__(self) -> None:
         self.sockets = 0
         self.held: list[tuple[object, str]] = []
+        self.released = False  # after release(), a message.completed passes at once
 
     def route(self, ws) -> None:
         number = self.sockets
@@ -226,7 +231,7 @@ class ToolsLostRelay:
                         ws.close()
                         server.close()
                     return
-            if kind == "message.completed":
+            if kind == "message.completed" and not self.released:
                 self.held.append((ws, frame))
                 return
             ws.send(frame)
@@ -235,6 +240,9 @@ class ToolsLostRelay:
         server.on_message(from_server)
 
     def release(self) -> None:
+        # The reply's whole text can be shown before its end has left the server (the end
+        # follows the turn's last DB trip): an end that arrives after this passes too.
+        self.released = True
         for ws, frame in self.held:
             ws.send(frame)
 
