@@ -367,16 +367,12 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
     from providers import reservations, usage
     from webfetch import budgets
 
-    # (connection) → [input, output]; (connection, model, room) → [input, output, calls]
-    per_connection: dict[int, list[int]] = {}
-    per_row: dict[tuple[int, str, int | None], list[int]] = {}
+    # connection → (model, room) → [input, output, calls]
+    charges: dict[int, dict[tuple[str, int | None], list[int]]] = {}
     for connection_id, input_tokens, output_tokens, model, room_id, _turn in items:
         if not input_tokens and not output_tokens:
             continue
-        sums = per_connection.setdefault(connection_id, [0, 0])
-        sums[0] += input_tokens
-        sums[1] += output_tokens
-        row = per_row.setdefault((connection_id, model, room_id), [0, 0, 0])
+        row = charges.setdefault(connection_id, {}).setdefault((model, room_id), [0, 0, 0])
         row[0] += input_tokens
         row[1] += output_tokens
         row[2] += 1
@@ -387,17 +383,19 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         # In connection order: two batches in flight at once (two web processes) then lock
         # the same usage rows in the same order. In arrival order they deadlocked, and
         # PostgreSQL's detection (a second) dropped one call's charge.
-        groups = sorted(per_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
-        for connection_id in sorted(per_connection):
-            input_tokens, output_tokens = per_connection[connection_id]
+        for connection_id in sorted(charges):
+            rows = sorted(charges[connection_id].items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
             try:
                 with transaction.atomic():  # one savepoint: the connection's records
-                    budgets.record_usage(connection_id, input_tokens, output_tokens)
-                    for (row_connection, model, room_id), (inp, out, calls) in groups:
-                        if row_connection == connection_id:
-                            usage.record_usage(
-                                connection_id, inp, out, model, room_id=room_id, calls=calls
-                            )
+                    budgets.record_usage(
+                        connection_id,
+                        sum(sums[0] for _key, sums in rows),
+                        sum(sums[1] for _key, sums in rows),
+                    )
+                    for (model, room_id), (inp, out, calls) in rows:
+                        usage.record_usage(
+                            connection_id, inp, out, model, room_id=room_id, calls=calls
+                        )
             except Exception:
                 log.exception("could not record the usage of connection %s", connection_id)
 

@@ -19,6 +19,22 @@ LIVE = "#ai-panel[data-live=true]"
 DEAD = "#ai-panel[data-live=false]"
 
 
+def each_event(handle):
+    """A relay's handler of server messages: the panel asks for `hal.events` (several events
+    in one message); the relay judges and passes each event on its own, which the panel
+    reads as well."""
+
+    def unbundle(raw: str) -> None:
+        message = json.loads(raw)
+        if message.get("type") == "events":
+            for event in message["events"]:
+                handle(json.dumps(event))
+        else:
+            handle(raw)
+
+    return unbundle
+
+
 class SocketRelay:
     """Stands between the panel and /ws/ai/: the first socket is cut after three deltas;
     on the second, the first answers to a resume are lost (so the panel meets a gap in
@@ -41,16 +57,6 @@ class SocketRelay:
             self.sent.append(json.loads(frame))
             server.send(frame)
 
-        def from_server(raw: str) -> None:
-            # The panel asks for `hal.events` (several events in one message): the relay
-            # judges and passes each event on its own, which the panel reads as well.
-            message = json.loads(raw)
-            if message.get("type") == "events":
-                for event in message["events"]:
-                    from_server_one(json.dumps(event))
-            else:
-                from_server_one(raw)
-
         def from_server_one(frame: str) -> None:
             kind = json.loads(frame).get("type")
             if number == 0 and kind == "message.delta":
@@ -71,7 +77,7 @@ class SocketRelay:
             ws.send(frame)
 
         ws.on_message(from_page)
-        server.on_message(from_server)
+        server.on_message(each_event(from_server_one))
 
     def release(self) -> None:
         # The reply's whole text can be shown before its end has left the server (the end
@@ -207,16 +213,6 @@ class ToolsLostRelay:
         server = ws.connect_to_server()
         deltas = [0]
 
-        def from_server(raw: str) -> None:
-            # The panel asks for `hal.events` (several events in one message): the relay
-            # judges and passes each event on its own, which the panel reads as well.
-            message = json.loads(raw)
-            if message.get("type") == "events":
-                for event in message["events"]:
-                    from_server_one(json.dumps(event))
-            else:
-                from_server_one(raw)
-
         def from_server_one(frame: str) -> None:
             kind = json.loads(frame).get("type")
             if number == 0:
@@ -237,7 +233,7 @@ class ToolsLostRelay:
             ws.send(frame)
 
         ws.on_message(server.send)
-        server.on_message(from_server)
+        server.on_message(each_event(from_server_one))
 
     def release(self) -> None:
         # The reply's whole text can be shown before its end has left the server (the end

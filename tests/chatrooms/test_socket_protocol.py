@@ -81,23 +81,8 @@ async def test_the_handshake_names_the_subprotocol_only_when_asked(operator):
         (["x.other"], None),
         (["x.other", "hal.events"], "hal.events"),
     ):
-        from channels.testing import WebsocketCommunicator
-
-        from hal.asgi import application
-
-        cookie = browser.cookies["sessionid"].value
-        comm = WebsocketCommunicator(
-            application,
-            "/ws/ai/",
-            headers=[
-                (b"origin", b"http://127.0.0.1"),
-                (b"host", b"127.0.0.1"),
-                (b"cookie", f"sessionid={cookie}".encode()),
-            ],
-            subprotocols=protocols,
-        )
-        connected, subprotocol = await comm.connect(timeout=15)
+        comm = await open_socket(browser, "/ws/ai/", protocols)
         try:
-            assert connected and subprotocol == chosen
+            assert comm.subprotocol == chosen
         finally:
             await comm.disconnect()

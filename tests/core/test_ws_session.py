@@ -45,8 +45,9 @@ async def open_socket(
     )
     # The communicator's default bound is 1 s: a connect (session check, room snapshot) on
     # PostgreSQL under a load of 10 on two cores took longer (issue 29, item 5).
-    connected, _ = await comm.connect(timeout=15)
+    connected, subprotocol = await comm.connect(timeout=15)
     assert connected
+    comm.subprotocol = subprotocol  # the one the handshake named (None: none)
     return comm
 
 

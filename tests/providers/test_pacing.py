@@ -29,6 +29,37 @@ class Gate:
         self.wakes.append(wake)
 
 
+async def _key() -> str:
+    return "test-" + "k" * 8
+
+
+def _provider(port: int) -> OpenAICompatProvider:
+    return OpenAICompatProvider(
+        base_url=f"http://127.0.0.1:{port}/v1", credential=_key, max_retries=0
+    )
+
+
+def _read_paced(provider: OpenAICompatProvider, gate: Gate, got: list) -> asyncio.Future:
+    """A task streaming one call with `gate` as its frames, its events into `got`."""
+
+    async def read() -> None:
+        pacing.current.set(pacing.Slot(gate))
+        async for event in provider.stream(
+            system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
+        ):
+            got.append(event)
+
+    return asyncio.ensure_future(read())
+
+
+def _shown(events: list) -> list[str]:
+    return [
+        e.text if isinstance(e, TextDelta) else "<stop>"
+        for e in events
+        if isinstance(e, (TextDelta, Stop))
+    ]
+
+
 async def test_events_read_while_the_frame_holds_wake_the_reader_once_when_it_is_due(
     monkeypatch,
 ) -> None:
@@ -52,47 +83,31 @@ async def test_events_read_while_the_frame_holds_wake_the_reader_once_when_it_is
         await writer.drain()
         await go[2].wait()
 
-    async def key() -> str:
-        return "test-" + "k" * 8
-
     gate = Gate()
-    got: list[str] = []
+    events: list = []
     async with Server(handler) as server:
-        provider = OpenAICompatProvider(
-            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
-        )
-
-        async def read() -> None:
-            pacing.current.set(pacing.Slot(gate))
-            async for event in provider.stream(
-                system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
-            ):
-                if isinstance(event, TextDelta):
-                    got.append(event.text)
-                elif isinstance(event, Stop):
-                    got.append("<stop>")
-
-        reading = asyncio.ensure_future(read())
+        provider = _provider(server.port)
+        reading = _read_paced(provider, gate, events)
         try:
             for _ in range(200):  # the first event: at once
-                if got:
+                if events:
                     break
                 await asyncio.sleep(0.01)
-            assert got == ["one "] and not gate.wakes
+            assert _shown(events) == ["one "] and not gate.wakes
             gate.holding = True
             go[0].set()
             await asyncio.sleep(0.2)
-            assert got == ["one "]  # read, decoded, and held for the frame
+            assert _shown(events) == ["one "]  # read, decoded, and held for the frame
             assert len(gate.wakes) == 1  # one wake-up asked for, not one per event
             gate.holding = False
             gate.wakes.pop()()
             await asyncio.sleep(0.05)
-            assert got == ["one ", "two three four "]  # one wake-up, one piece
+            assert _shown(events) == ["one ", "two three four "]  # one wake-up, one piece
             gate.holding = True
             go[1].set()
             # The stream's end wakes the reader at once, frame or not, with what it held.
             await asyncio.wait_for(reading, 5)
-            assert got[2:] == ["five ", "<stop>"]
+            assert _shown(events)[2:] == ["five ", "<stop>"]
             assert taken.count == 1
         finally:
             go[2].set()
@@ -115,13 +130,8 @@ async def test_without_a_gate_every_read_wakes_the_reader(monkeypatch) -> None:
         writer.write(chunk(sse(finish="stop")) + chunk(b"data: [DONE]\n\n") + LAST)
         await writer.drain()
 
-    async def key() -> str:
-        return "test-" + "k" * 8
-
     async with Server(handler) as server:
-        provider = OpenAICompatProvider(
-            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
-        )
+        provider = _provider(server.port)
         try:
             events = [
                 e
@@ -153,23 +163,10 @@ async def test_the_bodys_last_chunk_wakes_a_held_reader_at_once(monkeypatch) -> 
         await writer.drain()
         await asyncio.sleep(30)  # the connection stays open (kept alive for the next call)
 
-    async def key() -> str:
-        return "test-" + "k" * 8
-
     got: list[object] = []
     async with Server(handler) as server:
-        provider = OpenAICompatProvider(
-            base_url=f"http://127.0.0.1:{server.port}/v1", credential=key, max_retries=0
-        )
-
-        async def read() -> None:
-            pacing.current.set(pacing.Slot(gate))
-            async for event in provider.stream(
-                system="", messages=[ChatMessage.user("hi")], tools=[], model="m"
-            ):
-                got.append(event)
-
-        reading = asyncio.ensure_future(read())
+        provider = _provider(server.port)
+        reading = _read_paced(provider, gate, got)
         try:
             for _ in range(200):
                 if got:
