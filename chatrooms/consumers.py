@@ -14,6 +14,7 @@ from chatrooms import actions, resume
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor
 from hal.errors import HalError
+from hal.fastjson import JsonSocketMixin
 from hal.i18n import localize, session_language
 from hal.ws_guard import SessionGuardMixin
 
@@ -24,7 +25,7 @@ from hal.ws_guard import SessionGuardMixin
 EVENTS_PROTOCOL = "hal.events"
 
 
-class ChatConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
+class ChatConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsumer):
     """Joins every room group of its operator; events arrive as {"type", "data"} (several
     in one {"type": "events"} message on the `hal.events` subprotocol)."""
 

@@ -8,11 +8,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from hal.events import OPS_GROUP
+from hal.fastjson import JsonSocketMixin
 from hal.i18n import localize, session_language
 from hal.ws_guard import SessionGuardMixin
 
 
-class OpsConsumer(SessionGuardMixin, AsyncJsonWebsocketConsumer):
+class OpsConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsumer):
     """Pushes console events to logged-in operators; refuses anonymous sockets."""
 
     async def connect(self) -> None:

@@ -5,7 +5,7 @@ httpx sends the request and reads the response's head as always (the SDK's retri
 errors and hooks are untouched). Then, for an HTTP/1.1 response with a chunked, uncompressed
 body on `providers._net`'s connection, `take_sse_body` hands the connection's incoming bytes
 to a `ChunkedSSE` decoder called from the protocol's `data_received`: one network read is
-one synchronous parse (framing, SSE lines, `json.loads`) and one wake-up of the reading
+one synchronous parse (framing, SSE lines, JSON) and one wake-up of the reading
 task, instead of h11's parser and about ten async generator layers per token. Anything else
 (HTTP/2, a proxy, a compressed body, httpcore's stock backend, a head whose buffered body
 bytes end inside a chunk) returns None and is read through httpx.

@@ -5,8 +5,9 @@ is one `feed` call with no async generator layer per token (issue 29)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from hal import fastjson
 
 from ._sdk import BODY_TYPES, body_error
 from .base import ProviderError
@@ -18,7 +19,7 @@ MAX_LINE = 16 * 1024
 class SSEParser:
     """An SSE body's `data:` JSON objects, in `out`, from bytes fed in any cuts. Lines end
     with `\\n`, `\\r\\n` or `\\r` (split on bytes: a UTF-8 character cut between two feeds
-    is joined before `json.loads` decodes it). `[DONE]` sets `done` and ends the parse; an
+    is joined before the JSON is decoded). `[DONE]` sets `done` and ends the parse; an
     error object (`event: error`, or `{"error": …}` in a 200 stream) raises ProviderError."""
 
     __slots__ = ("done", "event", "out", "rest", "skip_lf")
@@ -68,7 +69,7 @@ class SSEParser:
             if data.startswith(b"[DONE]"):
                 self.done = True
                 return
-            payload = json.loads(data)
+            payload = fastjson.loads(data)
             if isinstance(payload, dict):
                 if self.event == b"error" or payload.get("error"):
                     kind, message = body_error(payload)

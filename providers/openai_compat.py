@@ -11,6 +11,8 @@ from typing import Any
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+from hal import fastjson
+
 from ._body import SSEStream
 from ._net import shared_ssl_context, use_asyncio_backend
 from ._sdk import LAUNCH_HOOKS, NO_CREDENTIAL, SDKProvider
@@ -82,12 +84,12 @@ def request_body(
     if max_tokens:
         head["max_tokens"] = max_tokens
     parts = [
-        json.dumps(head)[:-1],
-        ', "messages": ',
-        json.dumps(to_openai_messages(system, messages)),
+        fastjson.dumps(head)[:-1],
+        ',"messages":',
+        fastjson.dumps(to_openai_messages(system, messages)),
     ]
     if tools:
-        parts += [', "tools": [', ", ".join(tool.openai_json for tool in tools), "]"]
+        parts += [',"tools":[', ",".join(tool.openai_json for tool in tools), "]"]
     parts.append("}")
     return "".join(parts).encode()
 
@@ -156,7 +158,7 @@ class OpenAICompatProvider(SDKProvider):
         input_tokens = output_tokens = 0
         finish: str | None = None
         calls: dict[int, dict[str, Any]] = {}
-        # The raw SSE lines, decoded here with json.loads: the SDK would build a pydantic
+        # The raw SSE lines, decoded here as plain JSON: the SDK would build a pydantic
         # chunk object per token. The stream's timeouts are SDKProvider.stream's.
         async with asyncio.timeout(self.timeout):
             response = await client.post(

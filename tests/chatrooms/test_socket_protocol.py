@@ -6,6 +6,8 @@ process's CPU); a socket that does not ask gets one message per event, as before
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -86,3 +88,26 @@ async def test_the_handshake_names_the_subprotocol_only_when_asked(operator):
             assert comm.subprotocol == chosen
         finally:
             await comm.disconnect()
+
+
+async def test_frames_carry_text_as_utf8_not_escapes(operator):
+    # A Korean reply is a third of its escaped size on the wire (hal/fastjson.py).
+    chat, room = await _socket(operator, ["hal.events"])
+    ops_browser = await login(operator)
+    ops = await open_socket(ops_browser, "/ws/ops/")
+    try:
+        delta = {"id": 7, "room_id": room.pk, "delta": "안녕", "offset": 0, "seq": 1}
+        await get_channel_layer().group_send(
+            room_group(room.pk), {"type": "hal.events", "events": [["message.delta", delta]]}
+        )
+        raw = await chat.receive_from(timeout=10)
+        assert '"delta":"안녕"' in raw
+        assert json.loads(raw) == {
+            "type": "events",
+            "events": [{"type": "message.delta", "data": delta}],
+        }
+        await ops.send_json_to({"type": "ping"})
+        assert await ops.receive_from(timeout=5) == '{"type":"pong"}'
+    finally:
+        await chat.disconnect()
+        await ops.disconnect()
