@@ -30,12 +30,17 @@ def loads(data: bytes | str) -> Any:
         return json.loads(data)
 
 
-def dumps(value: Any) -> str:
-    """`json.dumps`, compact and in UTF-8 (no \\u escapes); a non-finite float is null."""
+def dumpb(value: Any) -> bytes:
+    """`json.dumps`, compact, as UTF-8 bytes (no \\u escapes); a non-finite float is null."""
     try:
-        return orjson.dumps(value, default=_refuse, option=_DUMP_OPTIONS).decode()
+        return orjson.dumps(value, default=_refuse, option=_DUMP_OPTIONS)
     except TypeError:
-        return json.dumps(value)
+        return json.dumps(value).encode()
+
+
+def dumps(value: Any) -> str:
+    """`dumpb` as text."""
+    return dumpb(value).decode()
 
 
 class JsonSocketMixin:

@@ -83,15 +83,17 @@ def request_body(
     }
     if max_tokens:
         head["max_tokens"] = max_tokens
+    # Bytes throughout: the tools' part is ~60 KB, and a str join with a non-ASCII message
+    # would widen all of it before encoding it back.
     parts = [
-        fastjson.dumps(head)[:-1],
-        ',"messages":',
-        fastjson.dumps(to_openai_messages(system, messages)),
+        fastjson.dumpb(head)[:-1],
+        b',"messages":',
+        fastjson.dumpb(to_openai_messages(system, messages)),
     ]
     if tools:
-        parts += [',"tools":[', ",".join(tool.openai_json for tool in tools), "]"]
-    parts.append("}")
-    return "".join(parts).encode()
+        parts += [b',"tools":[', b",".join(tool.openai_json for tool in tools), b"]"]
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 class OpenAICompatProvider(SDKProvider):

@@ -7,9 +7,10 @@ adapters import it from here (also as `providers.base.ToolSpec`).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from hal import fastjson
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,6 @@ class ToolSpec:
         return self.to_openai()
 
     @functools.cached_property
-    def openai_json(self) -> str:
-        """The OpenAI wire form as JSON, encoded once (a part of every request body)."""
-        return json.dumps(self.openai_wire)
+    def openai_json(self) -> bytes:
+        """The OpenAI wire form as JSON bytes, encoded once (a part of every request body)."""
+        return fastjson.dumpb(self.openai_wire)

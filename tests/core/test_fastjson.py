@@ -66,6 +66,7 @@ def test_dumps_writes_the_same_json_as_json(value: object) -> None:
     text = fastjson.dumps(value)
     assert isinstance(text, str)
     assert json.loads(text) == json.loads(json.dumps(value))
+    assert fastjson.dumpb(value) == text.encode()
 
 
 def test_dumps_writes_utf8_text_not_escapes() -> None:
@@ -77,9 +78,10 @@ def test_dumps_writes_utf8_text_not_escapes() -> None:
 def test_dumps_refuses_what_json_refuses_with_its_error(value: object) -> None:
     with pytest.raises(TypeError) as stock:
         json.dumps(value)
-    with pytest.raises(TypeError) as ours:
-        fastjson.dumps(value)
-    assert str(ours.value) == str(stock.value)
+    for dump in (fastjson.dumps, fastjson.dumpb):
+        with pytest.raises(TypeError) as ours:
+            dump(value)
+        assert str(ours.value) == str(stock.value)
 
 
 def test_dumps_writes_non_finite_floats_as_null() -> None:

@@ -380,6 +380,7 @@ async def test_the_request_body_goes_to_the_sdk_as_json_built_once(
         max_tokens=512,
     )
     history = [ChatMessage.user(f"line {i}", speaker="alice") for i in range(3)]
+    history.append(ChatMessage.user("안녕", speaker="민수"))  # UTF-8 in the body, no escapes
     events = await collect(provider.stream(system="s", messages=history, tools=[SPEC], model="m-1"))
     assert text_of(events) == "ok"
     assert transformed == [] and encoded == []
@@ -394,6 +395,7 @@ async def test_the_request_body_goes_to_the_sdk_as_json_built_once(
         "messages": [
             {"role": "system", "content": "s"},
             *({"role": "user", "content": f"[alice]: line {i}"} for i in range(3)),
+            {"role": "user", "content": "[민수]: 안녕"},
         ],
         "tools": [SPEC.to_openai()],
     }
