@@ -2,13 +2,15 @@
 text, the same text's meaning out of the same values, the same errors; only the spelling of
 the output differs (compact, UTF-8 rather than \\u escapes), and two deliberate differences
 are pinned as such: non-finite floats are written as null, integers past 64 bits are read as
-floats."""
+floats (and orjson writes UUIDs and enums, which json refuses)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import math
+import uuid
 
 import pytest
 
@@ -88,3 +90,14 @@ def test_dumps_writes_non_finite_floats_as_null() -> None:
     # The one deliberate difference: json writes NaN/Infinity, which is not JSON (a
     # browser's JSON.parse throws on the whole frame); null is.
     assert json.loads(fastjson.dumps([math.nan, math.inf, -math.inf, 1.5])) == [None] * 3 + [1.5]
+
+
+def test_dumps_writes_uuids_and_enums_which_json_refuses() -> None:
+    # orjson's native types with no pass-through option: a third pinned difference.
+    class Kind(enum.Enum):
+        A = "a"
+
+    value = {"id": uuid.UUID(int=5), "kind": Kind.A}
+    with pytest.raises(TypeError):
+        json.dumps(value)
+    assert json.loads(fastjson.dumps(value)) == {"id": str(uuid.UUID(int=5)), "kind": "a"}
