@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import os
 import re
 import secrets
@@ -287,6 +288,15 @@ AllowUsers root
 
 class WsClosed(Exception):
     """The server closed the socket (close frame or end of stream)."""
+
+
+def is_pong(text: str | None) -> bool:
+    """Whether a text frame is the consumer's answer to a ping (read as JSON: its spelling
+    — spaces, escapes — is the server's to choose)."""
+    try:
+        return text is not None and json.loads(text) == {"type": "pong"}
+    except ValueError:
+        return False
 
 
 class WsClient:

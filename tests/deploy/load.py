@@ -98,7 +98,7 @@ class Socket(_Loop):
             # Live events (a snapshot started, a job moved…) may come first: a console
             # socket gets them all; the pong is what this ping is waiting for.
             answer = self.ws.recv_text(timeout=30)
-            while answer is not None and answer != '{"type": "pong"}':
+            while answer is not None and not hosts.is_pong(answer):
                 answer = self.ws.recv_text(timeout=30)
         except (hosts.WsClosed, OSError):
             # Its process restarted: the socket closes, the client reconnects at once.
@@ -106,7 +106,7 @@ class Socket(_Loop):
             self.ws = None
             self.dropped_at = time.monotonic()
             return
-        if answer != '{"type": "pong"}':
+        if not hosts.is_pong(answer):
             raise RuntimeError(f"no pong: {answer!r}")
 
     def run(self) -> None:

@@ -324,7 +324,7 @@ class Socket(threading.Thread):
         )
         # Alive end to end: the consumer answers.
         ws.send_text('{"type": "ping"}')
-        if ws.recv_text(timeout=30) != '{"type": "pong"}':
+        if not hosts.is_pong(ws.recv_text(timeout=30)):
             raise hosts.WsClosed("no pong")
         self.pongs += 1
         return ws
