@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-# Types orjson would write and json refuses are handed back (to json, which raises).
+# Dataclasses and datetimes, which orjson would write and json refuses, are handed back
+# (to json, which raises); UUIDs and enums have no such option (the module docstring).
 _DUMP_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
