@@ -198,6 +198,7 @@ def open_calls(
     opening = Opening(loop=loop, history=history, sections=sections)
     full = recent_rooms({room.pk}).get(room.pk, room)
     present = everyone if room.kind == Room.UNIFIED else list(targets)
+    views: dict[int, Any] = {}  # the history's user turns, built once for every target
     callable_now = []
     for connection in targets:
         try:
@@ -207,7 +208,14 @@ def open_calls(
                 # (chatrooms/run/turn.py); its own start dwarfs what opening ahead saves.
                 continue
             system, messages = assemble_prompt(
-                connection, full, present, context or {}, history, None, extra_sections=sections
+                connection,
+                full,
+                present,
+                context or {},
+                history,
+                None,
+                extra_sections=sections,
+                views=views,
             )
         except Exception as exc:  # its turn meets it again and reports it, as without this
             log.debug("not opening connection %s ahead: %s", connection.pk, type(exc).__name__)

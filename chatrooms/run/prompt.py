@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,23 +78,34 @@ def speaker_label(message: Any) -> str:
     return f"@{message.author}"
 
 
-def to_chat_messages(history: Iterable[Any], connection_id: int) -> list[ChatMessage]:
+def to_chat_messages(
+    history: Sequence[Any], connection_id: int, *, views: dict[int, ChatMessage] | None = None
+) -> list[ChatMessage]:
     """The room as one model sees it: its own replies as assistant turns, everyone else
-    (operator, other models, HAL notices) as named user turns."""
+    (operator, other models, HAL notices) as named user turns.
+
+    `views`: shared by the models that read this same `history` (a send's calls), it keeps
+    each message's user turn by position, built once for all of them (issue 29: eight
+    models built the same fifty messages eight times). ChatMessage is immutable."""
     out: list[ChatMessage] = []
-    for message in history:
+    for position, message in enumerate(history):
         if not message.text:
             continue
         if message.author_kind == Message.MODEL and message.connection_id == connection_id:
             out.append(ChatMessage.assistant(message.text))
-        else:
+            continue
+        seen = views.get(position) if views is not None else None
+        if seen is None:
             text = message.text
             web = getattr(message, "web_context", "")
             if web:
                 # The same fetched pages follow the operator's words for every model that
                 # reads this message, in every room (mode parity).
                 text = f"{text}\n\n{web}"
-            out.append(ChatMessage.user(text, speaker=speaker_label(message)))
+            seen = ChatMessage.user(text, speaker=speaker_label(message))
+            if views is not None:
+                views[position] = seen
+        out.append(seen)
     while out and out[0].role != "user":
         out.pop(0)  # a window cut mid-conversation must still start with someone else
     return out
@@ -237,6 +248,7 @@ def prepare_turns(
     rooms = recent_rooms({t.room_id for t, _ in started})
     histories: dict[tuple[int, int], list[Any]] = {}
     sections: dict[tuple[int, int], list[str]] = {}
+    views: dict[tuple[int, int], dict[int, ChatMessage]] = {}
     prepared: list[Prepared] = []
     for turn, reply in started:
         room = turn.room = rooms[turn.room_id]
@@ -300,6 +312,7 @@ def prepare_turns(
             history,
             turn.transcript,
             extra_sections=sections[key],
+            views=views.setdefault(key, {}),
         )
         prepared.append(item)
     # Checked here, together, and handed to each turn's first call (no trip of its own).
@@ -322,8 +335,10 @@ def assemble_prompt(
     history: list[Any],
     transcript: list[dict[str, Any]] | None,
     extra_sections: list[str] | None = None,
+    views: dict[int, ChatMessage] | None = None,
 ) -> tuple[str, list[ChatMessage]]:
-    """System prompt and messages of one model call (no database access)."""
+    """System prompt and messages of one model call (no database access); `views` as in
+    `to_chat_messages`, for calls that share `history`."""
     system = build_system_prompt(
         connection=connection,
         room=room,
@@ -332,7 +347,9 @@ def assemble_prompt(
         context=context,
         extra_sections=extra_sections,
     )
-    messages = to_chat_messages(history, connection.pk) + transcript_messages(transcript or [])
+    messages = to_chat_messages(history, connection.pk, views=views) + transcript_messages(
+        transcript or []
+    )
     return system, messages
 
 
