@@ -134,18 +134,18 @@ def hand_over_credential(connection_id: int, revealed: Any) -> None:
 # ----- tools, skill, proposals -----------------------------------------------------------
 
 
-_SPECS_CACHE: dict[tuple[str, ...], list[Any]] = {}
+_SPECS_CACHE: dict[int, list[Any]] = {}
 
 
 def tool_specs() -> list[Any]:
     """Every tool a model may call, as provider ToolSpecs.
 
-    Building the JSON schemas takes ~10 ms, so they are kept until the set of registered
-    tools changes (tools register at import; tests may add or remove some)."""
-    from hal.tools import all_tools
+    Building the JSON schemas takes ~10 ms, so they are kept until the registry changes
+    (tools register at import; tests may add, replace or remove some)."""
+    from hal.tools import registry_version
     from hal.tools import tool_specs as specs
 
-    key = tuple(tool.name for tool in all_tools())
+    key = registry_version()
     cached = _SPECS_CACHE.get(key)
     if cached is None:
         _SPECS_CACHE.clear()

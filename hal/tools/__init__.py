@@ -21,6 +21,7 @@ from hal.tools.registry import (
     get_tool,
     openai_tools,
     register_tool,
+    registry_version,
     tool_specs,
     unregister_tool,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "openai_tools",
     "proposal_decided",
     "register_tool",
+    "registry_version",
     "run_tool_call",
     "skill_text",
     "tool_result_payload",

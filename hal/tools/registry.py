@@ -136,12 +136,29 @@ def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
     if tool.name in _REGISTRY and not replace:
         raise ValueError(f"tool {tool.name} is already registered")
     _REGISTRY[tool.name] = tool
+    _changed()
     return tool
 
 
 def unregister_tool(name: str) -> None:
     """Remove a tool (tests, or a package that withdraws a capability)."""
-    _REGISTRY.pop(name, None)
+    if _REGISTRY.pop(name, None) is not None:
+        _changed()
+
+
+_generation = 0  # bumped by every change of the registry
+
+
+def _changed() -> None:
+    global _generation
+    _generation += 1
+
+
+def registry_version() -> int:
+    """A number that changes whenever a tool is registered, replaced or removed: what is
+    built from the registry (the chat's tool specs) is kept until it changes."""
+    _ensure_loaded()
+    return _generation
 
 
 def get_tool(name: str) -> Tool | None:

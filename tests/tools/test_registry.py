@@ -242,3 +242,32 @@ def test_registration_refuses_open_argument_models():
                 handler=lambda *a, **k: None,
             )
         )
+
+
+def test_the_models_see_a_replaced_tool_as_it_is_now():
+    """The chat's specs (kept between calls: building them costs ~10 ms) follow every
+    change of the registry, a replacement under the same name included."""
+    from chatrooms import integration
+
+    def echo(description: str) -> Tool:
+        return Tool(
+            name="echo_word",
+            tier="read",
+            description=description,
+            args=EchoArgs,
+            handler=lambda actor, a, confirmation=None: {"word": a["word"]},
+        )
+
+    def described() -> str | None:
+        return next(
+            (s.description for s in integration.tool_specs() if s.name == "echo_word"), None
+        )
+
+    register_tool(echo("Echo one word back (test tool)."))
+    try:
+        assert described() == "Echo one word back (test tool)."
+        register_tool(echo("Echo one word back, in the new wording."), replace=True)
+        assert described() == "Echo one word back, in the new wording."
+    finally:
+        unregister_tool("echo_word")
+    assert described() is None
