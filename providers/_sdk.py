@@ -122,6 +122,11 @@ class SDKProvider:
         self.label = label
         self.credential_hint = credential_hint
         self.sdk_client = self._make_client()
+        # What the SDK read of this host for its X-Stainless headers (`_platform`), kept
+        # from the first call: a per-call copy starts without it and would read it again
+        # in a worker thread (`asyncify(get_platform)`) — a hop on every call's way to its
+        # first token (issue 29). tests/providers/test_http_providers.py pins the headers.
+        self._platform: Any = None
 
     def __repr__(self) -> str:
         return (
@@ -135,6 +140,14 @@ class SDKProvider:
 
     def _client_for_call(self, secret: str) -> Any:
         raise NotImplementedError
+
+    def _per_call(self, secret: str) -> Any:
+        """The SDK client of one call: the secret for that call only, the host's platform
+        as the first call read it."""
+        client = self._client_for_call(secret)
+        if self._platform is not None and getattr(client, "_platform", False) is None:
+            client._platform = self._platform
+        return client
 
     async def _list_models(self, client: Any) -> list[str]:
         # Both official SDKs page `/v1/models` the same way.
@@ -171,7 +184,7 @@ class SDKProvider:
         secret = await self._secret()
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._list_models(self._client_for_call(secret))
+                return await self._list_models(self._per_call(secret))
         except Exception as exc:
             # `from None`: the SDK exception references the request, Authorization included.
             raise map_sdk_error(exc, secret) from None
@@ -188,8 +201,9 @@ class SDKProvider:
         """Stream one model call. `operator` is unused: HAL runs the tools itself."""
         secret = await self._secret()
         deadline = asyncio.get_running_loop().time() + self.total_timeout
+        client = self._per_call(secret)
         events = self._stream_events(
-            self._client_for_call(secret),
+            client,
             system=system,
             messages=messages,
             tools=tools,
@@ -201,6 +215,8 @@ class SDKProvider:
                 async for event in bounded_stream(
                     events, idle=self.idle_timeout, total=self.total_timeout
                 ):
+                    if self._platform is None:
+                        self._platform = getattr(client, "_platform", None)
                     yield event
         except Exception as exc:
             raise map_sdk_error(exc, secret) from None

@@ -399,3 +399,41 @@ async def test_the_request_body_goes_to_the_sdk_as_json_built_once(
         ],
         "tools": [SPEC.to_openai()],
     }
+
+
+async def test_calls_after_the_first_send_the_sdks_platform_headers_without_a_thread_hop(
+    wire, monkeypatch
+):
+    # Each call runs on a per-call copy of the SDK client (the secret for that call only).
+    # A fresh copy reads the OS and architecture for its X-Stainless headers in a worker
+    # thread on its first request — on every call, a hop on the way to the first token
+    # (issue 29). The provider keeps what the first call read; the headers stay the SDK's.
+    import importlib
+
+    kind, fake, factory = wire
+    sdk = importlib.import_module(
+        "anthropic._base_client" if kind == "anthropic" else "openai._base_client"
+    )
+    hops: list[str] = []
+    original = sdk.asyncify
+
+    def counting(function):
+        hops.append(getattr(function, "__name__", repr(function)))
+        return original(function)
+
+    monkeypatch.setattr(sdk, "asyncify", counting)
+    provider, _ = factory()
+    for n in range(3):
+        fake.replies.push(Reply(text=f"reply {n}"))
+        events = await collect(
+            provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")
+        )
+        assert text_of(events) == f"reply {n}"
+    assert hops == ["get_platform"]
+    requests = fake.message_requests if kind == "anthropic" else fake.completion_requests
+    # The later calls carry what the first (the SDK's own path) sent.
+    first = requests[0].headers
+    assert first["x-stainless-os"] and first["x-stainless-arch"]
+    for request in requests[1:]:
+        assert request.headers["x-stainless-os"] == first["x-stainless-os"]
+        assert request.headers["x-stainless-arch"] == first["x-stainless-arch"]
