@@ -120,11 +120,9 @@ def do_save_partials(texts: Mapping[int, str]) -> None:
     process's replies, once a second: chatrooms/run/partials.py); a reply no longer
     streaming keeps its final text."""
     now = timezone.now()
+    changes = [(pk, {"text": text, "updated_at": now}) for pk, text in texts.items()]
     with transaction.atomic():
-        for message_id, text in texts.items():
-            rows.update(
-                Message, message_id, {"text": text, "updated_at": now}, status=Message.STREAMING
-            )
+        rows.update_each(Message, changes, status=Message.STREAMING)
 
 
 def do_complete_turn(
@@ -385,9 +383,9 @@ def do_recover_interrupted(
 
 def stop_requested(turn_ids: list[int]) -> list[int]:
     """Of these turns (run by the calling process), those an operator asked to stop."""
-    return list(
-        Turn.objects.filter(pk__in=turn_ids, stop_requested=True).values_list("pk", flat=True)
-    )
+    # Twice a second while turns run (chatrooms/run/scheduling.py): hal.rows, not a queryset.
+    stopped = rows.select(Turn, {"pk__in": turn_ids, "stop_requested": True}, only=("pk",))
+    return [turn.pk for turn in stopped]
 
 
 def do_finish_stopped(

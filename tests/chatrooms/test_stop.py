@@ -182,3 +182,22 @@ async def test_a_second_stop_during_the_stopped_save_still_completes_the_reply(
     assert seen[-1]["data"]["stopped"] is True
     await orchestrator.wait_idle()
     await communicator.disconnect()
+
+
+async def test_the_stop_watch_reads_only_its_own_turns_asked_to_stop(models, aclient, orchestrator):
+    from asgiref.sync import sync_to_async
+
+    from chatrooms import actions
+
+    alpha = models[0]
+    await send(aclient, await room_for(aclient, alpha.id), "one")
+    await send(aclient, await unified_room(aclient), "to everyone")
+    await orchestrator.wait_idle()
+    ids = [t.pk async for t in Turn.objects.order_by("pk")]
+    assert len(ids) == 4
+    await Turn.objects.filter(pk__in=[ids[1], ids[3]]).aupdate(stop_requested=True)
+    asked = sync_to_async(actions.stop_requested)
+    assert sorted(await asked(ids)) == [ids[1], ids[3]]
+    assert await asked(ids[:3]) == [ids[1]]
+    assert await asked([ids[0], ids[2]]) == []
+    assert await asked([]) == []

@@ -214,3 +214,32 @@ def test_increment_adds_what_an_f_update_adds(operator):
     assert (
         rows.increment(UsageDay, {"connection_id": conn.pk, "day": day, "model": "none"}, add) == 0
     )
+
+
+def test_update_each_writes_what_one_orm_update_per_row_writes(room):
+    def streaming(text: str) -> Message:
+        return Message.objects.create(
+            room=room, author_kind=Message.MODEL, author="m", status=Message.STREAMING, text=text
+        )
+
+    ours = [streaming("a"), streaming("b"), streaming("c")]
+    stock = [streaming("a"), streaming("b"), streaming("c")]
+    for done in (ours[1], stock[1]):
+        Message.objects.filter(pk=done.pk).update(status=Message.COMPLETE, text="final")
+    now = timezone.now()
+    texts = ["한 글자씩", "late", "streaming 2"]
+    rows.update_each(
+        Message,
+        [(m.pk, {"text": t, "updated_at": now}) for m, t in zip(ours, texts, strict=True)],
+        status=Message.STREAMING,
+    )
+    for m, t in zip(stock, texts, strict=True):
+        Message.objects.filter(pk=m.pk, status=Message.STREAMING).update(text=t, updated_at=now)
+    got = [Message.objects.get(pk=m.pk) for m in ours]
+    want = [Message.objects.get(pk=m.pk) for m in stock]
+    assert [(m.text, m.status) for m in got] == [(m.text, m.status) for m in want]
+    assert [m.text for m in got] == ["한 글자씩", "final", "streaming 2"]
+    # The streaming rows take the new time; the one that had ended keeps its own.
+    assert [m.updated_at == now for m in got] == [m.updated_at == now for m in want]
+    assert [m.updated_at == now for m in got] == [True, False, True]
+    rows.update_each(Message, [], status=Message.STREAMING)  # nothing to write: no query
