@@ -153,6 +153,14 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
         return False
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        await self._group_send(group, message, owned=False)
+
+    async def group_send_owned(self, group: str, message: dict[str, Any]) -> None:
+        """`group_send` of a message its sender hands over and never changes again: the
+        members here share it rather than a decoded copy (a room's frames, issue 29)."""
+        await self._group_send(group, message, owned=True)
+
+    async def _group_send(self, group: str, message: dict[str, Any], *, owned: bool) -> None:
         group_channel = self._get_group_channel_name(group)
         data = self.channel_layer.serialize(message)
         members = [
@@ -163,9 +171,9 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
         if members:
             # Decoded from the bytes sent: the members get what a remote process would,
             # and nothing the caller changes afterwards. One copy, shared (read only).
-            decoded = self.channel_layer.deserialize(data)
+            shared = message if owned else self.channel_layer.deserialize(data)
             for queue in members:
-                queue.put_nowait(decoded)
+                queue.put_nowait(shared)
         if members:
             # Subscribed to the group while it has local members: Redis sends it back.
             self._expect_echo(data)
@@ -193,6 +201,10 @@ class PubSubLayer(RedisPubSubChannelLayer):
     def receive_nowait(self, channel: str) -> dict[str, Any] | None:
         """A message already queued on `channel`, or None (hal/ws_dispatch.py)."""
         return self._get_layer().receive_nowait(channel)
+
+    async def group_send_owned(self, group: str, message: dict[str, Any]) -> None:
+        """`group_send` of a message the sender never changes again (LocalFirstLoopLayer)."""
+        await self._get_layer().group_send_owned(group, message)
 
     async def discard_channel(self, channel: str) -> None:
         """Stop listening on a channel of this process (a one-off read, e.g. the health
@@ -270,6 +282,15 @@ class MemoryLayer(InMemoryChannelLayer):
             shared = copy_message(message)  # isolated from the caller; read only downstream
             for channel in members:
                 self._queue(channel).put_nowait(shared)
+
+    async def group_send_owned(self, group: str, message: dict[str, Any]) -> None:
+        """`group_send` of a message its sender hands over and never changes again: its
+        members share it, uncopied (a room's frames, issue 29)."""
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in self.groups.get(group) or ():
+            self._queue(channel).put_nowait(message)
 
     _cleaned_at = float("-inf")
 

@@ -34,11 +34,14 @@ from chatrooms.run.turn import TurnRunner
 from chatrooms.run.turn_endings import uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal import launch
+from hal.channel_layer import copy_message
 from hal.channel_queue import BATCH_TYPE
 from hal.dbthreads import db
 from providers import anthropic_provider, openai_compat  # noqa: F401
 
 log = logging.getLogger("hal.chatrooms")
+
+DELTA = "message.delta"  # chatrooms/run/framing.py's frames
 
 
 class Ready(NamedTuple):
@@ -276,10 +279,19 @@ class Orchestrator(TurnRunner, Recovery):
         layer = get_channel_layer()
         if layer is None:
             return
+        owned = getattr(layer, "group_send_owned", None)
+        # A delta's data is built by its framer for this send and never touched again, so
+        # HAL's layers hand it to this process's sockets uncopied (hal/channel_layer.py);
+        # the other events (a reply's dict, which may share its row's meta) are copied here.
+        message = {
+            "type": BATCH_TYPE,
+            "events": [
+                [event, data if event == DELTA or owned is None else copy_message(data)]
+                for event, data in events
+            ],
+        }
         try:
-            await layer.group_send(
-                group, {"type": BATCH_TYPE, "events": [[event, data] for event, data in events]}
-            )
+            await (owned or layer.group_send)(group, message)
         except Exception:  # a dead layer must not lose the reply (the DB has it)
             log.exception("could not send %d events to %s", len(events), group)
 

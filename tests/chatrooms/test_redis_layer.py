@@ -157,3 +157,26 @@ async def test_the_receive_task_ends_when_cancelled_even_if_redis_raises_instead
     done, _ = await asyncio.wait({task}, timeout=10)
     receive.cancel()
     assert done, "the receive task swallowed its cancel"
+
+
+async def test_an_owned_group_send_hands_local_members_the_message_itself():
+    """`group_send_owned` (a room's frames, chatrooms/run/scheduling.py): the sender never
+    touches the message again, so this process's members share it instead of a decoded
+    copy; other processes get it through Redis as from `group_send`, and the echo is
+    dropped as ever."""
+    here, there = get_channel_layer(), _second_process_layer()
+    a1, b1 = await here.new_channel(), await there.new_channel()
+    await here.group_add("test-owned", a1)
+    await there.group_add("test-owned", b1)
+    frame = {"type": "hal.events", "events": [["message.delta", {"id": 1, "delta": "한 글"}]]}
+    try:
+        await here.group_send_owned("test-owned", frame)
+        await here.group_send("test-owned", {"type": "x.event", "n": 2})
+        assert await asyncio.wait_for(here.receive(a1), 10) is frame
+        assert (await asyncio.wait_for(here.receive(a1), 10))["n"] == 2  # no echo between
+        assert await asyncio.wait_for(there.receive(b1), 10) == frame
+        assert (await asyncio.wait_for(there.receive(b1), 10))["n"] == 2
+    finally:
+        await here.group_discard("test-owned", a1)
+        await there.group_discard("test-owned", b1)
+        await there.flush()

@@ -211,3 +211,18 @@ def test_a_message_copy_is_a_deep_copy_of_its_json_values():
     copied["data"]["n"][1]["x"] = "changed"
     copied["data"]["n"].append(3)
     assert message == {"type": "hal.event", "data": {"n": [1, {"x": "y"}], "t": (1, 2), "f": 1.5}}
+
+
+async def test_an_owned_group_send_shares_the_message_and_a_plain_one_copies_it():
+    layer = MemoryLayer()
+    first, second = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add("room", first)
+    await layer.group_add("room", second)
+    owned = {"type": "hal.events", "events": [["message.delta", {"id": 1, "delta": "a"}]]}
+    await layer.group_send_owned("room", owned)
+    assert await layer.receive(first) is owned
+    assert await layer.receive(second) is owned
+    plain = {"type": "hal.event", "event": "notice", "data": {"text": "b"}}
+    await layer.group_send("room", plain)
+    got = await layer.receive(first)
+    assert got == plain and got is not plain and got["data"] is not plain["data"]
