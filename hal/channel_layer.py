@@ -170,7 +170,8 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
         ]
         if members:
             # Decoded from the bytes sent: the members get what a remote process would,
-            # and nothing the caller changes afterwards. One copy, shared (read only).
+            # and nothing the caller changes afterwards. One copy, shared (read only) —
+            # or, handed over (`owned`), the message itself.
             shared = message if owned else self.channel_layer.deserialize(data)
             for queue in members:
                 queue.put_nowait(shared)

@@ -98,6 +98,7 @@ class Tool:
 
 
 _REGISTRY: dict[str, Tool] = {}
+_generation = 0  # bumped by every change of the registry (registry_version)
 # Optional references a model may attach to a write/high-risk call, stored on the proposal
 # (e.g. the runbook it follows): name -> (JSON schema, resolver(actor, value) -> dict).
 # Apps above hal register them (runbooks.hooks), so hal never imports those apps.
@@ -144,9 +145,6 @@ def unregister_tool(name: str) -> None:
     """Remove a tool (tests, or a package that withdraws a capability)."""
     if _REGISTRY.pop(name, None) is not None:
         _changed()
-
-
-_generation = 0  # bumped by every change of the registry
 
 
 def _changed() -> None:
