@@ -126,6 +126,7 @@ class Run:
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
     findings: dict[str, Any] | None = None
     text: str = ""
+    stopped: Any = None  # the investigation, when a stop ended it before it started
 
     @property
     def tokens(self) -> int:
@@ -134,7 +135,8 @@ class Run:
 
 def prepare(run: Run) -> bool:
     """Load the investigation, its incident and model (a DB thread); False when it cannot
-    run (ended meanwhile, or no active model — then it is failed here)."""
+    run (ended meanwhile; no active model — then it is failed here; a stop asked since its
+    claim — then it is stopped here, `run.stopped`)."""
     from chatrooms.integration import addressable, skill_document
     from hal.models import Module, Server
     from investigations.models import Investigation
@@ -142,7 +144,13 @@ def prepare(run: Run) -> bool:
     inv = Investigation.objects.select_related("incident", "connection").get(
         pk=run.investigation_id
     )
-    if inv.status != Investigation.RUNNING or inv.stop_requested or inv.owner != run.owner:
+    if inv.status != Investigation.RUNNING or inv.owner != run.owner:
+        return False
+    if inv.stop_requested:
+        # Stopped between its claim and its start (an operator, or the incident closed):
+        # it ends here, as a stop during the conversation would — skipped, it stayed
+        # `running` with no run to finish it.
+        run.stopped = actions.finish(inv.pk, Investigation.STOPPED, "stopped", owner=run.owner)
         return False
     if inv.connection is None or not addressable(inv.connection):
         actions.finish(
@@ -185,7 +193,7 @@ async def run_investigation(investigation_id: int, owner: str) -> str:
     run = Run(investigation_id, owner)
     try:
         if not await db(prepare)(run):
-            return "skipped"
+            return Investigation.STOPPED if run.stopped is not None else "skipped"
     except Exception:
         log.exception("investigation %s could not start", investigation_id)
         await db(actions.finish)(

@@ -234,3 +234,28 @@ def test_the_investigation_status_is_shown_in_the_operators_language(
     assert '<td class="status">완료</td>' in room
     page = client_op.get(f"/incidents/{incident.pk}/").content.decode()
     assert '<span id="investigation-state">완료</span>' in page
+
+
+def test_a_stop_between_its_claim_and_its_start_ends_it_stopped(investigator, operator):
+    """Closing the incident (or an operator's stop) can land after a worker claimed the
+    investigation and before it started: the run then ends it as stopped — it used to skip
+    it and leave it `running` with nobody to finish it (seen in CI as 'skipped')."""
+    import asyncio
+
+    from hal.actions.incidents import check_close_incident
+    from investigations import actions as inv_actions
+    from investigations.runner import run_token
+    from investigations.service import run_investigation
+    from tests.fleet.conftest import make_actor
+
+    investigator.fake.replies.push(Reply(text="never asked"))
+    incident = open_incident(operator)
+    token = run_token("test-worker")
+    inv_id = inv_actions.claim_next(token)
+    assert Investigation.objects.get(pk=inv_id).status == Investigation.RUNNING
+    check_close_incident(actor=make_actor(operator), incident_id=incident.pk, resolution="ok")
+    assert asyncio.run(run_investigation(inv_id, token)) == Investigation.STOPPED
+    inv = Investigation.objects.get(pk=inv_id)
+    assert inv.status == Investigation.STOPPED and inv.stopped_by == "ops"
+    assert not investigator.fake.message_requests  # the model was never called
+    assert not IncidentEvent.objects.filter(kind="investigation").exists()
