@@ -220,22 +220,27 @@ def insert(objs: Iterable[M]) -> list[M]:
     return objs
 
 
+def _update_sql(model: type[models.Model], names: tuple[str, ...], guarded: bool) -> str:
+    """`UPDATE … SET names = %s … WHERE pk = %s [AND status = %s]` (built once per shape)."""
+    meta = model._meta
+    key = ("update", db_connection.vendor, meta.label, names, guarded)
+
+    def build() -> str:
+        qn = db_connection.ops.quote_name
+        sets = ", ".join(f"{_qcol(_field(model, name))} = %s" for name in names)
+        where = f"{_qcol(meta.pk)} = %s"
+        if guarded:
+            where += f" AND {_qcol(_field(model, 'status'))} = %s"
+        return f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608
+
+    return _sql(key, build)
+
+
 def update(
     model: type[models.Model], pk: Any, values: dict[str, Any], *, status: str | None = None
 ) -> int:
     """`model.objects.filter(pk=pk[, status=status]).update(**values)`; returns rowcount."""
-    meta = model._meta
-    key = ("update", db_connection.vendor, meta.label, tuple(values), status is not None)
-
-    def build() -> str:
-        qn = db_connection.ops.quote_name
-        sets = ", ".join(f"{_qcol(_field(model, name))} = %s" for name in values)
-        where = f"{_qcol(meta.pk)} = %s"
-        if status is not None:
-            where += f" AND {_qcol(_field(model, 'status'))} = %s"
-        return f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608
-
-    sql = _sql(key, build)
+    sql = _update_sql(model, tuple(values), status is not None)
     params = [_field(model, k).get_db_prep_save(v, db_connection) for k, v in values.items()]
     params.append(pk)
     if status is not None:
@@ -257,19 +262,8 @@ def update_each(
     trip on PostgreSQL, in a pipeline; one prepared statement on SQLite)."""
     if not changes:
         return
-    meta = model._meta
     names = tuple(changes[0][1])
-    key = ("update", db_connection.vendor, meta.label, names, status is not None)
-
-    def build() -> str:
-        qn = db_connection.ops.quote_name
-        sets = ", ".join(f"{_qcol(_field(model, name))} = %s" for name in names)
-        where = f"{_qcol(meta.pk)} = %s"
-        if status is not None:
-            where += f" AND {_qcol(_field(model, 'status'))} = %s"
-        return f"UPDATE {qn(meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608
-
-    sql = _sql(key, build)
+    sql = _update_sql(model, names, status is not None)
     fields = [_field(model, name) for name in names]
     batch = []
     for pk, values in changes:
