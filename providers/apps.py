@@ -40,6 +40,9 @@ class ProvidersConfig(AppConfig):
 
     def ready(self) -> None:
         from hal.worker_hooks import register_loop, register_sweep
+        from providers.ambient import seal_sdk_environment
+
+        seal_sdk_environment()  # at start, before any thread or SDK client exists
 
         register_sweep("providers.vault_recheck", _vault_recheck)
         register_sweep("providers.budget_resume", _budget_resume)
