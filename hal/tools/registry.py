@@ -112,11 +112,13 @@ def register_proposal_reference(
     """Offer argument `name` on every write/high-risk tool; `resolver` validates a value
     (raising a HalError with a stable code) and returns what the proposal stores."""
     _REFERENCES[name] = (schema, resolver)
+    _changed()  # the write tools' schemas offer it: what was built from them is stale
 
 
 def unregister_proposal_reference(name: str) -> None:
     """Withdraw a proposal reference (tests)."""
-    _REFERENCES.pop(name, None)
+    if _REFERENCES.pop(name, None) is not None:
+        _changed()
 
 
 def proposal_references() -> dict[str, tuple[dict[str, Any], ReferenceResolver]]:
@@ -153,8 +155,9 @@ def _changed() -> None:
 
 
 def registry_version() -> int:
-    """A number that changes whenever a tool is registered, replaced or removed: what is
-    built from the registry (the chat's tool specs) is kept until it changes."""
+    """A number that changes whenever a tool or a proposal reference is registered,
+    replaced or removed: what is built from the registry (the chat's tool specs) is kept
+    until it changes."""
     _ensure_loaded()
     return _generation
 

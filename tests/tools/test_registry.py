@@ -271,3 +271,25 @@ def test_the_models_see_a_replaced_tool_as_it_is_now():
     finally:
         unregister_tool("echo_word")
     assert described() is None
+
+
+def test_the_models_see_a_proposal_reference_registered_after_their_specs_were_built():
+    """A write tool's schema offers the registered proposal references: registering or
+    withdrawing one changes what the chat's kept specs say."""
+    from chatrooms import integration
+    from hal.tools.registry import register_proposal_reference, unregister_proposal_reference
+
+    def offered() -> bool:
+        writes = [s for s in integration.tool_specs() if get_tool(s.name).tier != "read"]
+        assert writes
+        return all("ticket_ref" in s.input_schema["properties"] for s in writes)
+
+    assert not offered()  # built and kept before the reference exists
+    register_proposal_reference(
+        "ticket_ref", {"type": "string", "maxLength": 40}, lambda actor, value: {"ticket": value}
+    )
+    try:
+        assert offered()
+    finally:
+        unregister_proposal_reference("ticket_ref")
+    assert not offered()
