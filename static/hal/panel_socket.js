@@ -33,9 +33,11 @@ export function connectSocket(onEvent, attempt = 0) {
   const ws = new WebSocket(`${proto}://${location.host}/ws/ai/`, ["hal.events"]);
   state.ws = ws;
   ws.addEventListener("open", () => {
-    // After a reconnect, ask for what was missed: messages after the last one shown and
-    // the text so far of replies still streaming (from whichever process runs them).
-    if (attempt > 0 && state.roomId) requestResume(ws);
+    // Ask for what was missed: messages after the last one shown and the text so far of
+    // replies still streaming (from whichever process runs them). On the first open too:
+    // the room's history was read before this socket joined its rooms, and a message or
+    // reply end in between reached no socket of this page (it stayed missing until a reload).
+    if (state.roomId) requestResume(ws);
     attempt = 0;
     panel.dataset.live = "true";
   });

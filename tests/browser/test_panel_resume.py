@@ -54,7 +54,7 @@ class SocketRelay:
         server = ws.connect_to_server()
 
         def from_page(frame: str) -> None:
-            self.sent.append(json.loads(frame))
+            self.sent.append({**json.loads(frame), "socket": number})
             server.send(frame)
 
         def from_server_one(frame: str) -> None:
@@ -114,7 +114,11 @@ def test_a_reply_streamed_across_a_dropped_socket_is_shown_whole(
     expect(reply).to_have_attribute("data-status", "streaming")
     assert relay.lost == ["resume", "message.snapshot"]
     resumes = [m for m in relay.sent if m.get("type") == "resume"]
-    # One resume when the socket came back, one when a delta showed the gap.
+    # The first socket resumed at its open, from what the history showed (nothing
+    # streaming yet); then one resume when the socket came back, one when a delta showed
+    # the gap.
+    assert [(m["socket"], m["open"]) for m in resumes[:1]] == [(0, [])], relay.sent
+    resumes = [m for m in resumes if m["socket"] > 0]
     assert len(resumes) == 2, relay.sent
     reply_id = int(reply.get_attribute("data-message-id"))
     room_id, last_seen = next(iter(resumes[0]["rooms"].items()))
@@ -144,7 +148,7 @@ class SlowReconnect:
         deltas = [0]
 
         def from_page(frame: str) -> None:
-            self.sent.append(json.loads(frame))
+            self.sent.append({**json.loads(frame), "socket": number})
             server.send(frame)
 
         def from_server(frame: str) -> None:
@@ -194,7 +198,8 @@ def test_a_reply_that_finished_while_the_socket_was_away_shows_complete(
     relay.back = True
     expect(reply).to_have_attribute("data-status", "complete", timeout=20_000)
     expect(reply.locator(".ai-text")).to_have_text(full)
-    resume = next(m for m in relay.sent if m.get("type") == "resume")
+    # The socket that came back (the first one resumed at its open, nothing streaming).
+    resume = next(m for m in relay.sent if m.get("type") == "resume" and m["socket"] > 0)
     assert resume["open"] == [reply_id]
 
 
