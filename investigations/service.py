@@ -126,7 +126,7 @@ class Run:
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
     findings: dict[str, Any] | None = None
     text: str = ""
-    stopped: Any = None  # the investigation, when a stop ended it before it started
+    stopped: bool = False  # a stop ended it before it started
 
     @property
     def tokens(self) -> int:
@@ -150,7 +150,8 @@ def prepare(run: Run) -> bool:
         # Stopped between its claim and its start (an operator, or the incident closed):
         # it ends here, as a stop during the conversation would — skipped, it stayed
         # `running` with no run to finish it.
-        run.stopped = actions.finish(inv.pk, Investigation.STOPPED, "stopped", owner=run.owner)
+        actions.finish(inv.pk, Investigation.STOPPED, "stopped", owner=run.owner)
+        run.stopped = True
         return False
     if inv.connection is None or not addressable(inv.connection):
         actions.finish(
@@ -193,7 +194,7 @@ async def run_investigation(investigation_id: int, owner: str) -> str:
     run = Run(investigation_id, owner)
     try:
         if not await db(prepare)(run):
-            return Investigation.STOPPED if run.stopped is not None else "skipped"
+            return Investigation.STOPPED if run.stopped else "skipped"
     except Exception:
         log.exception("investigation %s could not start", investigation_id)
         await db(actions.finish)(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import MutableMapping
 
 log = logging.getLogger("hal.providers")
 
@@ -23,13 +22,12 @@ SDK_AMBIENT = (
 )
 
 
-def seal_sdk_environment(environ: MutableMapping[str, str] | None = None) -> list[str]:
+def seal_sdk_environment() -> list[str]:
     """Remove SDK_AMBIENT from the process environment; returns (and logs) the names it
     removed, never their values. Called once at start (providers' AppConfig.ready), before
     any thread runs: the local Claude Code CLI gets an environment of its own anyway
     (providers/cli_sandbox.py)."""
-    env = os.environ if environ is None else environ
-    removed = [name for name in SDK_AMBIENT if env.pop(name, None) is not None]
+    removed = [name for name in SDK_AMBIENT if os.environ.pop(name, None) is not None]
     if removed:
         log.warning(
             "ignored %s from the environment: a connection's requests carry only what the "

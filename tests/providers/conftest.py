@@ -7,7 +7,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.db import connection
 
+from providers.anthropic_provider import AnthropicProvider
+from providers.openai_compat import OpenAICompatProvider
 from tests.fakes.fixtures import *  # noqa: F403
+
+from .helpers import CountingCredential
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -52,3 +56,21 @@ def mcp_database(monkeypatch, tmp_path):
         monkeypatch.setenv("DATABASE_URL", f"postgres://{user}@{host}:{port}/{db['NAME']}")
     # A provider key in HAL's own environment must not reach the MCP server either.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-" + secrets.token_urlsafe(24))
+
+
+@pytest.fixture(params=["anthropic", "openai_compat"])
+def wire(request, provider_api_key):
+    """(fake, factory) for each HTTP provider; the factory builds a provider on the fake."""
+    fake = request.getfixturevalue(
+        "fake_anthropic" if request.param == "anthropic" else "fake_openai"
+    )
+    cls = AnthropicProvider if request.param == "anthropic" else OpenAICompatProvider
+
+    def factory(*, secret: str | None = None, base_url: str | None = None, **kw):
+        kw.setdefault("timeout", 5.0)
+        kw.setdefault("max_retries", 0)
+        credential = CountingCredential(secret or provider_api_key)
+        provider = cls(base_url=base_url or fake.base_url, credential=credential, **kw)
+        return provider, credential
+
+    return request.param, fake, factory

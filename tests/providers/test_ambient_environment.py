@@ -16,18 +16,16 @@ import pytest
 from providers.ambient import SDK_AMBIENT, seal_sdk_environment
 from providers.anthropic_provider import AnthropicProvider
 from providers.base import ChatMessage
-from providers.openai_compat import OpenAICompatProvider
 from tests.fakes.script import Reply
 
 from .helpers import CountingCredential, collect, text_of
 
 
-@pytest.fixture(params=["anthropic", "openai_compat"])
-def ambient(request, monkeypatch):
-    """(kind, fake, ambient token): the process environment held SDK identity and headers
-    when HAL started (sealed as the providers app's `ready` does)."""
-    kind = request.param
-    fake = request.getfixturevalue("fake_anthropic" if kind == "anthropic" else "fake_openai")
+@pytest.fixture
+def ambient(wire, monkeypatch):
+    """(kind, fake, factory, ambient token): the process environment held SDK identity and
+    headers when HAL started (sealed as the providers app's `ready` does)."""
+    kind, fake, factory = wire
     token = "ambient-" + secrets.token_hex(8)
     monkeypatch.setenv("OPENAI_ORG_ID", "org-" + secrets.token_hex(4))
     monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-" + secrets.token_hex(4))
@@ -37,18 +35,7 @@ def ambient(request, monkeypatch):
             var, f"X-Ambient: {token}\nauthorization: Bearer {token}\nX-Api-Key: {token}"
         )
     assert sorted(seal_sdk_environment()) == sorted(SDK_AMBIENT)
-    return kind, fake, token
-
-
-def _provider(kind: str, fake, secret: str, **kw):
-    cls = AnthropicProvider if kind == "anthropic" else OpenAICompatProvider
-    return cls(
-        base_url=fake.base_url,
-        credential=CountingCredential(secret),
-        timeout=5.0,
-        max_retries=0,
-        **kw,
-    )
+    return kind, fake, factory, token
 
 
 def _assert_only_the_connections(headers, secret: str, token: str) -> None:
@@ -62,8 +49,8 @@ def _assert_only_the_connections(headers, secret: str, token: str) -> None:
 async def test_a_call_sends_the_connections_credential_and_nothing_from_the_environment(
     ambient, provider_api_key
 ):
-    kind, fake, token = ambient
-    provider = _provider(kind, fake, provider_api_key)
+    kind, fake, factory, token = ambient
+    provider, _ = factory()
     for n in range(2):  # the first call and a later one (which reuses what the first read)
         fake.replies.push(Reply(text=f"reply {n}"))
         events = await collect(
@@ -86,7 +73,12 @@ async def test_an_oauth_bearer_call_keeps_its_beta_header_and_nothing_from_the_e
     token = "ambient-" + secrets.token_hex(8)
     monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", f"X-Ambient: {token}\nanthropic-beta: {token}")
     assert seal_sdk_environment() == ["ANTHROPIC_CUSTOM_HEADERS"]
-    provider = _provider("anthropic", fake_anthropic, provider_api_key, auth_scheme="bearer")
+    provider = AnthropicProvider(
+        base_url=fake_anthropic.base_url,
+        credential=CountingCredential(provider_api_key),
+        auth_scheme="bearer",
+        max_retries=0,
+    )
     fake_anthropic.replies.push(Reply(text="ok"))
     events = await collect(
         provider.stream(system="s", messages=[ChatMessage.user("hi")], tools=[], model="m")

@@ -31,24 +31,6 @@ SPEC = ToolSpec(
 )
 
 
-@pytest.fixture(params=["anthropic", "openai_compat"])
-def wire(request, provider_api_key):
-    """(fake, factory) for each HTTP provider; the factory builds a provider on the fake."""
-    fake = request.getfixturevalue(
-        "fake_anthropic" if request.param == "anthropic" else "fake_openai"
-    )
-    cls = AnthropicProvider if request.param == "anthropic" else OpenAICompatProvider
-
-    def factory(*, secret: str | None = None, base_url: str | None = None, **kw):
-        kw.setdefault("timeout", 5.0)
-        kw.setdefault("max_retries", 0)
-        credential = CountingCredential(secret or provider_api_key)
-        provider = cls(base_url=base_url or fake.base_url, credential=credential, **kw)
-        return provider, credential
-
-    return request.param, fake, factory
-
-
 def last_body(kind, fake):
     reqs = fake.message_requests if kind == "anthropic" else fake.completion_requests
     return reqs[-1]
