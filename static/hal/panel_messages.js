@@ -176,7 +176,9 @@ input.addEventListener("keydown", (ev) => {
 });
 
 function renderStatus(li, m) {
+  // A message can be rendered again (its event and a resume's answer): replace, not add.
   li.querySelector(".ai-status")?.remove();
+  li.querySelector(":scope > .ai-retry")?.remove();
   li.classList.toggle("failed", m.status === "failed");
   li.classList.toggle("streaming", m.status === "streaming");
   if (m.status === "failed") {

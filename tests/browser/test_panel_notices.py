@@ -55,3 +55,38 @@ def test_a_failed_reply_can_be_retried_from_the_panel(
         page.locator("#ai-log .ai-msg.from-model .ai-text", has_text="All green now.")
     ).to_be_visible()
     screenshot(page, "panel-retried")
+
+
+def test_a_failed_reply_shown_twice_offers_one_retry(
+    live_asgi, page_factory, operator, fake_anthropic, fake_openai, provider_api_key
+):
+    # A reply's end can reach the panel twice — as its event and in the answer to the
+    # socket's resume (sent on every open) — and must render as once: it showed two Retry
+    # buttons (CI, test_a_failed_reply_can_be_retried_from_the_panel under load).
+    import json
+
+    def twice(ws) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(server.send)
+
+        def from_server(frame: str) -> None:
+            ws.send(frame)
+            message = json.loads(frame)
+            events = message.get("events") or [message]
+            if any(e.get("type") == "message.failed" for e in events):
+                ws.send(frame)
+
+        server.on_message(from_server)
+
+    page = page_factory()
+    _setup_two_models(page, live_asgi.url, operator, fake_anthropic, fake_openai, provider_api_key)
+    page.route_web_socket("**/ws/ai/", twice)
+    page.goto(live_asgi.url + "/")
+    page.wait_for_selector("#ai-panel[data-live=true]", state="attached")
+    fake_anthropic.fail_next("401")
+    page.fill("#ai-input", "@alpha status?")
+    page.press("#ai-input", "Enter")
+    failed = message(page, "alpha")
+    expect(failed).to_have_attribute("data-status", "failed")
+    expect(failed.locator("button.ai-retry")).to_have_count(1)
+    expect(failed.locator(".ai-status.error")).to_have_count(1)
