@@ -55,7 +55,7 @@ class ChatroomsConfig(AppConfig):
         integration.budget_signal().connect(
             budget_notices.post_budget_notice, dispatch_uid="chatrooms.budget_notice"
         )
-        from hal.worker_hooks import register_sweep
+        from hal.hooks.workers import register_sweep
 
         register_sweep("chatrooms.archives", _archive_sweep)
         # The panel state may name one of the operator's rooms (hal checks through this).

@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms.models import Archive, Message, Room
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import NotFound
-from hal.ids import as_id
+from hal.web.ids import as_id
 
 ARCHIVE_UNDO_SECONDS = 10
 

@@ -14,7 +14,7 @@ def post_budget_notice(sender: Any, *, room_id: int, text: Any, **kw: Any) -> No
     """A budget's 80 % / paused notice, in the room of the call that crossed it."""
     from chatrooms.actions.notices import do_post_notice
     from chatrooms.actions.rooms import room_group
-    from hal.events import publish
+    from hal.live.events import publish
 
     notice = do_post_notice(room_id, text)
     publish(room_group(room_id), "notice", notice.as_dict())
@@ -29,7 +29,7 @@ def notice_budget_skips(room: Any, text: str, everyone: list[Any]) -> None:
     from chatrooms.addressing import parse_addressees
     from chatrooms.integration import participant
     from hal import i18n
-    from hal.events import publish
+    from hal.live.events import publish
     from providers.models import AIConnection
 
     paused = [c for c in everyone if c.status == AIConnection.PAUSED]

@@ -14,9 +14,9 @@ from chatrooms import actions, resume
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor
 from hal.errors import HalError
-from hal.fastjson import JsonSocketMixin
 from hal.i18n import localize, session_language
-from hal.ws_guard import SessionGuardMixin
+from hal.live.fastjson import JsonSocketMixin
+from hal.live.guard import SessionGuardMixin
 
 # The WebSocket subprotocol a client asks for to get a channel message's events in one
 # WebSocket message, {"type": "events", "events": [{"type", "data"}, …]} (the panel does):
@@ -34,7 +34,7 @@ class ChatConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsume
 
     async def connect(self) -> None:
         self.groups_joined = set()
-        if not await self.guard_connect():  # also: closed with the session (hal/ws_guard.py)
+        if not await self.guard_connect():  # also: closed with the session (hal/live/guard.py)
             return
         user = self.user = self.scope["user"]
         # The operator's language, read once (the session may need the database).

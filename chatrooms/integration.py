@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatrooms.addressing import Participant
-from hal import rows
+from hal.db import rows
 from hal.errors import Conflict
 
 log = logging.getLogger("hal.chatrooms")
@@ -31,7 +31,7 @@ def connection_model() -> Any:
 
 def list_connections() -> list[Any]:
     """Every connection in connection order (the tabs' order)."""
-    # hal.rows: `objects.order_by("position", "id")` with the statement built once (every
+    # hal.db.rows: `objects.order_by("position", "id")` with the statement built once (every
     # send reads them all, on the way to the first token).
     return rows.select(connection_model(), {}, order_by=("position", "id"))
 
@@ -231,7 +231,7 @@ def mint_turn_access(
     """A per-turn MCP token for a provider that runs HAL's tools itself (the local CLI):
     (token id, McpAccess with this web process's /mcp URL)."""
     from hal.actions.mcp_turn_tokens import TurnScope, do_mint_turn_token
-    from hal.mcp_address import internal_url
+    from hal.mcp.address import internal_url
     from providers.base import McpAccess
 
     scope = TurnScope(
@@ -335,7 +335,7 @@ async def record_usage(
 async def _flush_usage(loop: Any, batch: tuple[list[tuple[Any, ...]], Any]) -> None:
     import asyncio
 
-    from hal.dbthreads import db
+    from hal.db.threads import db
 
     def detach() -> None:  # later calls start a batch of their own
         if _usage_batches.get(loop) is batch:

@@ -106,7 +106,7 @@ class LeaseKeeper:
             self.listener = loop.create_task(self._listen(), context=contextvars.Context())
 
     async def _beat(self) -> None:
-        from hal.dbthreads import db
+        from hal.db.threads import db
 
         while True:
             try:

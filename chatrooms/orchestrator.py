@@ -31,7 +31,7 @@ from chatrooms.run.prompt import (
     transcript_messages,
 )
 from chatrooms.run.scheduling import Orchestrator, get_orchestrator
-from hal.dbthreads import close_db_connections, db, db_executor
+from hal.db.threads import close_db_connections, db, db_executor
 
 __all__ = [
     "ERROR_REASONS",

@@ -13,7 +13,7 @@ Server → {"type": "resume", "data": {"room_id", "messages": [...]}} per room: 
          by its owner after it joined the room's group again, so deltas that follow carry
          offsets the client merges without gaps or repeats.
 
-Every id is checked before any query (hal/ids.py): a room key, a last-seen value (0 = none
+Every id is checked before any query (hal/web/ids.py): a room key, a last-seen value (0 = none
 yet) or an `open` item that is not an id in the database's range answers one `error`
 frame `invalid_resume` and nothing else; the socket stays open.
 """
@@ -30,7 +30,7 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms.models import Message, Room, name_turns
 from chatrooms.owner import CONTROL_GROUP
 from hal.errors import InvalidInput
-from hal.ids import as_id, as_ids
+from hal.web.ids import as_id, as_ids
 
 log = logging.getLogger("hal.chatrooms")
 

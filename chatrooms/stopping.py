@@ -23,8 +23,8 @@ from chatrooms.models import Room, Turn
 from chatrooms.orchestrator import get_orchestrator
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
-from hal.events import publish
-from hal.ids import as_id
+from hal.live.events import publish
+from hal.web.ids import as_id
 
 # The bookkeeping of a stopped turn lives with the other turn transitions (the run modules
 # use it without importing this module); its old names stay here.

@@ -25,8 +25,8 @@ from chatrooms import holds as holds_of
 from chatrooms.models import Message, Room, Turn
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
-from hal.events import publish
-from hal.ids import as_id
+from hal.live.events import publish
+from hal.web.ids import as_id
 
 
 def _message(room: Room, message_id: Any) -> Message:

@@ -14,14 +14,14 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms import actions, leases, stopping, versions
 from chatrooms.models import Message, name_turns
 from chatrooms.orchestrator import get_orchestrator
-from hal import launch
 from hal.actions.base import Actor, require_perm
-from hal.api import dispatch, error_response, json_body
-from hal.dbthreads import db
+from hal.db.threads import db
 from hal.errors import HalError, NotAuthenticated
 from hal.i18n import localize
-from hal.ids import parse_id
-from hal.middleware import activate_in_trip, activates_language_in_its_trip
+from hal.live import launch
+from hal.web.api import dispatch, error_response, json_body
+from hal.web.ids import parse_id
+from hal.web.middleware import activate_in_trip, activates_language_in_its_trip
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
@@ -58,7 +58,7 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     raw = request.GET.get(name)
     if raw in (None, ""):
         return None
-    # 0 is a cursor before every message; past the database's range is no id (hal/ids.py).
+    # 0 is a cursor before every message; past the database's range is no id (hal/web/ids.py).
     return parse_id(
         raw,
         zero=True,
@@ -96,7 +96,7 @@ def list_messages(request: HttpRequest, room_id: int) -> dict[str, Any]:
 
 
 def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[[], None]]:
-    activate_in_trip(request)  # this trip reads the session anyway (hal.middleware)
+    activate_in_trip(request)  # this trip reads the session anyway (hal.web.middleware)
     if not request.user.is_authenticated:
         raise NotAuthenticated(_("Log in first."))
     body = json_body(request)
@@ -186,7 +186,7 @@ async def _start(
             )
         )
     # From here until the turns' requests are written, the loop's event delivery waits
-    # (hal/launch.py): the send's own events must not go out in front of its model calls.
+    # (hal/live/launch.py): the send's own events must not go out in front of its model calls.
     sending = launch.begin()
     try:
         # On DB threads with kept-open connections, not in a new request thread that

@@ -14,8 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chatrooms import actions, archive, archive_continue, search, versions
 from chatrooms.models import Message
 from hal.actions.base import Actor, require_perm
-from hal.api import dispatch
 from hal.errors import HalError
+from hal.web.api import dispatch
 
 
 def _actor(request: HttpRequest, via: str = "api") -> Actor:

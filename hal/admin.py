@@ -11,14 +11,14 @@ from django.contrib.auth.models import Group, User
 
 from hal.actions import accounts
 from hal.actions.base import Actor
-from hal.adminsite import (
+from hal.errors import HalError
+from hal.views.adminsite import (
     ActionModelAdmin,
     admin_actor,
     check_admin_gate,
     current_request,
     error_text,
 )
-from hal.errors import HalError
 
 USER_FORM_FIELDS = (
     "username",

@@ -13,8 +13,7 @@ class HalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from hal import checks  # noqa: F401  (registers system checks)
-        from hal.views.health import mark_process_start
+        from hal.queries.health import mark_process_start
 
         mark_process_start()  # /api/health's start-up grace period counts from here
 
@@ -23,14 +22,14 @@ class HalConfig(AppConfig):
         from hal.actions import jobs, releases, servers, settings  # noqa: F401
 
         # Open WebSockets close at logout, deactivation and password change.
-        from hal.ws_guard import connect_signals
+        from hal.live.guard import connect_signals
 
         connect_signals()
 
         # Live counters follow the ops events that move them (hal.events never imports
-        # hal.counters: the counters' queries import actions that publish events).
-        from hal.counters import note_event
-        from hal.events import on_ops_event
+        # hal.queries.counters: the counters' queries import actions that publish events).
+        from hal.live.events import on_ops_event
+        from hal.queries.counters import note_event
 
         on_ops_event(note_event)
 

@@ -10,7 +10,7 @@ django.setup(set_prefix=False)
 # After setup: it imports Django's middleware classes (docs/performance.md: no thread hops).
 from typing import Any  # noqa: E402
 
-from hal.asgi_handler import get_hal_asgi_application  # noqa: E402
+from hal.web.asgi_handler import get_hal_asgi_application  # noqa: E402
 
 django_asgi_app: Any = get_hal_asgi_application()
 
@@ -26,15 +26,15 @@ if settings.HAL_SERVE_STATIC:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from hal.mcp_http import McpHttpMount  # noqa: E402
-from hal.proxyheaders import TrustedProxyMiddleware  # noqa: E402
+from hal.live.guard import CookieTextValidator  # noqa: E402
+from hal.live.origin import SameOriginValidator  # noqa: E402
+from hal.mcp.http import McpHttpMount  # noqa: E402
 from hal.routing import websocket_urlpatterns  # noqa: E402
-from hal.ws_guard import CookieTextValidator  # noqa: E402
-from hal.ws_origin import SameOriginValidator  # noqa: E402
+from hal.web.proxyheaders import TrustedProxyMiddleware  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
-        # /mcp: HAL's MCP server over Streamable HTTP (bearer tokens only, hal/mcp_http.py).
+        # /mcp: HAL's MCP server over Streamable HTTP (bearer tokens only, hal/mcp/http.py).
         "http": McpHttpMount(django_asgi_app),
         # Scheme, host and port, as CSRF checks them (not only the host name).
         "websocket": SameOriginValidator(
@@ -43,13 +43,13 @@ router = ProtocolTypeRouter(
     }
 )
 # The client address (audit, login throttle) from X-Forwarded-For only when the connection
-# comes from a proxy in HAL_TRUSTED_PROXIES (hal/proxyheaders.py).
+# comes from a proxy in HAL_TRUSTED_PROXIES (hal/web/proxyheaders.py).
 application = TrustedProxyMiddleware(router, settings.HAL_TRUSTED_PROXIES)
 
-from hal import server_stop  # noqa: E402
+from hal.web import server_stop  # noqa: E402
 
 # SIGTERM: threads still handing work to the loop finish; a stop that still takes too long
-# says what held it (stderr, i.e. the journal). hal/server_stop.py.
+# says what held it (stderr, i.e. the journal). hal/web/server_stop.py.
 server_stop.install()
 
 import gc  # noqa: E402

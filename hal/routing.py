@@ -3,7 +3,7 @@
 from django.urls import URLPattern, path
 
 from chatrooms.routing import websocket_urlpatterns as chat_patterns
-from hal.consumers import OpsConsumer
+from hal.live.consumers import OpsConsumer
 
 # channels routes ASGI applications with Django's path(); its stubs expect a view there.
 websocket_urlpatterns: list[URLPattern] = [

@@ -47,7 +47,7 @@ if SECRETLESS:
 
     SECRET_KEY = _secrets.token_urlsafe(50)
 elif not SECRET_KEY:
-    from hal.bootstrap import local_secret_key
+    from hal.paths import local_secret_key
 
     SECRET_KEY = local_secret_key(DATA_DIR)
 
@@ -60,7 +60,7 @@ HAL_TRUSTED_PROXIES = env_list("HAL_TRUSTED_PROXIES", "127.0.0.1,::1")
 
 INSTALLED_APPS = [
     *([] if SECRETLESS else ["daphne"]),  # the MCP server serves no HTTP: skip twisted (~1 s)
-    "hal.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
+    "hal.views.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -83,18 +83,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "hal.middleware.RequestIdMiddleware",
+    "hal.web.middleware.RequestIdMiddleware",
     # Before the session: NUL in a cookie, path, query or form field is a 400 on every DB.
-    "hal.middleware.InputTextMiddleware",
+    "hal.web.middleware.InputTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "hal.middleware.OperatorLanguageMiddleware",
+    "hal.web.middleware.OperatorLanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "hal.middleware.HalErrorMiddleware",
+    "hal.web.middleware.HalErrorMiddleware",
 ]
 
 ROOT_URLCONF = "hal.urls"
@@ -111,8 +111,8 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "hal.context.console",
-                "hal.context_ops.emergency",
+                "hal.views.context.console",
+                "hal.views.context.emergency",
             ],
         },
     }
@@ -145,7 +145,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # so a "persistent" connection (CONN_MAX_AGE > 0) would be opened per request and left
 # behind with its thread: keep 0 there. On PostgreSQL psycopg 3's pool hands each request
 # a connection already open instead (a new one cost a connect + auth per request); the
-# chat's own DB threads (hal/dbthreads.py) keep theirs checked out, so the pool must be
+# chat's own DB threads (hal/db/threads.py) keep theirs checked out, so the pool must be
 # larger than HAL_CHAT_DB_THREADS plus the requests served at once.
 DATABASES["default"]["CONN_MAX_AGE"] = int(env("HAL_DB_CONN_MAX_AGE", "0"))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_bool("HAL_DB_CONN_HEALTH_CHECKS", True)
@@ -178,7 +178,7 @@ if REDIS_URL:
             "BACKEND": (
                 "channels_redis.core.RedisChannelLayer"
                 if _layer_kind == "lists"
-                else "hal.channel_layer.PubSubLayer"
+                else "hal.live.channel_layer.PubSubLayer"
             ),
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
@@ -191,8 +191,8 @@ if REDIS_URL:
     }
 else:
     # channels' in-memory layer with HAL's channel queues: it drops nothing past its stock
-    # 100-message capacity (hal/channel_queue.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "hal.channel_layer.MemoryLayer"}}
+    # 100-message capacity (hal/live/channel_queue.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "hal.live.channel_layer.MemoryLayer"}}
 
 TASKS = {
     "default": {
@@ -221,10 +221,10 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("HAL_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 
-# Django's database sessions and model backend, their rows read through hal.rows (the
+# Django's database sessions and model backend, their rows read through hal.db.rows (the
 # same rows and rules; each request's two reads cost a fraction of the ORM's).
-SESSION_ENGINE = "hal.sessions"
-AUTHENTICATION_BACKENDS = ["hal.sessions.ModelBackend"]
+SESSION_ENGINE = "hal.web.sessions"
+AUTHENTICATION_BACKENDS = ["hal.web.sessions.ModelBackend"]
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = int(env("HAL_SESSION_AGE", str(12 * 3600)))
@@ -263,10 +263,10 @@ CONTENT_SECURITY_POLICY = {
 # HAL's own knobs (documented in .env.example).
 HAL_SERVE_STATIC = env_bool("HAL_SERVE_STATIC", not PRODUCTION)
 HAL_REAUTH_SECONDS = int(env("HAL_REAUTH_SECONDS", "600"))
-# The largest MCP request body /mcp accepts (hal/mcp_http.py); larger ones get 413.
+# The largest MCP request body /mcp accepts (hal/mcp/http.py); larger ones get 413.
 HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 # The URL a local CLI turn uses to reach this web process's /mcp; empty: found out
-# (hal/mcp_address.py: the address daphne serves on, else its -b/-p, else 127.0.0.1:8000).
+# (hal/mcp/address.py: the address daphne serves on, else its -b/-p, else 127.0.0.1:8000).
 HAL_MCP_INTERNAL_URL = env("HAL_MCP_INTERNAL_URL", "")
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 # Failed logins/re-auths allowed per (username, client address), and per client address.
@@ -354,7 +354,7 @@ HAL_CHAT_TURN_TIMEOUT = float(env("HAL_CHAT_TURN_TIMEOUT", "300"))
 HAL_AI_REVIEW_TIMEOUT_SECONDS = float(env("HAL_AI_REVIEW_TIMEOUT_SECONDS", "120"))
 if env("HAL_CHAT_DB_THREADS"):
     HAL_CHAT_DB_THREADS = int(env("HAL_CHAT_DB_THREADS"))
-if env("HAL_SEND_DB_THREADS"):  # the sends' own lane (hal/dbthreads.py)
+if env("HAL_SEND_DB_THREADS"):  # the sends' own lane (hal/db/threads.py)
     HAL_SEND_DB_THREADS = int(env("HAL_SEND_DB_THREADS"))
 
 HAL_BUDGET_TOKENS_PER_DAY = int(env("HAL_BUDGET_TOKENS_PER_DAY", "0"))  # 0: unlimited

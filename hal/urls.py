@@ -3,11 +3,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from hal.urls_fleet import urlpatterns as fleet_patterns
-from hal.urls_mcp import urlpatterns as mcp_patterns
-from hal.urls_ops import urlpatterns as ops_patterns
 from hal.views import auth as auth_views
-from hal.views import confirmations, health, pages
+from hal.views import confirmations, health, mcp_access, pages
+from hal.views.fleet.urls import urlpatterns as fleet_patterns
+from hal.views.ops.urls import urlpatterns as ops_patterns
 
 app_name = "hal"
 
@@ -26,9 +25,17 @@ hal_patterns = [
     path(
         "api/confirmations/<str:token>/execute", confirmations.execute, name="api_confirm_execute"
     ),
+    # The MCP access page and its API (the /mcp endpoint itself is ASGI: hal/asgi.py).
+    path("mcp-access/", mcp_access.mcp_access_page, name="mcp_access"),
+    path("api/mcp/tokens", mcp_access.api_mcp_tokens, name="api_mcp_tokens"),
+    path(
+        "api/mcp/tokens/<int:token_id>/revoke",
+        mcp_access.api_mcp_token_revoke,
+        name="api_mcp_token_revoke",
+    ),
 ]
 
-hal_patterns += fleet_patterns + ops_patterns + mcp_patterns
+hal_patterns += fleet_patterns + ops_patterns
 
 urlpatterns = [
     # The chat's routes first: Django tries patterns in order, and a chat send is the

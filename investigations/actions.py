@@ -18,8 +18,8 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
-from hal.ids import as_id
 from hal.models import Incident
+from hal.web.ids import as_id
 from investigations.live import publish_message, publish_status
 from investigations.models import Investigation
 

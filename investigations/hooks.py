@@ -72,8 +72,8 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
 
 def register() -> None:
     from hal.actions.settings import register_setting
-    from hal.incident_hooks import register_incident_panel, register_on_incident_changed
-    from hal.worker_hooks import register_loop
+    from hal.hooks.incidents import register_incident_panel, register_on_incident_changed
+    from hal.hooks.workers import register_loop
     from investigations.runner import worker_loop
 
     register_setting(

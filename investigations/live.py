@@ -29,7 +29,7 @@ def entry_of(message: Any) -> dict[str, Any]:
 def publish_message(message: Any) -> None:
     """A new message in an incident room reaches the sockets watching it."""
     from chatrooms.actions import room_group
-    from hal.events import publish
+    from hal.live.events import publish
 
     publish(
         room_group(message.room_id),
@@ -41,7 +41,7 @@ def publish_message(message: Any) -> None:
 def publish_status(investigation: Any) -> None:
     """An investigation queued, started, stopped or ended: its room's watchers hear it."""
     from chatrooms.actions import room_group
-    from hal.events import publish
+    from hal.live.events import publish
 
     publish(
         room_group(investigation.room_id),

@@ -53,7 +53,7 @@ def stale_seconds() -> float:
 async def run_many(owner: str, limit: int, stop: Any = None) -> list[tuple[int, str]]:
     """Claim and run queued investigations, at most `limit` at a time, until none is left
     (or `stop` is set: then no new one starts and the running ones finish)."""
-    from hal.dbthreads import db
+    from hal.db.threads import db
     from investigations.service import run_investigation
 
     running: dict[asyncio.Task[str], int] = {}

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hal.dbthreads import db
+from hal.db.threads import db
 from investigations import actions
 
 log = logging.getLogger("hal.investigations")

@@ -11,11 +11,11 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
-from hal import queries_ops
 from hal.actions.base import Actor
-from hal.api import dispatch
 from hal.errors import HalError, InvalidInput
+from hal.queries import ops as queries_ops
 from hal.views.ops.request import render_page
+from hal.web.api import dispatch
 from investigations import actions
 from investigations.live import entry_of
 from investigations.models import Investigation

@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.ids import as_id
+from hal.web.ids import as_id
 from notifications import render, senders
 from notifications.models import EVENT_KINDS, Channel, Preferences
 from notifications.schedule import zone

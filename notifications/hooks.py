@@ -216,9 +216,9 @@ def on_reply_failed(reply: Any, turn: Any) -> None:
 def register() -> None:
     """Connect the hooks and the worker loop (idempotent)."""
     from chatrooms.reply_hooks import register_on_reply_failed
-    from hal.incident_hooks import register_on_incident_changed
-    from hal.proposal_hooks import register_in_proposal_transaction
-    from hal.worker_hooks import register_loop, register_sweep
+    from hal.hooks.incidents import register_on_incident_changed
+    from hal.hooks.proposals import register_in_proposal_transaction
+    from hal.hooks.workers import register_loop, register_sweep
     from notifications import worker
     from providers.status_hooks import register_on_connection_stopped
 

@@ -11,8 +11,8 @@ from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_http_methods
 
 from hal.actions.base import Actor
-from hal.api import dispatch, json_body
 from hal.errors import HalError
+from hal.web.api import dispatch, json_body
 from notifications import actions
 from notifications.models import EVENT_KINDS, Channel
 from notifications.queries import deliveries_of

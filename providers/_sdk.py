@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx2
 
-from hal import launch
+from hal.live import launch
 
 from .base import (
     DEFAULT_IDLE_TIMEOUT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hal import fastjson
+from hal.live import fastjson
 
 from ._sdk import BODY_TYPES, body_error
 from .base import ProviderError

@@ -2,7 +2,7 @@
 
 Key fields are write-only. Every add/change/delete/enable/disable here needs a recent
 re-auth of the admin session (the same session as the console, re-authenticated at
-/reauth/) and is audited with via=admin (hal.adminsite). Nothing here calls .save().
+/reauth/) and is audited with via=admin (hal.views.adminsite). Nothing here calls .save().
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.debug import sensitive_post_parameters
 
 from hal.actions.base import Actor, require_recent
-from hal.adminsite import ActionModelAdmin, admin_actor, check_admin_gate, error_text
 from hal.errors import HalError
+from hal.views.adminsite import ActionModelAdmin, admin_actor, check_admin_gate, error_text
 from providers import actions
 from providers.models import AIConnection
 from providers.services import secret_hints

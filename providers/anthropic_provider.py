@@ -101,7 +101,7 @@ class AnthropicProvider(SDKProvider):
             base_url=self.base_url,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            # The SDK's own client with the request hook (hal/launch.py), on HAL's
+            # The SDK's own client with the request hook (hal/live/launch.py), on HAL's
             # asyncio network backend (providers/_net.py).
             http_client=use_asyncio_backend(
                 DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS, verify=shared_ssl_context())

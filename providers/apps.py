@@ -39,7 +39,7 @@ class ProvidersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from hal.worker_hooks import register_loop, register_sweep
+        from hal.hooks.workers import register_loop, register_sweep
         from providers.ambient import seal_sdk_environment
 
         seal_sdk_environment()  # at start, before any thread or SDK client exists

@@ -21,10 +21,11 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from hal import i18n, rows
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.db import rows
 from hal.errors import Conflict, InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from providers.budget_models import ConnectionBudget, ModelPrice
 from providers.budget_rules import (
     LIMIT_FIELDS,
@@ -73,7 +74,7 @@ def after_usage(
     connection_id: int, day: datetime.date, *, room_id: int | None = None
 ) -> dict[str, Any]:
     """After a call was charged (inside its transaction): warn once at 80 %, pause at 100 %."""
-    # Fixed SQL (hal/rows.py): read for every charged model call.
+    # Fixed SQL (hal/db/rows.py): read for every charged model call.
     budget = rows.first(ConnectionBudget, {"connection_id": connection_id})
     if budget is None or not any(getattr(budget, f) for f in LIMIT_FIELDS):
         return {"warned": [], "paused": False}

@@ -22,11 +22,11 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
-from hal import rows
 from hal.actions.base import Actor, record_audit
+from hal.db import rows
 from hal.errors import HalError, NotFound, Unavailable
-from hal.events import OPS_GROUP, publish
 from hal.i18n import english
+from hal.live.events import OPS_GROUP, publish
 from providers.models import (
     PURPOSE_ACCESS_TOKEN,
     PURPOSE_API_KEY,
@@ -284,7 +284,7 @@ class CredentialCache:
                 "pk", "auth_method", "oauth_expires_at"
             )
         secrets: dict[tuple[str, str], tuple[Any, int]] = {}
-        # hal.rows: the statement built once (it is on the way to each chat's first token).
+        # hal.db.rows: the statement built once (it is on the way to each chat's first token).
         current = rows.select(
             Secret,
             {
@@ -451,7 +451,7 @@ def _mark_reauth(conn: AIConnection, actor: Actor, reason: str) -> HalError:
 async def get_credential(connection_id: int) -> vault.Revealed:
     """Async `get_credential_sync` for the orchestrator and providers."""
     # In HAL's DB threads (kept-open connections, not queued behind the sync views).
-    from hal.dbthreads import db
+    from hal.db.threads import db
 
     revealed: vault.Revealed = await db(get_credential_sync)(connection_id)
     return revealed

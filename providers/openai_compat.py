@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-from hal import fastjson
+from hal.live import fastjson
 
 from ._body import SSEStream
 from ._net import shared_ssl_context, use_asyncio_backend
@@ -109,7 +109,7 @@ class OpenAICompatProvider(SDKProvider):
             timeout=self.timeout,
             max_retries=self.max_retries,
             # The SDK's own default client, plus the hook that tells HAL when a request's
-            # last byte is written (hal/launch.py), on HAL's asyncio network backend
+            # last byte is written (hal/live/launch.py), on HAL's asyncio network backend
             # (providers/_net.py: less work per streamed chunk than anyio's).
             http_client=use_asyncio_backend(
                 DefaultAsyncHttpxClient(event_hooks=LAUNCH_HOOKS, verify=shared_ssl_context())

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from hal import rows
+from hal.db import rows
 from hal.errors import InvalidInput
 from providers.budget_models import ModelPrice, UsageDay
 from providers.usage_totals import (  # noqa: F401 (re-exported: one place to import from)
@@ -49,7 +49,7 @@ def _count(value: Any, name: str) -> int:
 
 
 def price_of(connection_id: int, model: str) -> tuple[Decimal, Decimal] | None:
-    # Fixed SQL (hal/rows.py): read for every charged model call.
+    # Fixed SQL (hal/db/rows.py): read for every charged model call.
     row = rows.first(ModelPrice, {"connection_id": connection_id, "model": model})
     return (row.input_per_million, row.output_per_million) if row else None
 
@@ -75,7 +75,7 @@ def _add(
     """One UPDATE in the common case; the day's first call for a model inserts the row."""
     where = {"connection_id": connection_id, "day": day, "model": model}
     values = {"input_tokens": inp, "output_tokens": out, "cost": cost, "calls": calls}
-    if rows.increment(UsageDay, where, values):  # fixed SQL (hal/rows.py): every call
+    if rows.increment(UsageDay, where, values):  # fixed SQL (hal/db/rows.py): every call
         return
     try:
         with transaction.atomic():  # a savepoint: a concurrent first insert may win

@@ -17,8 +17,8 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET
 
 from hal.actions.base import Actor, require_perm
-from hal.api import api, dispatch, json_body
 from hal.errors import HalError
+from hal.web.api import api, dispatch, json_body
 from providers import actions
 from providers.budgets import (
     budget_form,

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from hal.actions.base import Actor
-from hal.api import dispatch, json_body
+from hal.web.api import dispatch, json_body
 from providers import budgets
 
 

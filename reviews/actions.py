@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import AuditEntry, Proposal
 from reviews.models import ProposalReview, cap_text
 from reviews.parse import parse_review
@@ -161,7 +161,7 @@ def publish_delta(proposal_id: int, room_id: int | None, delta: str, offset: int
     now: `{"id", "room_id", "delta", "offset", "seq"}`, offsets as in `message.delta`.
     The consoles' summary has no text, so nothing goes to the ops group."""
     from hal.actions.proposals import room_group
-    from hal.events import send_now
+    from hal.live.events import send_now
 
     if room_id is None or not delta:
         return

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
 from hal.errors import InvalidInput
-from hal.proposal_hooks import register_on_proposal_created, register_proposal_extra
+from hal.hooks.proposals import register_on_proposal_created, register_proposal_extra
 from reviews import actions
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from hal.dbthreads import db
+from hal.db.threads import db
 
 log = logging.getLogger("hal.reviews")
 

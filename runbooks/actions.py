@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.ids import as_id
+from hal.web.ids import as_id
 from runbooks.models import SCOPE_KINDS, Runbook, RunbookVersion
 
 MAX_TITLE = 200

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, StringConstraints
 
 from hal.actions.base import Actor
-from hal.prompt_hooks import register_prompt_section
-from hal.proposal_hooks import register_proposal_extra
+from hal.hooks.prompts import register_prompt_section
+from hal.hooks.proposals import register_proposal_extra
 from hal.tools.registry import READ, Tool, ToolArgs, register_proposal_reference, register_tool
 from runbooks import services
 from runbooks.models import Runbook

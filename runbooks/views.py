@@ -10,8 +10,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from hal.actions.base import Actor
-from hal.api import dispatch, json_body
 from hal.errors import HalError
+from hal.web.api import dispatch, json_body
 from runbooks import actions, services
 from runbooks.models import Runbook
 

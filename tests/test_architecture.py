@@ -52,7 +52,7 @@ def upward_imports(root: Path) -> list[tuple[str, int, str]]:
 
 def test_no_lower_app_imports_a_higher_one():
     # There are no exceptions: a lower app that needs a higher one's code gets a hook that
-    # the higher app fills from its AppConfig.ready() (hal.fleet_http, hal.worker_hooks, ...).
+    # the higher app fills from its AppConfig.ready() (hal.hooks.fleet_http, hal.hooks.workers…).
     found = [f"{rel}:{line} imports {module}" for rel, line, module in upward_imports(ROOT)]
     assert not found, "lower app imports a higher one (see docs/architecture.md):\n" + "\n".join(
         found
@@ -150,3 +150,112 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
     (tmp_path / "hal" / "c.py").write_text("import hal.a\n")
     (tmp_path / "hal" / "d.py").write_text("from hal import a\n")
     assert import_circles(module_imports(tmp_path)) == [["hal.a", "hal.b", "hal.c"]]
+
+
+# The rooms of hal/ (ADR 0017), bottom to top: a room imports its own modules and those of
+# lower rooms only. Each room's job is in its package docstring; docs/architecture.md has
+# the map. The core is hal's top-level modules that everything uses; `agent` is the node
+# agent, a program of its own that imports nothing of HAL's but itself.
+HAL_ROOMS = {
+    "core": 0,  # errors, i18n, version, paths
+    "agent": 0,
+    "db": 1,
+    "hooks": 1,
+    "web": 2,
+    "live": 3,
+    "models": 4,
+    "actions": 5,
+    "queries": 6,
+    "tools": 7,
+    "mcp": 8,
+    "views": 9,
+    "templatetags": 10,
+    "management": 10,
+    "admin": 10,
+}
+HAL_CORE = {"errors", "i18n", "version", "paths"}
+# The wiring and the app config put the rooms together: they may import any of them.
+HAL_WIRING = {"settings", "urls", "asgi", "routing", "apps"}
+# Downward-looking imports that run upward, each with its reason. Lazy (inside a function),
+# so no module imports round a circle.
+HAL_ROOM_EXCEPTIONS = {
+    # A proposal is a tool call: its actions read the tool registry (tier, schema), the
+    # call's origin and hand the decision to the continuation hook.
+    ("hal.actions.proposals.records", "hal.tools.registry"),
+    ("hal.actions.proposals.create", "hal.tools.origin"),
+    ("hal.actions.proposals.create", "hal.tools.registry"),
+    ("hal.actions.proposals.approve", "hal.tools.origin"),
+    ("hal.actions.proposals.approve", "hal.tools.continuation"),
+    ("hal.actions.proposals.lifecycle", "hal.tools.continuation"),
+}
+
+
+def hal_room(module: str) -> str | None:
+    """The room of a hal module (None outside hal)."""
+    parts = module.split(".")
+    if parts[0] != "hal":
+        return None
+    if len(parts) == 1 or parts[1] in HAL_CORE:
+        return "core"
+    if parts[1] in HAL_WIRING:
+        return "wiring"
+    return parts[1]
+
+
+def room_violations(root: Path) -> list[str]:
+    """'module -> module' for each import of a higher (or unknown) room of hal."""
+    found = []
+    for name, targets in sorted(module_imports(root).items()):
+        room = hal_room(name)
+        if room is None or room == "wiring":
+            continue
+        for target in sorted(targets):
+            other = hal_room(target)
+            if other is None or other == room or (name, target) in HAL_ROOM_EXCEPTIONS:
+                continue
+            if room not in HAL_ROOMS or other == "wiring" or other not in HAL_ROOMS:
+                found.append(f"{name} -> {target} (a room of hal/ that the rule does not know)")
+            elif HAL_ROOMS[other] >= HAL_ROOMS[room]:
+                found.append(f"{name} ({room}) -> {target} ({other})")
+    return found
+
+
+def test_each_room_of_hal_imports_only_the_rooms_below_it():
+    found = room_violations(ROOT)
+    assert not found, "a room of hal/ imports one at its level or above (ADR 0017):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_hal_keeps_at_most_a_dozen_top_level_modules_and_every_room_says_its_job():
+    modules = sorted(p.name for p in (ROOT / "hal").glob("*.py"))
+    assert len(modules) <= 12, modules
+    assert {p.stem for p in (ROOT / "hal").glob("*.py")} - {"__init__", "admin"} <= (
+        HAL_CORE | HAL_WIRING
+    )
+    rooms = [p for p in (ROOT / "hal").iterdir() if (p / "__init__.py").exists()]
+    assert {p.name for p in rooms} - {"migrations"} <= HAL_ROOMS.keys()
+    for room in rooms:
+        if room.name == "migrations":
+            continue
+        doc = ast.get_docstring(ast.parse((room / "__init__.py").read_text(encoding="utf-8")))
+        assert doc, f"hal/{room.name}/__init__.py has no docstring saying its job"
+
+
+def test_the_room_check_sees_an_upward_import(tmp_path):
+    for app in LAYERS:
+        (tmp_path / app).mkdir()
+    for room in ("db", "live", "web"):
+        (tmp_path / "hal" / room).mkdir()
+        (tmp_path / "hal" / room / "__init__.py").write_text("")
+    (tmp_path / "hal" / "__init__.py").write_text("")
+    (tmp_path / "hal" / "errors.py").write_text("")
+    (tmp_path / "hal" / "db" / "rows.py").write_text("from hal.errors import x\n")
+    (tmp_path / "hal" / "web" / "api.py").write_text("from hal.db import rows\n")
+    (tmp_path / "hal" / "live" / "events.py").write_text("def f():\n    import hal.web.api\n")
+    (tmp_path / "hal" / "db" / "threads.py").write_text("from hal.live import events\n")
+    (tmp_path / "hal" / "settings.py").write_text("import hal.live.events\n")
+    assert room_violations(tmp_path) == [
+        "hal.db.threads (db) -> hal.live (live)",
+        "hal.db.threads (db) -> hal.live.events (live)",
+    ]

@@ -8,12 +8,12 @@ class VaultConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from hal.views.health import register_health_check
+        from hal.queries.health import register_health_check
         from vault import checks  # (importing it registers the keyring system check)
 
         register_health_check("vault", checks.health_check)
 
-        from hal.secretless import register_forget
+        from hal.mcp.secretless import register_forget
         from vault.keyring import reset_cache
 
         register_forget("vault", reset_cache)

@@ -11,8 +11,8 @@ from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
-from hal.ids import as_id
+from hal.live.events import OPS_GROUP, publish
+from hal.web.ids import as_id
 from webfetch.budgets import MAX_COUNTER
 from webfetch.models import BudgetLimit
 from webfetch.tools import TAVILY_OWNER, TAVILY_PURPOSE

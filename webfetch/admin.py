@@ -12,7 +12,7 @@ from django.contrib import admin
 from django.db import models
 
 from hal.actions.base import Actor
-from hal.adminsite import ActionModelAdmin
+from hal.views.adminsite import ActionModelAdmin
 from webfetch import sources
 from webfetch.models import CuratedSource, FetchAllowDomain
 

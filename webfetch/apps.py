@@ -15,7 +15,7 @@ class WebfetchConfig(AppConfig):
 
         # HAL's module health checks go through the guard with the fleet's allowance; hal
         # never imports webfetch, so the guarded check is handed to it here.
-        from hal.fleet_http import register_health_fetcher
+        from hal.hooks.fleet_http import register_health_fetcher
         from webfetch.fleet import http_health_check
 
         register_health_fetcher(http_health_check)

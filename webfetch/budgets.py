@@ -24,10 +24,10 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from hal import rows as fixed_rows
 from hal.actions.base import Actor, record_audit, require_perm
+from hal.db import rows as fixed_rows
 from hal.errors import InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from webfetch.models import BudgetLimit, BudgetUsage
 
 PREFETCH_PAGES = 2  # SPEC §6: at most 2 URLs per message
@@ -87,7 +87,7 @@ class FetchPlan:
 
 def limits_for(connection_id: int) -> tuple[int, int]:
     """(tokens per day, fetch bytes per day) of a connection; 0 = unlimited."""
-    # Fixed SQL (hal/rows.py): read for every charged model call.
+    # Fixed SQL (hal/db/rows.py): read for every charged model call.
     row = fixed_rows.first(BudgetLimit, {"connection_id": connection_id})
     tokens = row.tokens_per_day if row and row.tokens_per_day is not None else None
     fetch = row.fetch_bytes_per_day if row and row.fetch_bytes_per_day is not None else None

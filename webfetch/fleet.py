@@ -1,7 +1,7 @@
 """Module health checks run by HAL: the SSRF-guarded client with the fleet explicitly allowed.
 
 hal never imports webfetch: `WebfetchConfig.ready()` hands `http_health_check` to
-`hal.fleet_http.register_health_fetcher`, and HAL's health-check jobs call it through there.
+`hal.hooks.fleet_http.register_health_fetcher`, and HAL's health-check jobs call it through there.
 
 A health URL usually points at a private fleet address, which the web-fetch guard refuses
 by design. Rather than switch the guard off, HAL passes an explicit allowance: the

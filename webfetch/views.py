@@ -11,8 +11,8 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from hal.actions.base import Actor, require_perm
-from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
+from hal.web.api import dispatch, json_body
 from webfetch import actions
 from webfetch.budgets import list_budgets
 from webfetch.models import CuratedSource, FetchAllowDomain

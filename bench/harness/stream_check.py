@@ -4,7 +4,7 @@ this socket saw start must end (`message.completed` with that text, or `message.
 
 A reply counts from its `message.created` (or a `message.snapshot`) on this socket; a
 `resume` item still streaming is not followed until its snapshot (the database's text is
-older than the deltas that follow). Merged frames (a socket behind, hal/channel_queue.py)
+older than the deltas that follow). Merged frames (a socket behind, hal/live/channel_queue.py)
 are gap-free: one frame, the first offset, the last seq.
 """
 

@@ -12,11 +12,11 @@ from django.utils.translation import gettext_lazy as _
 from chatrooms import integration
 from chatrooms.archive import do_archive_messages
 from chatrooms.models import Room, Turn
-from hal import rows
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.db import rows
 from hal.errors import InvalidInput, NotFound
-from hal.events import publish
-from hal.ids import as_id
+from hal.live.events import publish
+from hal.web.ids import as_id
 
 
 def room_group(room_id: int) -> str:
@@ -76,7 +76,7 @@ def watchable_room(actor: Actor, room_id: Any) -> Room:
     """An incident's room ("Incident #N") that `actor` may read: whoever may view the
     incident (a read: the socket that watches it hears its events). Own rooms are joined
     already; any other room does not exist for the watcher."""
-    from hal.queries_ops import get_incident
+    from hal.queries.ops import get_incident
 
     pk = as_id(room_id)
     room = Room.objects.filter(pk=pk, kind=Room.INCIDENT).first() if pk is not None else None
@@ -94,10 +94,10 @@ def get_room(
     `connections`: every connection, just read by the caller — the room's own is taken
     from it instead of a joined read (the chat send reads them all anyway)."""
     pk = as_id(room_id)
-    if pk is None:  # also out of the database's range (hal/ids.py): no such room
+    if pk is None:  # also out of the database's range (hal/web/ids.py): no such room
         raise NotFound(_("No such room."), code="room_not_found")
     if connections is not None and not lock:
-        # hal.rows: the send's statement built once (it is on the way to the first token).
+        # hal.db.rows: the send's statement built once (it is on the way to the first token).
         room = rows.first(Room, {"pk": pk, "operator": actor.user})
         if room is None:
             raise NotFound(_("No such room."), code="room_not_found")

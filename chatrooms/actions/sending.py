@@ -17,11 +17,11 @@ from chatrooms.actions.rooms import get_room, max_message_chars, room_group
 from chatrooms.addressing import parse_addressees
 from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
-from hal import rows
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.db import rows
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.events import publish
-from hal.ids import as_id
+from hal.live.events import publish
+from hal.web.ids import as_id
 
 CONTEXT_KEYS = {"page": 200, "path": 300, "title": 200, "url": 500}
 
@@ -246,7 +246,7 @@ def do_send_message(
     audit_before: dict[str, Any] | None = None,
 ) -> Sent:
     """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py)."""
-    # Written with hal.rows (the statement built once): on the way to the first token the
+    # Written with hal.db.rows (the statement built once): on the way to the first token the
     # ORM's create/bulk_create cost several times the INSERTs themselves.
     (message,) = rows.insert(
         [

@@ -18,9 +18,9 @@ from chatrooms.facts import with_facts
 from chatrooms.models import Message, Room, Turn
 from chatrooms.owner import OWNER
 from chatrooms.reply_hooks import reply_failed
-from hal import rows
 from hal.actions.base import Actor, record_audit
-from hal.events import publish
+from hal.db import rows
+from hal.live.events import publish
 
 INTERRUPTED_REASON = "HAL stopped while this reply was being written."
 
@@ -383,7 +383,7 @@ def do_recover_interrupted(
 
 def stop_requested(turn_ids: list[int]) -> list[int]:
     """Of these turns (run by the calling process), those an operator asked to stop."""
-    # Twice a second while turns run (chatrooms/run/scheduling.py): hal.rows, not a queryset.
+    # Twice a second while turns run (chatrooms/run/scheduling.py): hal.db.rows, not a queryset.
     stopped = rows.select(Turn, {"pk__in": turn_ids, "stop_requested": True}, only=("pk",))
     return [turn.pk for turn in stopped]
 

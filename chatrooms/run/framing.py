@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from chatrooms.models import Message
 from chatrooms.run import partials
 from chatrooms.run.config import frame_seconds
-from hal import launch
+from hal.live import launch
 
 
 class Sink(Protocol):
@@ -91,7 +91,7 @@ class _Outbox:
     one task: what is posted while a send is in flight leaves with the next one, as one
     channel-layer message (`hal.events`). At 64 replies streaming in a room, a frame tick
     is one group send — one PUBLISH with Redis, one wake-up of each socket — instead of 64
-    (issue 29). A socket that falls behind opens the batch again (hal/channel_queue.py)."""
+    (issue 29). A socket that falls behind opens the batch again (hal/live/channel_queue.py)."""
 
     def __init__(self, orchestrator: Sink, group: str, boxes: dict[Any, _Outbox]) -> None:
         self.orchestrator = orchestrator
@@ -109,7 +109,7 @@ class _Outbox:
     async def _send_all(self) -> None:
         try:
             while self.items:
-                await launch.settled()  # a model call being sent goes first (hal/launch.py)
+                await launch.settled()  # a model call being sent goes first (hal/live/launch.py)
                 batch = list(self.items)
                 self.items.clear()
                 if len(batch) == 1:

@@ -23,9 +23,9 @@ from chatrooms import actions, integration
 from chatrooms.actions.history import HistoryItem
 from chatrooms.models import Message, Room
 from chatrooms.run.config import history_limit
-from hal import launch
-from hal.dbthreads import calling_loop
-from hal.prompt_hooks import prompt_sections
+from hal.db.threads import calling_loop
+from hal.hooks.prompts import prompt_sections
+from hal.live import launch
 from providers import pacing
 from providers.base import ChatMessage, StreamEvent
 

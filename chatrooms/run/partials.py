@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from chatrooms import actions
-from hal.dbthreads import db
+from hal.db.threads import db
 
 
 class Framer(Protocol):

@@ -16,7 +16,7 @@ from chatrooms.addressing import Participant
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import history_limit
 from hal.actions.base import Actor
-from hal.prompt_hooks import prompt_sections
+from hal.hooks.prompts import prompt_sections
 from providers.base import ChatMessage, ProviderError, ToolCall, ToolRan, ToolResult
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Prepared:
     charge: list[int] = field(default_factory=lambda: [0, 0])  # tokens to bill: in, out
     began: float = 0.0  # perf_counter when this process took the turn (reply facts)
     credential: Any = None  # checked in this trip, for the first call (no trip of its own)
-    launched: Any = None  # ends this turn's launch (hal/launch.py) once its request is sent
+    launched: Any = None  # ends this turn's launch (hal/live/launch.py) once its request is sent
     opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
     # This reply's tool calls as the room shows them ({"name", "status"}: reply facts).
     tool_log: list[dict[str, str]] = field(default_factory=list)
@@ -143,7 +143,7 @@ def build_system_prompt(
     extra_sections: list[str] | None = None,
 ) -> str:
     """Skill document + identity + participants + operator and screen context (+ the
-    registered page sections, e.g. matching runbooks: hal.prompt_hooks)."""
+    registered page sections, e.g. matching runbooks: hal.hooks.prompts)."""
     identity = [
         f'You are "{connection.name}" (address: @{connection.name}) in HAL\'s AI chat room.'
     ]

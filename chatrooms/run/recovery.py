@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from chatrooms import actions, integration, leases
 from chatrooms.run.config import turn_timeout
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON
-from hal.dbthreads import db
+from hal.db.threads import db
 
 log = logging.getLogger("hal.chatrooms")
 

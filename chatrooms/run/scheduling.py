@@ -33,10 +33,10 @@ from chatrooms.run.recovery import Recovery
 from chatrooms.run.turn import TurnRunner
 from chatrooms.run.turn_endings import uncancel
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
-from hal import launch
-from hal.channel_layer import copy_message
-from hal.channel_queue import BATCH_TYPE
-from hal.dbthreads import db
+from hal.db.threads import db
+from hal.live import launch
+from hal.live.channel_layer import copy_message
+from hal.live.channel_queue import BATCH_TYPE
 from providers import anthropic_provider, openai_compat  # noqa: F401
 
 log = logging.getLogger("hal.chatrooms")
@@ -53,7 +53,7 @@ class Ready(NamedTuple):
 
 
 def _begin_launches(turn_ids: Iterable[int]) -> dict[int, Callable[[], None]]:
-    """A launch per turn (hal/launch.py) when called on the loop that will run them."""
+    """A launch per turn (hal/live/launch.py) when called on the loop that will run them."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # a thread hands the turns over: no loop here to hold events on
@@ -281,7 +281,7 @@ class Orchestrator(TurnRunner, Recovery):
             return
         owned = getattr(layer, "group_send_owned", None)
         # A delta's data is built by its framer for this send and never touched again, so
-        # HAL's layers hand it to this process's sockets uncopied (hal/channel_layer.py);
+        # HAL's layers hand it to this process's sockets uncopied (hal/live/channel_layer.py);
         # the other events (a reply's dict, which may share its row's meta) are copied here.
         message = {
             "type": BATCH_TYPE,
@@ -314,7 +314,7 @@ class Orchestrator(TurnRunner, Recovery):
     ) -> None:
         """Pre-fetch the trigger's pages, claim turns started together (or take over the
         sender's born-claimed `known` turns), run each concurrently; `ready`: prepared in
-        the sender's trip already; `launches`: each turn's open launch (hal/launch.py),
+        the sender's trip already; `launches`: each turn's open launch (hal/live/launch.py),
         ended here on every path the turn does not end it itself; `opening`: the calls
         the send opened ahead, closed here when no turn took one over."""
         launches = launches or {}

@@ -19,9 +19,9 @@ from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
 from chatrooms.run.turn_rounds import ToolRounds, chip_status, note_tool, show_tools
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
-from hal import launch
-from hal.dbthreads import db
+from hal.db.threads import db
 from hal.errors import Conflict
+from hal.live import launch
 from providers import pacing
 from providers.base import ProviderError, TextDelta, ToolCall, ToolRan, Usage
 
@@ -135,7 +135,7 @@ class TurnRunner(ToolRounds, TurnEndings):
             integration.hand_over_credential(prepared.connection.pk, prepared.credential)
             prepared.credential = None
             # The HTTP client ends this turn's launch once the request is written
-            # (hal/launch.py): until then the loop's event delivery waits for it.
+            # (hal/live/launch.py): until then the loop's event delivery waits for it.
             launching = launch.mark(prepared.launched)
             access = None
             if getattr(prepared.provider, "runs_tools_itself", False):

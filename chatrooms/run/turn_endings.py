@@ -15,7 +15,7 @@ from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Turn
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared
-from hal.dbthreads import db
+from hal.db.threads import db
 
 
 def facts_of(prepared: Prepared) -> dict[str, Any]:

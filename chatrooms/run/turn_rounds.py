@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from chatrooms import integration
 from chatrooms.run.prompt import Prepared
-from hal.dbthreads import db
+from hal.db.threads import db
 from providers.base import ToolCall, ToolRan
 
 

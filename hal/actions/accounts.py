@@ -2,7 +2,7 @@
 
 These widen or narrow who may do what, so every one needs `hal.administer` and a recent
 re-authentication, and is audited with before/after (never a password). The Django admin
-(hal/adminsite.py) reaches them only through these `check_*` functions.
+(hal/views/adminsite.py) reaches them only through these `check_*` functions.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import Conflict, HalError, InvalidInput, NotFound, PermissionDenied
-from hal.ids import as_id
+from hal.web.ids import as_id
 
 USER_FIELDS = {
     "username",
@@ -105,7 +105,7 @@ def _ids(values: Any, model: Any, code: str) -> list[Any]:
         raise InvalidInput(_("Send a list of ids."), code=code)
     ids = []
     for value in values:
-        # hal/ids.py: an id past the database's range reached the `IN` query (OverflowError).
+        # hal/web/ids.py: an id past the database's range reached the `IN` query (OverflowError).
         pk = as_id(getattr(value, "pk", value))
         if pk is None:
             raise InvalidInput(_("Send a list of ids."), code=code)

@@ -14,11 +14,11 @@ from django.db import transaction
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from hal import rows
-from hal.clientip import client_ip, scope_client_ip
+from hal.db import rows
 from hal.errors import HalError, NotAuthenticated, PermissionDenied, ReauthRequired
 from hal.i18n import english
 from hal.models import AuditEntry
+from hal.web.clientip import client_ip, scope_client_ip
 
 log = logging.getLogger("hal.actions")
 
@@ -160,7 +160,7 @@ def record_audit(
         target_id = target_id or target.pk
         target_label = target_label or str(target)
     user = actor.user if actor.user is not None and getattr(actor.user, "pk", None) else None
-    # hal.rows: the statement built once (every action writes one of these).
+    # hal.db.rows: the statement built once (every action writes one of these).
     (entry,) = rows.insert(
         [
             AuditEntry(

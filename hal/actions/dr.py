@@ -40,7 +40,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, HalError
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import AuditEntry, Snapshot
 from hal.paths import vault_key_file
 

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import EmergencyState
 
 

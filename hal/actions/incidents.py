@@ -13,10 +13,10 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from hal.events import OPS_GROUP, publish
-from hal.ids import as_id
-from hal.incident_hooks import incident_changed
+from hal.hooks.incidents import incident_changed
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Incident, IncidentEvent
+from hal.web.ids import as_id
 
 MAX_TITLE = 200
 MAX_TEXT = 10_000

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import MailCheck
 
 EHLO_NAME = "hal.localdomain"

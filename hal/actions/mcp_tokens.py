@@ -2,7 +2,7 @@
 
 A token is `hal-mcp-` + 32 random bytes (url-safe); only its sha256 is stored, so the raw
 token is shown once, at creation. It acts as its owner through the `mcp` path with the
-owner's own permissions, and the MCP server runs read tools only (hal/mcp.py).
+owner's own permissions, and the MCP server runs read tools only (hal/mcp/server.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-turn MCP tokens: minted when a local Claude Code CLI turn starts, revoked when it ends.
 
-The CLI reaches HAL's tools over `/mcp` (hal/mcp_http.py) with a token scoped to one
+The CLI reaches HAL's tools over `/mcp` (hal/mcp/http.py) with a token scoped to one
 (operator, room, turn, connection): its write and high-risk calls become proposals of that
 turn, exactly as another model's tool calls do. Only the sha256 is stored and the token is
 valid only while the turn runs: the run revokes it however it ends, and its expiry (the

@@ -28,9 +28,9 @@ from hal.actions.jobs import create_job, open_job_for
 from hal.actions.servers import resolve_server
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
-from hal.ids import as_id
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Job, Module, Server
+from hal.web.ids import as_id
 
 CONFIGURE_CODE = "modules.configure"
 # Fields whose change alters what HAL or an agent runs or fetches: the high-risk part.

@@ -12,8 +12,8 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import InvalidInput
-from hal.ids import as_id
 from hal.models import OperatorProfile
+from hal.web.ids import as_id
 
 
 def _no_rooms(user: Any, room_id: Any) -> bool:

@@ -21,7 +21,7 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.errors import InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Setting, SettingChange
 
 TYPES = ("int", "bool", "str", "choice", "duration")

@@ -1,0 +1,1 @@
+"""Template tags of the console (Django finds them here): status and audit labels."""

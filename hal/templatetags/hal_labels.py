@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from hal import labels
+from hal.views import labels
 
 register = template.Library()
 register.filter("status_label", labels.status_label)

@@ -17,13 +17,13 @@ from pydantic import ValidationError
 from hal.actions.base import Actor, record_audit
 from hal.errors import HalError, InvalidInput
 from hal.i18n import localize
-from hal.jsonin import check_json_value
 from hal.models import AuditEntry
 
 # Origin lives in the leaf module hal.tools.origin so that hal.actions.proposals can use it
 # without importing dispatch (which imports proposals); re-exported here for callers.
 from hal.tools.origin import Origin, current_origin, running_with_origin  # noqa: F401
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable, proposal_references
+from hal.web.jsonin import check_json_value
 
 MAX_RAW_ARGS = 100_000
 MAX_TRACKED_TURNS = 4096

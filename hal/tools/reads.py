@@ -1,4 +1,4 @@
-"""Fleet reads for tools: the console's own queries (hal.queries_fleet), in bounded shapes.
+"""Fleet reads for tools: the console's own queries (hal.queries.fleet), in bounded shapes.
 
 No state changes here; every function goes through a permission-checked query.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hal import queries_fleet
 from hal.actions.base import Actor
 from hal.models import JobLogLine
+from hal.queries import fleet as queries_fleet
 
 
 def list_servers(actor: Actor, *, status: str = "", limit: int = 100) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from hal import fastjson
+from hal.live import fastjson
 
 
 @dataclass(frozen=True)

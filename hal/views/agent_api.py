@@ -24,11 +24,11 @@ from hal.actions import jobs as job_actions
 from hal.actions import releases as release_actions
 from hal.actions import servers as server_actions
 from hal.actions.base import Actor, record_audit
-from hal.api import error_response
-from hal.clientip import client_ip
 from hal.errors import Conflict, HalError, InvalidInput, NotAuthenticated, NotFound
-from hal.jsonin import loads_json
 from hal.models import Job, Server
+from hal.web.api import error_response
+from hal.web.clientip import client_ip
+from hal.web.jsonin import loads_json
 
 log = logging.getLogger("hal.agent_api")
 

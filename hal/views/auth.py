@@ -12,10 +12,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from hal.actions import auth as auth_actions
 from hal.actions.base import Actor
 from hal.actions.operators import check_set_language
-from hal.api import api, json_body
 from hal.errors import HalError
-from hal.middleware import LANGUAGE_COOKIE
 from hal.models import OperatorProfile
+from hal.web.api import api, json_body
+from hal.web.middleware import LANGUAGE_COOKIE
 
 
 def _safe_next(request: HttpRequest, fallback: str = "/") -> str:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from hal.actions import confirm
 from hal.actions.base import Actor
-from hal.api import api, json_body
+from hal.web.api import api, json_body
 
 
 def _result(value: Any) -> Any:

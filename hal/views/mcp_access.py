@@ -11,10 +11,10 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from hal.actions import mcp_tokens
-from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
-from hal.mcp_http import MCP_PATH
+from hal.mcp.http import MCP_PATH
 from hal.views.ops.request import render_page, request_actor
+from hal.web.api import dispatch, json_body
 
 
 def _endpoint(request: HttpRequest) -> str:

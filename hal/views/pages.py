@@ -9,8 +9,8 @@ from django.views.decorators.http import require_GET
 
 from hal import queries
 from hal.actions.base import Actor
-from hal.api import api
 from hal.errors import HalError
+from hal.web.api import api
 
 
 @login_required

@@ -9,9 +9,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from hal.actions import proposals
 from hal.actions.base import Actor
-from hal.api import api, json_body
 from hal.errors import HalError
 from hal.i18n import localize
+from hal.web.api import api, json_body
 
 
 def _actor(request: HttpRequest) -> Actor:

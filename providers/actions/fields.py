@@ -10,7 +10,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput, NotFound
-from hal.ids import as_id
+from hal.web.ids import as_id
 from providers.lookalikes import check_connection_name
 from providers.models import (
     NAME_RE,

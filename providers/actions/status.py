@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from providers import verification
 from providers.actions.fields import resolve_connection
 from providers.models import (

@@ -106,7 +106,7 @@ async function refreshTimeline() {
   }
 }
 
-// Status codes as the console shows them, in the operator's language (hal/labels.py).
+// Status codes as the console shows them, in the operator's language (hal/views/labels.py).
 const STATUS_LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const statusLabel = (code) => STATUS_LABELS[code] ?? code;
 

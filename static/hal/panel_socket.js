@@ -51,7 +51,7 @@ export function connectSocket(onEvent, attempt = 0) {
   });
   ws.addEventListener("close", (ev) => {
     panel.dataset.live = "false";
-    // BEHIND_CODE (hal/channel_queue.py): the server closed a socket that fell too far
+    // BEHIND_CODE (hal/live/channel_queue.py): the server closed a socket that fell too far
     // behind its events; reconnect at once, and the open handler resumes what it missed.
     const wait = ev.code === BEHIND_CODE ? 0 : Math.min(5000, 500 * 2 ** attempt);
     setTimeout(() => connectSocket(onEvent, attempt + 1), wait);

@@ -7,7 +7,7 @@
 import { api, ApiError } from "./app.js";
 
 export const S = JSON.parse(document.getElementById("proposal-strings")?.textContent || "{}");
-// Status codes as the operator reads them (hal/labels.py, rendered once by base.html).
+// Status codes as the operator reads them (hal/views/labels.py, rendered once by base.html).
 const STATUS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 
 const el = (tag, cls, text) => {

@@ -1,4 +1,4 @@
-"""The agent API reads the client address where the rest of HAL does (hal.clientip)."""
+"""The agent API reads the client address where the rest of HAL does (hal.web.clientip)."""
 
 from __future__ import annotations
 

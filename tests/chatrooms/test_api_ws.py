@@ -128,7 +128,7 @@ async def test_anonymous_requests_are_refused(transactional_db):
 def communicator(user) -> WebsocketCommunicator:
     comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/ai/")
     comm.scope["user"] = user
-    if user.is_authenticated:  # frames are re-checked against the session (hal/ws_guard.py)
+    if user.is_authenticated:  # frames are re-checked against the session (hal/live/guard.py)
         comm.scope["session"] = logged_in_session(user)
     return comm
 

@@ -18,9 +18,9 @@ from django.test import Client
 
 from chatrooms.actions import ensure_rooms
 from chatrooms.models import Message
-from hal import launch
 from hal.asgi import application
-from hal.asgi_handler import drop_request_started_hop
+from hal.live import launch
+from hal.web.asgi_handler import drop_request_started_hop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,13 +111,13 @@ async def test_a_chat_send_crosses_into_no_thread_but_the_db_threads(
         headers=headers,
     )
     assert status == 202, body
-    # The model's request goes out first (hal/launch.py), then the 202.
+    # The model's request goes out first (hal/live/launch.py), then the 202.
     assert hops.index(REQUEST_SENT) < hops.index(RESPONSE_STARTED), hops
     before = hops[: hops.index(REQUEST_SENT)]
     # No trip into a thread but HAL's kept-open DB threads (the orchestrator's background
     # trips, a lease heartbeat, may fall in between), and on the request's path exactly
     # one: the send, which also reads the session for the operator's language
-    # (hal.middleware.activate_in_trip) and prepares the turns.
+    # (hal.web.middleware.activate_in_trip) and prepares the turns.
     assert all(hop.startswith("_db_call:") for hop in before), before
     path = [hop for hop in before if hop.split(":", 1)[1] in REQUEST_PATH]
     assert path == ["_db_call:_send"], before

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 
 from chatrooms.actions import ensure_rooms, room_group
 from chatrooms.models import Message
-from hal import channel_queue
+from hal.live import channel_queue
 from tests.core.test_ws_session import login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

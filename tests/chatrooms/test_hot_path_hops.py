@@ -19,7 +19,7 @@ from .conftest import messages, send, unified_room
 
 
 async def test_a_send_runs_on_the_kept_db_threads(models, aclient, orchestrator, monkeypatch):
-    from hal import dbthreads
+    from hal.db import threads as dbthreads
 
     room = await unified_room(aclient)
     threads: list[str] = []
@@ -35,7 +35,7 @@ async def test_a_send_runs_on_the_kept_db_threads(models, aclient, orchestrator,
     await orchestrator.wait_idle()
     assert len(threads) == 2
     # Kept-open connections: the sends' lane on SQLite, the chat's threads on PostgreSQL
-    # (hal/dbthreads.py).
+    # (hal/db/threads.py).
     lane = dbthreads.db_executor("send")._thread_name_prefix
     assert lane == ("hal-send-db" if connection.vendor == "sqlite" else "hal-chat-db")
     assert all(name.startswith(lane) for name in threads), threads

@@ -1,4 +1,4 @@
-"""Ids from the outside (hal/ids.py): a resume, a WebSocket frame or a request naming an id
+"""Ids from the outside (hal/web/ids.py): a resume, a WebSocket frame or a request naming an id
 past the database's range (or not an id at all) is answered with a stable error code, on
 SQLite and PostgreSQL — never OverflowError, a 1011 close or a 500."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.ids import MAX_ID, as_id, as_ids, parse_id
+from hal.web.ids import MAX_ID, as_id, as_ids, parse_id
 
 from .conftest import room_for, send
 from .test_api_ws import communicator

@@ -38,7 +38,7 @@ def _streaming_turn(operator, conn):
 
 
 def _propose(operator, conn, room, reply, turn):
-    """The CLI's MCP call of this turn, as hal/mcp.py makes it (a per-turn token)."""
+    """The CLI's MCP call of this turn, as hal/mcp/server.py makes it (a per-turn token)."""
     from hal.actions.base import Actor
     from hal.tools import run_tool_call
 

@@ -1,12 +1,12 @@
 """A chat send's model calls go out before the events about the send and before its 202:
-the loop's event delivery waits for the turns' launches (hal/launch.py), which the HTTP
+the loop's event delivery waits for the turns' launches (hal/live/launch.py), which the HTTP
 client's trace ends when each request's last byte is written (both SDK providers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hal import launch
+from hal.live import launch
 from tests.chatrooms.conftest import rooms_of
 
 

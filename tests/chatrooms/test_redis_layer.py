@@ -24,7 +24,7 @@ def _subscriptions(layer) -> set[str]:
 
 
 async def test_the_default_layer_is_pub_sub():
-    from hal.channel_layer import PubSubLayer
+    from hal.live.channel_layer import PubSubLayer
 
     assert isinstance(get_channel_layer(), PubSubLayer)
 
@@ -65,7 +65,7 @@ async def test_a_channel_read_once_is_unsubscribed_when_discarded():
 
 
 async def test_the_health_check_leaves_no_subscription_behind():
-    from hal.views.health import _layer_round_trip
+    from hal.queries.health import _layer_round_trip
 
     layer = get_channel_layer()
     before = _subscriptions(layer)
@@ -78,7 +78,7 @@ def _second_process_layer():
     """Another web process's layer: the same Redis, prefix and settings, its own state."""
     from django.conf import settings
 
-    from hal.channel_layer import PubSubLayer
+    from hal.live.channel_layer import PubSubLayer
 
     return PubSubLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
 

@@ -1,4 +1,4 @@
-"""An operator's send has a DB thread of its own on SQLite (hal/dbthreads.py, lane "send").
+"""An operator's send has a DB thread of its own on SQLite (hal/db/threads.py, lane "send").
 
 At 64 streams the chat's one SQLite thread is busy with the replies' bookkeeping (usage,
 ends, saved partials); a send's trip that queued behind it waited for it, and its models'
@@ -22,7 +22,7 @@ async def test_a_send_is_stored_and_its_models_called_while_every_chat_db_thread
 ):
     from django.db import connection
 
-    from hal import dbthreads
+    from hal.db import threads as dbthreads
 
     if connection.vendor != "sqlite":  # on by default on SQLite only: the lane, set
         settings.HAL_SEND_DB_THREADS = 1

@@ -91,7 +91,7 @@ async def test_the_handshake_names_the_subprotocol_only_when_asked(operator):
 
 
 async def test_frames_carry_text_as_utf8_not_escapes(operator):
-    # A Korean reply is a third of its escaped size on the wire (hal/fastjson.py).
+    # A Korean reply is a third of its escaped size on the wire (hal/live/fastjson.py).
     chat, room = await _socket(operator, ["hal.events"])
     ops_browser = await login(operator)
     ops = await open_socket(ops_browser, "/ws/ops/")

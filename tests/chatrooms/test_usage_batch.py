@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def test_a_fan_outs_usage_is_recorded_in_one_trip(models, monkeypatch):
-    from hal import dbthreads
+    from hal.db import threads as dbthreads
 
     trips: list[str] = []
     original = dbthreads._db_call
@@ -87,7 +87,7 @@ async def test_one_usage_batch_at_a_time_and_later_calls_join_the_waiting_one(mo
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from hal import dbthreads
+    from hal.db import threads as dbthreads
 
     # Four DB threads, as on PostgreSQL (SQLite's one would serialise them anyway).
     monkeypatch.setattr(dbthreads, "_executor", ThreadPoolExecutor(4))

@@ -289,7 +289,7 @@ def test_anonymous_is_refused(client):
 
 def test_update_publishes_event(client_op, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr("hal.events.send_now", lambda g, t, p: sent.append((g, t, p)))
+    monkeypatch.setattr("hal.live.events.send_now", lambda g, t, p: sent.append((g, t, p)))
     with django_capture_on_commit_callbacks(execute=True):
         c = call(
             client_op,

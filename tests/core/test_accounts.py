@@ -102,7 +102,7 @@ def test_no_deleting_or_disabling_oneself(operator):
 
 @pytest.mark.parametrize("bad", [2**70, str(2**70), "²", True, -1])
 def test_a_list_id_that_is_no_id_is_refused_not_a_500(operator, bad):
-    """Group and permission lists go through hal/ids.py: 2**70 reached the `IN` query
+    """Group and permission lists go through hal/web/ids.py: 2**70 reached the `IN` query
     (OverflowError on SQLite, out of range on PostgreSQL), "²" passed isdigit()."""
     victim = User.objects.create_user("victim", password=secrets.token_urlsafe(16))
     admin = _actor(operator)

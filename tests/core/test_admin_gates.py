@@ -19,8 +19,8 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from hal.actions.base import SESSION_REAUTH_KEY
-from hal.adminsite import ActionModelAdmin, HalAdminSite
 from hal.models import AuditEntry
+from hal.views.adminsite import ActionModelAdmin, HalAdminSite
 from providers.models import AIConnection
 from webfetch.models import CuratedSource, FetchAllowDomain
 
@@ -346,7 +346,7 @@ def test_a_non_superuser_administrator_cannot_make_a_superuser(client, django_us
 
 
 def test_system_check_flags_a_model_admin_that_bypasses_the_actions():
-    from hal.adminsite import check_admin_registry
+    from hal.views.adminsite import check_admin_registry
 
     assert check_admin_registry() == []
     original = admin.site._registry[FetchAllowDomain]

@@ -1,4 +1,4 @@
-"""A socket's channel queue (hal/channel_queue.py): a reply's queued deltas merge into one
+"""A socket's channel queue (hal/live/channel_queue.py): a reply's queued deltas merge into one
 frame with no gap, no other event is ever dropped or reordered, and past its bound the
 queue holds only the message that closes the socket to resume. The in-memory layer built
 on it keeps channels' stock behaviour otherwise (pinned against InMemoryChannelLayer)."""
@@ -11,8 +11,8 @@ import pytest
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
-from hal.channel_layer import MemoryLayer
-from hal.channel_queue import BEHIND_CODE, BEHIND_EVENT, ChannelQueue
+from hal.live.channel_layer import MemoryLayer
+from hal.live.channel_queue import BEHIND_CODE, BEHIND_EVENT, ChannelQueue
 
 
 def delta(reply: int, offset: int, text: str, seq: int) -> dict:
@@ -203,7 +203,7 @@ async def test_a_memory_channel_left_unread_past_expiry_closes_instead_of_leavin
 def test_a_message_copy_is_a_deep_copy_of_its_json_values():
     from copy import deepcopy
 
-    from hal.channel_layer import copy_message
+    from hal.live.channel_layer import copy_message
 
     message = {"type": "hal.event", "data": {"n": [1, {"x": "y"}], "t": (1, 2), "f": 1.5}}
     copied = copy_message(message)

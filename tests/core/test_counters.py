@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hal import counters
 from hal.actions.base import Actor
+from hal.queries import counters
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,7 @@ def test_a_new_proposal_and_an_incident_update_the_counters(
 def test_a_rolled_back_change_sends_nothing(operator, monkeypatch):
     from django.db import transaction
 
-    from hal.events import publish
+    from hal.live.events import publish
 
     out: list = []
     monkeypatch.setattr(counters, "send_now", lambda g, e, p: out.append((g, e, p)))

@@ -6,7 +6,7 @@ import threading
 import pytest
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from hal.events import send_now
+from hal.live.events import send_now
 
 
 async def test_send_now_from_a_thread_running_an_event_loop():
@@ -68,8 +68,8 @@ async def test_an_event_published_in_a_db_thread_trip_does_not_hold_the_trip(mon
     """The chat send publishes `message.created` from HAL's DB threads: the trip (and the
     model call waiting behind it) must not wait for the channel layer — a round trip to
     the loop, and to Redis — and the events still go out in the order they were queued."""
-    from hal import events
-    from hal.dbthreads import db
+    from hal.db.threads import db
+    from hal.live import events
 
     layer = _GatedLayer()
     monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
@@ -98,8 +98,8 @@ def test_an_event_published_in_a_trip_of_a_short_lived_loop_is_sent_before_it_re
     the loop's shutdown), so such a trip sends before it returns, as plain sync code does."""
     from asgiref.sync import async_to_sync
 
-    from hal import events
-    from hal.dbthreads import db
+    from hal.db.threads import db
+    from hal.live import events
 
     sent: list[dict] = []
 
@@ -121,7 +121,7 @@ async def test_the_outbox_ends_when_cancelled_even_if_the_layer_turns_it_into_an
 ):
     """redis-py may turn a cancel during PUBLISH into a ConnectionError: the outbox's
     sender must end (a loop's shutdown waits for it), not wait for the next message."""
-    from hal import events
+    from hal.live import events
 
     started = asyncio.Event()
 

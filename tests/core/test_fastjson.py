@@ -1,4 +1,4 @@
-"""hal/fastjson.py is pinned to the standard library's json: the same values out of the same
+"""hal/live/fastjson.py is pinned to the standard library's json: the same values out of the same
 text, the same text's meaning out of the same values, the same errors; only the spelling of
 the output differs (compact, UTF-8 rather than \\u escapes), and two deliberate differences
 are pinned as such: non-finite floats are written as null, integers past 64 bits are read as
@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from hal import fastjson
+from hal.live import fastjson
 
 TEXTS = [
     '{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":" 토큰"},"finish_reason":null}]}',

@@ -30,7 +30,7 @@ def long_running(monkeypatch):
     """This web process started long ago: no start-up grace period applies."""
     import time
 
-    from hal.views import health
+    from hal.queries import health
 
     monkeypatch.setattr(health, "PROCESS_STARTED", time.monotonic() - 3600)
 
@@ -70,7 +70,7 @@ def test_no_worker_ever_reported_is_degraded_not_unready(client, settings, long_
 
 
 def test_unapplied_migrations_make_the_process_unready(client, monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     monkeypatch.setattr(health, "_MIGRATED", False)
     monkeypatch.setattr(health, "_unapplied_migrations", lambda: ["hal.9999_future"])
@@ -86,7 +86,7 @@ def test_unapplied_migrations_make_the_process_unready(client, monkeypatch):
 
 
 def test_applied_migrations_are_checked_once(client, monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     monkeypatch.setattr(health, "_MIGRATED", False)
     calls = []
@@ -102,13 +102,13 @@ def test_applied_migrations_are_checked_once(client, monkeypatch):
 
 
 def test_the_real_migration_plan_is_empty_in_a_migrated_database(monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     assert health._unapplied_migrations() == []
 
 
 def test_an_unreadable_vault_makes_the_process_unready(client, monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     monkeypatch.setitem(health.CHECKS, "vault", lambda: {"ok": False, "reason": "vault.E001"})
     response = client.get("/api/health")
@@ -116,7 +116,7 @@ def test_an_unreadable_vault_makes_the_process_unready(client, monkeypatch):
 
 
 def test_health_reports_a_failing_database(client, monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     def broken():
         raise ConnectionError("db down")
@@ -128,7 +128,7 @@ def test_health_reports_a_failing_database(client, monkeypatch):
 
 
 def test_health_reports_a_missing_channel_layer_as_a_failing_check(client, monkeypatch):
-    from hal.views import health
+    from hal.queries import health
 
     monkeypatch.setattr(health, "get_channel_layer", lambda: None)
     response = client.get("/api/health")
@@ -140,7 +140,7 @@ def test_health_is_starting_200_until_the_first_heartbeat(client, settings, monk
     """Issue 13 item 14: a fresh start is not an outage (deploy read-back, load balancers)."""
     import time
 
-    from hal.views import health
+    from hal.queries import health
 
     settings.HAL_HEALTH_REQUIRE_WORKER = True
     settings.HAL_HEALTH_STARTUP_GRACE_SECONDS = 30
@@ -159,7 +159,7 @@ def test_health_is_starting_200_until_the_first_heartbeat(client, settings, monk
 def test_health_after_the_grace_period_is_degraded_without_a_worker(client, settings, monkeypatch):
     import time
 
-    from hal.views import health
+    from hal.queries import health
 
     settings.HAL_HEALTH_REQUIRE_WORKER = True
     settings.HAL_HEALTH_STARTUP_GRACE_SECONDS = 30
@@ -171,7 +171,7 @@ def test_health_after_the_grace_period_is_degraded_without_a_worker(client, sett
 def test_starting_never_hides_a_failing_database(client, settings, monkeypatch):
     import time
 
-    from hal.views import health
+    from hal.queries import health
 
     settings.HAL_HEALTH_REQUIRE_WORKER = True
     monkeypatch.setattr(health, "PROCESS_STARTED", time.monotonic())

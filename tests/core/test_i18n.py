@@ -160,7 +160,7 @@ def test_every_menu_and_panel_label_has_a_korean_translation():
     # no template carries.
     from django.utils import translation
 
-    from hal.context import MENU, panel_strings
+    from hal.views.context import MENU, panel_strings
 
     with translation.override("ko"):
         untranslated = [label for _, label in MENU if label != "DR" and _ko(label) == label]

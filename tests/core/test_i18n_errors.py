@@ -25,7 +25,7 @@ PASSTHROUGH = {
     ("hal/actions/releases/artifacts.py", "_artifact_refused", "message"): "marked at each caller",
     ("hal/actions/settings.py", "coerce", "str(exc)"): "a setting validator's own text",
     ("providers/credentials.py", "_refresh_locked", "failed"): "format_lazy(_()) built just above",
-    ("hal/ids.py", "parse_id", "message"): "marked at each caller (the default is marked here)",
+    ("hal/web/ids.py", "parse_id", "message"): "marked at each caller (the default is marked here)",
 }
 MARKERS = {"_", "gettext_lazy"}
 

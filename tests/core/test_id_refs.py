@@ -1,6 +1,6 @@
 """Refs that may be an id or a name (server, module, release, connection, job): a string
 of digits that is not an id — "²" (str.isdigit() says yes, int() refuses it) or past the
-database's range — is no id and never a 500 (hal/ids.py)."""
+database's range — is no id and never a 500 (hal/web/ids.py)."""
 
 from __future__ import annotations
 

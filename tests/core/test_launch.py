@@ -1,11 +1,11 @@
-"""hal/launch.py: while a model call is being sent, event delivery on the loop waits for it
+"""hal/live/launch.py: while a model call is being sent, event delivery on the loop waits for it
 (bounded); the HTTP client's trace ends the launch when the request's last byte is out."""
 
 from __future__ import annotations
 
 import asyncio
 
-from hal import launch
+from hal.live import launch
 
 
 async def test_delivery_waits_for_an_open_launch_until_it_ends():

@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client, RequestFactory
 
-from hal.clientip import client_ip, scope_client_ip
 from hal.models import AuditEntry
+from hal.web.clientip import client_ip, scope_client_ip
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hal.context import MENU
+from hal.views.context import MENU
 
 
 @pytest.mark.parametrize("name", [name for name, _ in MENU])

@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.test import AsyncClient
 
-from hal import middleware
+from hal.web import middleware
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

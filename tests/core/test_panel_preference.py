@@ -31,7 +31,7 @@ def test_bad_panel_state_is_still_refused(client_op):
 
 
 def test_recent_activity_never_lists_preference_rows(client_op, operator):
-    from hal.queries_ops import overview
+    from hal.queries.ops import overview
 
     actor = Actor(user=operator, via="web", label=operator.get_username())
     record_audit(actor, "incidents.open", target_type="incident", target_id="1")

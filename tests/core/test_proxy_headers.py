@@ -9,7 +9,7 @@ import pytest
 from channels.testing import ApplicationCommunicator
 
 from hal.models import AuditEntry
-from hal.proxyheaders import TrustedProxyMiddleware
+from hal.web.proxyheaders import TrustedProxyMiddleware
 
 TRUSTED = ["127.0.0.1", "::1", "10.0.0.0/8"]
 

@@ -1,4 +1,4 @@
-"""hal.rows writes and reads exactly what the ORM does (JSON, datetimes, booleans, keys)."""
+"""hal.db.rows writes and reads exactly what the ORM does (JSON, datetimes, booleans, keys)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from chatrooms import actions
 from chatrooms.models import Message, Room, Turn
-from hal import rows
+from hal.db import rows
 from hal.models import AuditEntry
 
 pytestmark = pytest.mark.django_db

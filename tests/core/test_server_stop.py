@@ -1,4 +1,4 @@
-"""A web process that does not stop says what holds it (hal/server_stop.py), on a real daphne."""
+"""A web process that does not stop says what holds it (hal/web/server_stop.py), on daphne."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hal import server_stop
+from hal.web import server_stop
 from tests.procenv import ROOT, own_sqlite_env
 
 # daphne's own entry point, after a non-daemon thread that never ends: the interpreter
@@ -38,7 +38,7 @@ BRIDGING = (
     "import daphne.server  # installs Twisted's asyncio reactor, as `daphne` does\n"
     "from twisted.internet import reactor\n"
     "def publish_after_the_loop_stopped(loop):\n"
-    "    from hal import server_stop\n"
+    "    from hal.web import server_stop\n"
     "    while loop.is_running() and not server_stop.serving_after_stop.is_set():\n"
     "        time.sleep(0.002)\n"
     "    async def publish():\n"
@@ -161,7 +161,7 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
     assert code == 0, text[-3000:]
     assert "bridge: published" in text
     # The teardown's full garbage collections skip what existed at the stop: measured with
-    # py-spy, they alone took 4-10 s of a loaded host's stop (hal/server_stop.py).
+    # py-spy, they alone took 4-10 s of a loaded host's stop (hal/web/server_stop.py).
     assert "frozen at the stop: True" in text
 
 

@@ -1,4 +1,4 @@
-"""hal.sessions: Django's session store and model backend, their rows read by hal.rows."""
+"""hal.web.sessions: Django's session store and model backend, their rows read by hal.db.rows."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from hal.sessions import ModelBackend, SessionStore
+from hal.web.sessions import ModelBackend, SessionStore
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_console_uses_them():
-    assert settings.SESSION_ENGINE == "hal.sessions"
-    assert settings.AUTHENTICATION_BACKENDS == ["hal.sessions.ModelBackend"]
+    assert settings.SESSION_ENGINE == "hal.web.sessions"
+    assert settings.AUTHENTICATION_BACKENDS == ["hal.web.sessions.ModelBackend"]
 
 
 def test_a_saved_session_loads_and_an_expired_or_unknown_one_does_not():

@@ -1,5 +1,5 @@
 """HAL's consumers read their channel as channels' `AsyncConsumer` does, except that the
-messages already queued are dispatched in one go (hal/ws_dispatch.py, issue 29)."""
+messages already queued are dispatched in one go (hal/live/dispatch.py, issue 29)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from channels.testing import ApplicationCommunicator
 from channels.utils import await_many_dispatch
 
 from chatrooms.consumers import ChatConsumer
-from hal.consumers import OpsConsumer
-from hal.ws_dispatch import DrainingConsumerMixin
+from hal.live.consumers import OpsConsumer
+from hal.live.dispatch import DrainingConsumerMixin
 
 N = 60
 
@@ -49,7 +49,7 @@ def alias(request, settings, monkeypatch):
     if request.param == "redis" and not os.environ.get("REDIS_URL"):
         pytest.skip("REDIS_URL not set")
     if request.param == "memory":
-        layers = {"BACKEND": "hal.channel_layer.MemoryLayer"}
+        layers = {"BACKEND": "hal.live.channel_layer.MemoryLayer"}
         settings.CHANNEL_LAYERS = {**settings.CHANNEL_LAYERS, "drain-test": layers}
         name = "drain-test"
     else:
@@ -104,7 +104,7 @@ async def test_queued_messages_are_dispatched_in_order_without_a_read_each(alias
 
 
 def test_the_copied_loop_is_channels_own():
-    # hal/ws_dispatch.py copies AsyncConsumer.__call__ and await_many_dispatch of
+    # hal/live/dispatch.py copies AsyncConsumer.__call__ and await_many_dispatch of
     # channels 4.3: a different channels must be read again before this passes.
     call = inspect.getsource(AsyncConsumer.__call__)
     assert (
@@ -124,7 +124,7 @@ def test_hal_consumers_use_the_draining_loop():
 
 
 async def test_a_memory_channel_read_without_waiting_is_left_as_a_read_leaves_it():
-    from hal.channel_layer import MemoryLayer
+    from hal.live.channel_layer import MemoryLayer
 
     layer = MemoryLayer()
     channel = await layer.new_channel()

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from chatrooms.actions import ensure_rooms, room_group
-from hal.events import OPS_GROUP
+from hal.live.events import OPS_GROUP
 from tests.core.test_ws_session import assert_alive, login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from hal.asgi import application
-from hal.ws_origin import SameOriginValidator
+from hal.live.origin import SameOriginValidator
 from tests.wsauth import logged_in_session
 
 

@@ -156,7 +156,7 @@ async def test_deleting_the_user_closes_their_sockets(viewer):
 
 async def test_a_listening_socket_stops_when_its_session_is_gone(operator, settings):
     """/ws/ops/ only listens: outbound events re-check the session (here on every event)."""
-    from hal.events import OPS_GROUP, send_now
+    from hal.live.events import OPS_GROUP, send_now
 
     settings.HAL_WS_RECHECK_SECONDS = 0
     browser = await login(operator)

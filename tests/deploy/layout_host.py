@@ -217,7 +217,7 @@ def stop_all(cfg: dict) -> dict:
 def finish(cfg: dict, results: dict) -> int:
     stops = Path("/run/fake-systemd/stops.log")
     results["stops"] = stops.read_text().splitlines() if stops.exists() else []
-    # What held a slow stop, as the process itself reported it (hal/server_stop.py).
+    # What held a slow stop, as the process itself reported it (hal/web/server_stop.py).
     results["stop_reports"] = {}
     for log in Path("/run/fake-systemd").glob("hal-*.log"):
         text = log.read_text(errors="replace")

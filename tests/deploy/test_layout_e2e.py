@@ -143,8 +143,8 @@ def artifacts(tmp_path):
     arts = {step: out / f"hal-{name}.tar.gz" for step, name in names.items()}
     for step, path in arts.items():
         retarget(built, path, version, names[step])
-    health = (REPO / "hal" / "views" / "health.py").read_text()
-    rewrite(arts["broken"], {"hal/views/health.py": health + BROKEN_HEALTH})
+    health = (REPO / "hal" / "queries" / "health.py").read_text()
+    rewrite(arts["broken"], {"hal/queries/health.py": health + BROKEN_HEALTH})
     leaf = latest_migration(built)
     rewrite(
         arts["bad_migration"],
@@ -263,7 +263,7 @@ def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifa
     assert Load.failed(after["load"]) == 0, after["load"]
     # Item 7: every stop (restarts, rollback, the restore, the end) ends on SIGTERM, within
     # the units' TimeoutStopSec. Two causes of daphne lingering to the SIGKILL were found
-    # (hal/server_stop.py, tests/core/test_server_stop.py): a sync thread handing work to the
+    # (hal/web/server_stop.py, tests/core/test_server_stop.py): a sync thread handing work to the
     # stopped loop waited for ever, and the interpreter's teardown GC took 4-10 s of a
     # loaded host. A slow stop writes its threads and tasks to the unit's log: shown here.
     assert report["stops"], report

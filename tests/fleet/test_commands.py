@@ -157,8 +157,8 @@ def test_a_proposal_left_executing_by_a_crash_fails_honestly(operator):
 
 def test_the_worker_runs_the_sweeps_and_loops_the_apps_register():
     # hal sits below providers and chatrooms: their periodic work reaches the worker
-    # through hal.worker_hooks (registered in their AppConfig.ready()), not by import.
-    from hal import worker_hooks
+    # through hal.hooks.workers (registered in their AppConfig.ready()), not by import.
+    from hal.hooks import workers as worker_hooks
 
     assert {"providers.vault_recheck", "providers.budget_resume", "chatrooms.archives"} <= set(
         worker_hooks.sweep_names()

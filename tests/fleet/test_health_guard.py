@@ -163,13 +163,13 @@ def test_agent_health_check_does_not_follow_redirects(sites):
 
 
 def test_hals_health_check_is_the_guarded_one_registered_by_webfetch():
-    from hal.fleet_http import health_fetcher
+    from hal.hooks.fleet_http import health_fetcher
 
     assert health_fetcher() is fleet.http_health_check
 
 
 def test_without_a_registered_fetch_a_health_check_fails_closed(op, sites):
-    from hal import fleet_http as seam
+    from hal.hooks import fleet_http as seam
 
     site = sites("127.0.0.6", {"/health": (200, {})})
     registered = seam.health_fetcher()

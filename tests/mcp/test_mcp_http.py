@@ -87,7 +87,7 @@ async def test_sdk_client_lists_and_reads_and_is_refused_writes(live, operator):
             async with ClientSession(read, write) as session:
                 init = await session.initialize()
                 assert init.server_info.name == "hal"
-                # Tools only (hal/mcp.py drops the SDK's prompt and resource handlers through
+                # Tools only (hal/mcp/server.py drops the SDK's prompt and resource handlers through
                 # a private attribute: an SDK upgrade that moves it fails here).
                 assert init.capabilities.tools is not None
                 assert init.capabilities.prompts is None and init.capabilities.resources is None

@@ -24,7 +24,7 @@ from hal.actions.mcp_turn_tokens import (
     minted_here,
 )
 from hal.errors import NotFound
-from hal.mcp_address import _from_argv, internal_url, is_loopback_host
+from hal.mcp.address import _from_argv, internal_url, is_loopback_host
 from hal.models import AuditEntry, McpToken, Proposal, Server
 from tests.browser.conftest import LiveServer
 

@@ -109,9 +109,9 @@ def test_a_proposal_about_to_expire_is_announced_once(op_actor, smtp_sink):
 
 
 def test_the_app_registers_with_hal_and_the_worker():
-    from hal.incident_hooks import _CHANGED
-    from hal.proposal_hooks import _IN_TRANSACTION
-    from hal.worker_hooks import loop_names, sweep_names
+    from hal.hooks.incidents import _CHANGED
+    from hal.hooks.proposals import _IN_TRANSACTION
+    from hal.hooks.workers import loop_names, sweep_names
 
     assert "notifications.deliver" in loop_names()
     assert "notifications.expiring" in sweep_names()

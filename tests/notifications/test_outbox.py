@@ -67,7 +67,7 @@ def test_a_kind_switched_off_is_not_queued(op_actor, smtp_sink):
 
 def test_a_note_is_not_news_but_an_investigation_summary_is(op_actor, smtp_sink):
     from hal.actions.incidents import check_annotate_incident
-    from hal.incident_hooks import incident_changed
+    from hal.hooks.incidents import incident_changed
     from hal.models import IncidentEvent
 
     verified_email(op_actor, smtp_sink)

@@ -32,7 +32,7 @@ def _emergency_context_processor(settings):
     """Make sure the banner's context processor is on (the lead adds it to settings)."""
     templates = [dict(t, OPTIONS=dict(t.get("OPTIONS", {}))) for t in settings.TEMPLATES]
     processors = list(templates[0]["OPTIONS"].get("context_processors", []))
-    if "hal.context_ops.emergency" not in processors:
-        processors.append("hal.context_ops.emergency")
+    if "hal.views.context.emergency" not in processors:
+        processors.append("hal.views.context.emergency")
         templates[0]["OPTIONS"]["context_processors"] = processors
         settings.TEMPLATES = templates

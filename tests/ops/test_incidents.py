@@ -180,7 +180,7 @@ def test_pages_open_and_close(client_op):
 def test_incident_hooks_run_in_the_changing_transaction_and_never_block_it(op_actor):
     from django.db import transaction
 
-    from hal import incident_hooks
+    from hal.hooks import incidents as incident_hooks
 
     seen: list[tuple[str, int, bool]] = []
 

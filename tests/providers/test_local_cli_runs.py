@@ -124,7 +124,7 @@ def test_a_live_owners_run_is_left_alone(tmp_path):
 
 
 def test_the_worker_sweeps_orphans():
-    from hal import worker_hooks
+    from hal.hooks import workers as worker_hooks
 
     assert "providers.local_cli_orphans" in worker_hooks.sweep_names()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.prompt_hooks import prompt_sections
+from hal.hooks.prompts import prompt_sections
 from runbooks import actions
 from runbooks.services import prompt_section
 

@@ -27,7 +27,7 @@ from hal.actions.jobs.records import (
 )
 from hal.actions.jobs.runner import do_finish_job, try_claim
 from hal.errors import InvalidInput
-from hal.fleet_http import http_health_check
+from hal.hooks.fleet_http import http_health_check
 from hal.models import Job, Module, ModuleDeployment, Release, Server
 
 

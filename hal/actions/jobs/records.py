@@ -12,9 +12,9 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, require_recent
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, NotFound
-from hal.events import OPS_GROUP, publish
-from hal.ids import as_id
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Job, JobLogLine, Module, Release, Server
+from hal.web.ids import as_id
 
 log = logging.getLogger("hal.jobs")
 

@@ -21,7 +21,7 @@ from hal.actions.jobs.records import (
     resolve_job,
 )
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Job, Module, ModuleDeployment, Server
 from hal.models.fleet import lease_deadline
 

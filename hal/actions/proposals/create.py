@@ -17,9 +17,9 @@ from hal.actions.confirm import (
 )
 from hal.actions.proposals.records import expiry_minutes, find_tool, publish_proposal
 from hal.errors import InvalidInput
+from hal.hooks.proposals import proposal_created, proposal_created_in_transaction
 from hal.i18n import english, is_text
 from hal.models import Proposal
-from hal.proposal_hooks import proposal_created, proposal_created_in_transaction
 
 
 @action("proposals.create")

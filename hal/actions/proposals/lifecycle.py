@@ -14,8 +14,8 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.proposals.records import publish_proposal
 from hal.errors import Conflict, InvalidInput, NotFound
-from hal.ids import as_id, parse_id
 from hal.models import AuditEntry, Proposal
+from hal.web.ids import as_id, parse_id
 
 
 def load_proposal(proposal_id: Any) -> Proposal:

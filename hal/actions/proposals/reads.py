@@ -16,9 +16,9 @@ from hal.actions.base import Actor, require_perm
 from hal.actions.proposals.lifecycle import load_proposal, sweep_expired_proposals
 from hal.actions.proposals.records import origins_for, proposal_precheck
 from hal.errors import InvalidInput
-from hal.ids import parse_id
+from hal.hooks.proposals import proposal_extras
 from hal.models import Proposal
-from hal.proposal_hooks import proposal_extras
+from hal.web.ids import parse_id
 
 
 def list_proposals(

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.confirm import params_hash
 from hal.actions.precheck import PrecheckResult, run_precheck
 from hal.errors import Conflict, HalError, InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Proposal
 
 DEFAULT_EXPIRY_MINUTES = 60

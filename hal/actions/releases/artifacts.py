@@ -17,8 +17,8 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, record_audit
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.i18n import english
-from hal.ids import as_id
 from hal.models import Job, Release
+from hal.web.ids import as_id
 
 # A version becomes a directory name on every server: letters, digits, . _ + - only.
 VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")

@@ -18,7 +18,7 @@ from hal.actions.modules import resolve_module
 from hal.actions.releases.artifacts import resolve_release
 from hal.actions.servers import resolve_server
 from hal.errors import Conflict
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Job, Module, ModuleDeployment, Release, Server
 
 

@@ -29,7 +29,7 @@ from hal.actions.releases.artifacts import (
     verify_artifact,
 )
 from hal.errors import Conflict, InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Release
 
 

@@ -17,7 +17,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.servers.agents import clean_agent_version
 from hal.actions.servers.records import locked_server
 from hal.errors import InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import (
     Server,
     ServerMetric,

@@ -24,7 +24,7 @@ from hal.actions.servers.records import (
     server_snapshot,
 )
 from hal.errors import Conflict, InvalidInput
-from hal.events import OPS_GROUP, publish
+from hal.live.events import OPS_GROUP, publish
 from hal.models import (
     AgentToken,
     Job,

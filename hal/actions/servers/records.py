@@ -9,9 +9,9 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.errors import InvalidInput, NotFound
-from hal.events import OPS_GROUP, publish
-from hal.ids import as_id
+from hal.live.events import OPS_GROUP, publish
 from hal.models import Server
+from hal.web.ids import as_id
 
 # RFC 1123 host names (labels of letters, digits and hyphens), lower-cased on input.
 _HOSTNAME = re.compile(

@@ -19,13 +19,13 @@ from hal.actions.base import Actor
 from hal.actions.dr import sweep_stale_snapshots
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
+from hal.hooks.workers import loops, sweeps
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
-from hal.worker_hooks import loops, sweeps
 
 log = logging.getLogger("hal.worker")
 SWEEP_EVERY_SECONDS = 60
-# hal's own sweeps that take the worker's actor (the apps' come from hal/worker_hooks.py).
+# hal's own sweeps that take the worker's actor (the apps' come from hal/hooks/workers.py).
 HAL_SWEEPS: list[tuple[str, Any]] = [("dr.stale_snapshots", sweep_stale_snapshots)]
 
 

@@ -19,7 +19,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from hal.mcp import operator_actor, serve
+        from hal.mcp.server import operator_actor, serve
 
         try:
             operator_actor(options["operator"])
@@ -37,7 +37,7 @@ def _without_secrets() -> None:
 
     from django.conf import settings
 
-    from hal.secretless import forget_secrets
+    from hal.mcp.secretless import forget_secrets
 
     settings.HAL_VAULT_DISABLED = True
     settings.HAL_VAULT_KEYS = ""

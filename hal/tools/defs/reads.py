@@ -27,8 +27,8 @@ from hal.tools.registry import ToolArgs
 def _health(actor: Actor, a: dict[str, Any]) -> dict[str, Any]:
     from django.utils import timezone
 
+    from hal.queries.health import run_checks, summarize
     from hal.version import get_version
-    from hal.views.health import run_checks, summarize
 
     checks = run_checks()
     ready, status = summarize(checks)
@@ -42,7 +42,7 @@ def _health(actor: Actor, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _overview(actor: Actor, a: dict[str, Any]) -> Any:
-    from hal import queries_ops
+    from hal.queries import ops as queries_ops
 
     return queries_ops.overview(actor)
 
@@ -63,8 +63,8 @@ class MetricsArgs(ToolArgs):
 
 
 def _metrics(actor: Actor, a: dict[str, Any]) -> Any:
-    from hal import queries_ops
     from hal.actions.servers import resolve_server
+    from hal.queries import ops as queries_ops
 
     target = resolve_server(a["server"], include_deleted=True)
     series = queries_ops.metric_series(actor, target.pk, hours=a["hours"], limit=a["points"])
@@ -105,14 +105,14 @@ class IncidentArgs(ToolArgs):
 
 
 def _incidents(actor: Actor, a: dict[str, Any]) -> Any:
-    from hal import queries_ops
+    from hal.queries import ops as queries_ops
 
     rows = queries_ops.list_incidents(actor, status=a.get("status", ""), limit=a["limit"])
     return {"incidents": [i.as_dict() for i in rows]}
 
 
 def _incident(actor: Actor, a: dict[str, Any]) -> Any:
-    from hal import queries_ops
+    from hal.queries import ops as queries_ops
 
     return {"incident": queries_ops.get_incident(actor, a["incident_id"]).as_dict(timeline=True)}
 
@@ -149,7 +149,7 @@ class ChangeHistoryArgs(ToolArgs):
 
 
 def _changes(actor: Actor, a: dict[str, Any]) -> Any:
-    from hal import queries_ops
+    from hal.queries import ops as queries_ops
 
     return {
         "changes": queries_ops.change_history(
@@ -169,7 +169,7 @@ def _skill(actor: Actor, a: dict[str, Any]) -> Any:
 
 def _q(name: str) -> Any:
     def call(actor: Actor, a: dict[str, Any]) -> Any:
-        from hal import queries_ops
+        from hal.queries import ops as queries_ops
 
         return getattr(queries_ops, name)(actor)
 

@@ -10,14 +10,14 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
-from hal import queries_fleet as q
 from hal.actions import jobs as job_actions
 from hal.actions import releases as release_actions
 from hal.actions import servers as server_actions
 from hal.actions.base import Actor
-from hal.api import api, dispatch, json_body
 from hal.errors import HalError, InvalidInput
 from hal.models import Job, Server
+from hal.queries import fleet as q
+from hal.web.api import api, dispatch, json_body
 
 
 def request_actor(request: HttpRequest, via: str = "api") -> Actor:

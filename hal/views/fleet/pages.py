@@ -10,9 +10,9 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from hal import queries_fleet as q
 from hal.errors import HalError
 from hal.models import Job, Server
+from hal.queries import fleet as q
 from hal.views.fleet.api import request_actor
 
 

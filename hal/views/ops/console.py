@@ -11,12 +11,12 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from hal import queries_ops
 from hal.actions import confirm, dr, emergency, mail
 from hal.actions import settings as settings_actions
-from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
+from hal.queries import ops as queries_ops
 from hal.views.ops.request import int_param, render_page, request_actor
+from hal.web.api import dispatch, json_body
 
 
 @login_required

@@ -10,14 +10,14 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from hal import queries_ops
 from hal.actions import incidents
 from hal.actions.incidents_escalate import check_escalate_incident, next_severity
-from hal.api import dispatch, json_body
 from hal.errors import HalError, InvalidInput
-from hal.incident_hooks import incident_panels
+from hal.hooks.incidents import incident_panels
 from hal.models import Incident
+from hal.queries import ops as queries_ops
 from hal.views.ops.request import render_page, request_actor
+from hal.web.api import dispatch, json_body
 
 
 @login_required

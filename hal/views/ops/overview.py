@@ -12,10 +12,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_http_methods
 
-from hal import queries_ops
-from hal.api import dispatch
 from hal.errors import HalError
+from hal.queries import ops as queries_ops
 from hal.views.ops.request import int_param, render_page, request_actor
+from hal.web.api import dispatch
 
 CHART_SERIES = [
     ("cpu_percent", gettext_noop("CPU %"), "series-cpu"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from hal.events import OPS_GROUP, send_now
+from hal.live.events import OPS_GROUP, send_now
 
 EVENT = "counters.updated"
 # Events after which a counter may have moved (prefix match).
@@ -25,7 +25,7 @@ _lock = threading.Lock()
 def counters() -> dict[str, Any]:
     """The numbers the overview cards and the menu badges show."""
     from hal.models import Incident
-    from hal.queries_ops import fleet_health, pending_approvals, running_jobs
+    from hal.queries.ops import fleet_health, pending_approvals, running_jobs
 
     return {
         "pending_approvals": pending_approvals(),

@@ -13,14 +13,14 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from hal import launch
-from hal.dbthreads import calling_loop
+from hal.db.threads import calling_loop
+from hal.live import launch
 
 log = logging.getLogger("hal.events")
 
 OPS_GROUP = "ops"
 _pending: set[asyncio.Task] = set()  # keep scheduled sends alive until they finish
-# Told (group, event type) of each ops event as it is queued: hal.counters.note_event,
+# Told (group, event type) of each ops event as it is queued: hal.queries.counters.note_event,
 # installed by HalConfig.ready(). A hook, because the counters read queries that import
 # actions that publish events: hal.events stays at the bottom.
 _ops_listeners: list[Callable[[str, str], None]] = []
@@ -87,7 +87,7 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any
 async def _drain(box: asyncio.Queue[Any]) -> None:
     while True:
         group, message = await box.get()
-        await launch.settled()  # a model call being sent goes first (hal/launch.py)
+        await launch.settled()  # a model call being sent goes first (hal/live/launch.py)
         layer = get_channel_layer()
         if layer is None:
             continue

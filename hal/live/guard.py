@@ -34,11 +34,11 @@ from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.module_loading import import_string
 
-from hal.channel_queue import BEHIND_CODE
 from hal.errors import HalError, InvalidInput
-from hal.events import send_message_now
-from hal.jsonin import loads_json, text_is_clean
-from hal.ws_dispatch import DrainingConsumerMixin
+from hal.live.channel_queue import BEHIND_CODE
+from hal.live.dispatch import DrainingConsumerMixin
+from hal.live.events import send_message_now
+from hal.web.jsonin import loads_json, text_is_clean
 
 log = logging.getLogger("hal.ws")
 
@@ -145,7 +145,7 @@ class SessionGuardMixin(DrainingConsumerMixin):
         # a thread and back before every handler — every streamed frame on every socket,
         # each waiting for the GIL on the loop that also runs the model calls. HAL's
         # handlers reach the database only through database_sync_to_async (which closes
-        # old connections around its own call) or HAL's DB threads (hal.dbthreads).
+        # old connections around its own call) or HAL's DB threads (hal.db.threads).
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message.get('type')}")
@@ -178,7 +178,7 @@ class SessionGuardMixin(DrainingConsumerMixin):
         await self.close(code=message.get("code", CLOSE_CODE))
 
     async def hal_behind(self, message: dict[str, Any]) -> None:
-        """The socket fell too far behind its events (hal/channel_queue.py): close it; the
+        """The socket fell too far behind its events (hal/live/channel_queue.py): close it; the
         client reconnects and resumes from the database."""
         self._guard_closed = True
         # A sign of a saturated web process (docs/performance.md, capacity).
@@ -222,10 +222,10 @@ def _recheck_after_delete(sender: Any, instance: Any, **kw: Any) -> None:
 def connect_signals() -> None:
     """Hook logout and user saves (any path: admin, actions, `changepassword`, shell)."""
     user_model = auth.get_user_model()
-    user_logged_out.connect(_on_logged_out, dispatch_uid="hal.ws_guard.logout")
-    post_delete.connect(_recheck_after_delete, sender=user_model, dispatch_uid="hal.ws_guard.del")
-    pre_save.connect(_remember_credentials, sender=user_model, dispatch_uid="hal.ws_guard.pre")
-    post_save.connect(_recheck_after_save, sender=user_model, dispatch_uid="hal.ws_guard.post")
+    user_logged_out.connect(_on_logged_out, dispatch_uid="hal.live.guard.logout")
+    post_delete.connect(_recheck_after_delete, sender=user_model, dispatch_uid="hal.live.guard.del")
+    pre_save.connect(_remember_credentials, sender=user_model, dispatch_uid="hal.live.guard.pre")
+    post_save.connect(_recheck_after_save, sender=user_model, dispatch_uid="hal.live.guard.post")
 
 
 class CookieTextValidator:

@@ -1,10 +1,10 @@
-"""Django's database sessions and model backend, reading their row through hal.rows.
+"""Django's database sessions and model backend, reading their row through hal.db.rows.
 
 Every request of a logged-in operator reads its session row and then its user row. With
 the queryset machinery each read cost about a millisecond on the way to a chat's first
 token, most of it Python building the same SELECT again (docs/performance.md). The rows,
 the expiry rule and the checks are Django's own: only how the SELECT is built differs.
-SESSION_ENGINE = "hal.sessions"; AUTHENTICATION_BACKENDS = ["hal.sessions.ModelBackend"].
+SESSION_ENGINE = "hal.web.sessions"; AUTHENTICATION_BACKENDS = ["hal.web.sessions.ModelBackend"].
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.contrib.sessions.backends import db
 from django.core.exceptions import SuspiciousOperation
 from django.utils import timezone
 
-from hal import rows
+from hal.db import rows
 
 
 class SessionStore(db.SessionStore):
@@ -39,7 +39,7 @@ class SessionStore(db.SessionStore):
 
 
 class ModelBackend(backends.ModelBackend):
-    """Django's ModelBackend with the request's user read through hal.rows."""
+    """Django's ModelBackend with the request's user read through hal.db.rows."""
 
     def get_user(self, user_id: Any) -> Any:
         user = rows.first(get_user_model(), {"pk": user_id})

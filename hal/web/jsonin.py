@@ -5,7 +5,7 @@ lone surrogates (`"\\ud800"`: no UTF-8 form, so SQLite and PostgreSQL both fail 
 write), NUL (`"\\u0000"`: SQLite stores it, PostgreSQL refuses it), NaN/Infinity (not
 JSON; jsonb refuses them) and nesting deep enough to raise RecursionError. Every API body,
 agent payload and WebSocket frame goes through `loads_json`; form and query values go
-through `check_text` (see `hal.middleware.InputTextMiddleware`).
+through `check_text` (see `hal.web.middleware.InputTextMiddleware`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ channels_redis's pub/sub layer, with a group's members in this process served at
 forgetting a channel that will not be read again (channels_redis unsubscribes only a
 cancelled read).
 
-Both keep each channel's messages in a `hal.channel_queue.ChannelQueue`: a socket that
+Both keep each channel's messages in a `hal.live.channel_queue.ChannelQueue`: a socket that
 falls behind gets a reply's deltas merged rather than dropped, never loses any other
 event, and is closed to resume from the database past a bound (the stock layers drop
 past 100 messages, or queue without limit).
@@ -32,7 +32,7 @@ from channels_redis.pubsub import (
 )
 from channels_redis.utils import _wrap_close, decode_hosts
 
-from hal.channel_queue import ChannelQueue
+from hal.live.channel_queue import ChannelQueue
 
 log = logging.getLogger("hal.channel_layer")
 
@@ -138,7 +138,7 @@ class LocalFirstLoopLayer(RedisPubSubLoopLayer):
         return message
 
     def receive_nowait(self, channel: str) -> dict[str, Any] | None:
-        """A message already queued on `channel`, or None (hal/ws_dispatch.py)."""
+        """A message already queued on `channel`, or None (hal/live/dispatch.py)."""
         queue = self.channels.get(channel)
         if queue is None or queue.empty():
             return None
@@ -200,7 +200,7 @@ class PubSubLayer(RedisPubSubChannelLayer):
         return layer
 
     def receive_nowait(self, channel: str) -> dict[str, Any] | None:
-        """A message already queued on `channel`, or None (hal/ws_dispatch.py)."""
+        """A message already queued on `channel`, or None (hal/live/dispatch.py)."""
         return self._get_layer().receive_nowait(channel)
 
     async def group_send_owned(self, group: str, message: dict[str, Any]) -> None:
@@ -265,7 +265,7 @@ class MemoryLayer(InMemoryChannelLayer):
         return message
 
     def receive_nowait(self, channel: str) -> dict[str, Any] | None:
-        """A message already queued on `channel`, or None (hal/ws_dispatch.py)."""
+        """A message already queued on `channel`, or None (hal/live/dispatch.py)."""
         queue = self.channels.get(channel)
         if queue is None or queue.empty():
             return None

@@ -1,4 +1,4 @@
-"""HAL's MCP server (stdio here; Streamable HTTP at /mcp in hal/mcp_http.py): every tool
+"""HAL's MCP server (stdio here; Streamable HTTP at /mcp in hal/mcp/http.py): every tool
 with its schema and annotations; only reads execute.
 
 Built on the official SDK's `MCPServer` (mcp 2.x). Tools come from the same registry the
@@ -29,7 +29,7 @@ from hal.models import AuditEntry
 from hal.tools.dispatch import run_tool_call
 from hal.tools.registry import HIGH_RISK, READ, all_tools, get_tool
 
-# The ASGI scope key under which hal/mcp_http.py hands the token's actor to the server.
+# The ASGI scope key under which hal/mcp/http.py hands the token's actor to the server.
 SCOPE_ACTOR = "hal.mcp_actor"
 # Actor.extra key of a per-turn token's TurnScope (hal/actions/mcp_turn_tokens.py).
 TURN_SCOPE = "mcp_turn"
@@ -82,7 +82,7 @@ class HalMCPServer(MCPServer):
 
     def actor_for(self, context: Any) -> Actor:
         """Who makes this call: the stdio server's operator, or (over HTTP, where one
-        server answers every token) the actor hal/mcp_http.py put in the request's scope."""
+        server answers every token) the actor hal/mcp/http.py put in the request's scope."""
         if self.actor is not None:
             return self.actor
         request = getattr(getattr(context, "request_context", None), "request", None)

@@ -292,7 +292,7 @@ def check_admin_registry(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 checks.Error(
                     f"{type(model_admin).__name__} lets the admin {'/'.join(writes)} "
                     f"{model._meta.label} without a HAL action, re-auth or audit.",
-                    hint="Subclass hal.adminsite.ActionModelAdmin or make it read-only.",
+                    hint="Subclass hal.views.adminsite.ActionModelAdmin or make it read-only.",
                     obj=model_admin,
                     id="hal.E101",
                 )

@@ -1,4 +1,10 @@
-"""Read-side queries, permission-filtered (no state changes here)."""
+"""Read-side queries, permission-filtered (no state changes here): the audit log and
+operators (this module), the fleet (`fleet`), the ops domain (`ops`), the checks behind
+/api/health (`health`) and the live console counters that follow ops events (`counters`).
+
+Imports the core, `web` (ids), `live` (events), `models` and `actions` (the actor and
+permission helpers); views, tools and MCP read through it.
+"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ replies, 1,600 a second), and the framers' tick (chatrooms/run/framing.py) hands
 over together, so most are queued already when the consumer wakes. This loop is
 channels' own (`channels/consumer.py` and `channels/utils.py`, channels 4.3; pinned by
 tests/core/test_ws_dispatch.py), except that after a channel message it dispatches the
-messages its channel already holds (`receive_nowait` of HAL's layers, hal/channel_layer.py)
+messages its channel already holds (`receive_nowait` of HAL's layers, hal/live/channel_layer.py)
 before it starts the next read. The order of a channel's messages is unchanged.
 """
 

@@ -3,7 +3,7 @@
 A CLI turn's MCP client talks HTTP to the web process that runs the turn. The URL is, in
 order: the setting HAL_MCP_INTERNAL_URL (a deployment that binds daphne elsewhere, or a
 unix socket); the local address of the requests this process has served (ASGI `server`,
-recorded by hal/mcp_http.py: the address daphne is really bound to); daphne's `-b`/`-p`
+recorded by hal/mcp/http.py: the address daphne is really bound to); daphne's `-b`/`-p`
 arguments; http://127.0.0.1:8000 (daphne's default port).
 """
 

@@ -1,4 +1,4 @@
-"""The admin app config that installs HAL's admin site (hal.adminsite.HalAdminSite)."""
+"""The admin app config that installs HAL's admin site (hal.views.adminsite.HalAdminSite)."""
 
 from django.contrib.admin.apps import AdminConfig
 
@@ -6,4 +6,4 @@ from django.contrib.admin.apps import AdminConfig
 class HalAdminConfig(AdminConfig):
     """django.contrib.admin with HAL's site as the default `admin.site`."""
 
-    default_site = "hal.adminsite.HalAdminSite"
+    default_site = "hal.views.adminsite.HalAdminSite"

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import DatabaseError
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from hal.labels import status_labels
 from hal.version import get_version
+from hal.views.labels import status_labels
 
 
 def console(request: HttpRequest) -> dict:
     """Expose the version and the menu (entries whose page exists) to the base layout."""
-    from hal.proposal_strings import proposal_strings
+    from hal.views.proposal_strings import proposal_strings
 
     menu = []
     for name, label in MENU:
@@ -53,7 +54,7 @@ def _pending_approvals(request: HttpRequest) -> int:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return 0
-    from hal.queries_ops import pending_approvals
+    from hal.queries.ops import pending_approvals
 
     return pending_approvals()
 
@@ -204,3 +205,23 @@ MENU_PAGES = {
     "notifications:page": "notifications",
     "webfetch:web": "web",
 }
+
+
+# The ops domain: the emergency-recovery banner on every page.
+BANNER_TEMPLATE = "hal/_emergency_banner.html"
+
+
+def emergency(request: HttpRequest) -> dict:
+    """Expose the emergency state and, when active, the banner template to the base layout."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    from hal.queries.ops import emergency_state
+
+    try:
+        state = emergency_state()
+    except DatabaseError:  # a page must still render when the table is not migrated yet
+        return {}
+    if not state.active:
+        return {"hal_emergency": None}
+    return {"hal_emergency": state, "emergency_banner_template": BANNER_TEMPLATE}

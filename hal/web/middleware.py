@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
 
 from hal.errors import HalError
-from hal.jsonin import bad_text, text_is_clean
+from hal.web.jsonin import bad_text, text_is_clean
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -125,7 +125,7 @@ class OperatorLanguageMiddleware(BothModes):
         # The session is read on HAL's DB threads (kept-open connections), where a view
         # that follows reads it again from this request's cache: a request thread of its
         # own would first open a database connection (≈ 4 ms on PostgreSQL).
-        from hal.dbthreads import db
+        from hal.db.threads import db
 
         self._activate(request, await db(_chosen_language)(request))
         return None
@@ -170,7 +170,7 @@ class InputTextMiddleware(BothModes):
     """Refuse NUL (and lone surrogates) in cookies, path, query and form fields with a 400
     `invalid_text` JSON body, before any view: PostgreSQL cannot store NUL where SQLite
     silently does, so the same request must fail the same way on both (JSON bodies are
-    checked by `hal.jsonin.loads_json`)."""
+    checked by `hal.web.jsonin.loads_json`)."""
 
     # Form fields of both encodings (CsrfViewMiddleware parses them before any view too).
     FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")

@@ -1,13 +1,13 @@
 """HAL's MCP server over Streamable HTTP at `/mcp` (the official SDK's transport).
 
-The same `HalMCPServer` as `manage.py mcp` (hal/mcp.py): the same tool list, the same
+The same `HalMCPServer` as `manage.py mcp` (hal/mcp/server.py): the same tool list, the same
 dispatch, read tools only. What this module adds is the door:
 
 - a bearer token only (`Authorization: Bearer hal-mcp-…`, a personal MCP token,
   hal/actions/mcp_tokens.py); the session cookie is never read, so a browser page cannot
   ride an operator's login into `/mcp`;
 - the `Host` must be in ALLOWED_HOSTS, and an `Origin` (browsers send one) must be the
-  console's own or a CSRF-trusted one, by the WebSocket rule (hal/ws_origin.py);
+  console's own or a CSRF-trusted one, by the WebSocket rule (hal/live/origin.py);
 - request bodies bounded (HAL_MCP_MAX_BODY_BYTES) by the SDK's limit middleware.
 
 The SDK runs stateless with JSON responses: each POST is authenticated and answered on
@@ -29,10 +29,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from hal.actions.base import Actor
 from hal.actions.mcp_tokens import authenticate_mcp_token
 from hal.actions.mcp_turn_tokens import minted_here, scope_of
-from hal.clientip import scope_client_ip
-from hal.mcp import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
-from hal.mcp_address import is_loopback_host, remember
-from hal.ws_origin import _headers, _one, _trusted, normalize, own_origin
+from hal.live.origin import _headers, _one, _trusted, normalize, own_origin
+from hal.mcp.address import is_loopback_host, remember
+from hal.mcp.server import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
+from hal.web.clientip import scope_client_ip
 
 MCP_PATH = "/mcp"
 DEFAULT_MAX_BODY = 1024 * 1024

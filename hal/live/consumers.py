@@ -7,10 +7,10 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from hal.events import OPS_GROUP
-from hal.fastjson import JsonSocketMixin
 from hal.i18n import localize, session_language
-from hal.ws_guard import SessionGuardMixin
+from hal.live.events import OPS_GROUP
+from hal.live.fastjson import JsonSocketMixin
+from hal.live.guard import SessionGuardMixin
 
 
 class OpsConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsumer):

@@ -16,7 +16,6 @@ from django.utils.translation import gettext_lazy as _
 from hal.actions.base import Actor, require_perm
 from hal.actions.operators import PREFERENCE_ACTIONS
 from hal.errors import InvalidInput, NotFound
-from hal.ids import as_id
 from hal.models import (
     AuditEntry,
     EmergencyState,
@@ -25,6 +24,7 @@ from hal.models import (
     SettingChange,
     Snapshot,
 )
+from hal.web.ids import as_id
 
 # --- incidents --------------------------------------------------------------------------
 

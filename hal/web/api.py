@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.errors import HalError, InvalidInput, NotAuthenticated
 from hal.i18n import localize
-from hal.jsonin import loads_json
+from hal.web.jsonin import loads_json
 
 MAX_BODY_BYTES = 1_000_000
 
