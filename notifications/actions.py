@@ -25,6 +25,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.oneline import check_one_line
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.ids import as_id
 from notifications import render, senders
@@ -57,7 +58,7 @@ def operator_of(actor: Actor) -> Any:
     return actor.user
 
 
-def _text(value: Any, code: str, limit: int) -> str:
+def _text(value: Any, code: str, limit: int, field: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value.strip()) > limit:
         raise InvalidInput(
             format_lazy(
@@ -65,7 +66,7 @@ def _text(value: Any, code: str, limit: int) -> str:
             ),
             code=code,
         )
-    return value.strip()
+    return check_one_line(value.strip(), field)
 
 
 def _digest(value: Any) -> int:
@@ -115,8 +116,8 @@ def check_add_channel(
     user = operator_of(actor)
     if kind not in (Channel.EMAIL, Channel.WEBHOOK):
         raise InvalidInput(_("kind must be email or webhook."), code="invalid_kind")
-    name = _text(name, "invalid_name", MAX_NAME)
-    address = _text(address, "invalid_address", 500)
+    name = _text(name, "invalid_name", MAX_NAME, "name")
+    address = _text(address, "invalid_address", 500, "address")
     if kind == Channel.EMAIL:
         try:
             validate_email(address)

@@ -21,6 +21,7 @@ import httpcore2
 from django.conf import settings
 
 from hal.actions.mail import EHLO_NAME, smtp_target
+from hal.actions.oneline import flatten
 
 SIGNATURE_HEADER = "X-HAL-Signature"
 DELIVERY_HEADER = "X-HAL-Delivery"
@@ -45,15 +46,12 @@ def send_email(address: str, subject: str, body: str, message_key: str) -> SendR
     host, port = smtp_target()
     if not host:
         return SendResult(False, "no SMTP relay is configured (HAL_SMTP_HOST)")
-    msg = EmailMessage()
-    msg["From"] = sender_address()
-    msg["To"] = address
-    msg["Subject"] = subject
-    msg["Date"] = formatdate(usegmt=True)
-    # The same Message-ID on a retry: mail clients and relays may drop the duplicate.
-    msg["Message-ID"] = f"<{message_key}@hal.notifications>"
-    msg[DELIVERY_HEADER] = message_key
-    msg.set_content(body)
+    try:
+        msg = _email_message(address, subject, body, message_key)
+    except (ValueError, TypeError, UnicodeError) as exc:
+        # The `email` package refuses the header (a CR/LF in a stored address or title):
+        # the same message would be refused again, so it fails now, with the reason.
+        return SendResult(False, f"the message could not be built: {exc}"[:500], retry=False)
     try:
         with smtplib.SMTP(host, port, timeout=TIMEOUT_SECONDS, local_hostname=EHLO_NAME) as smtp:
             refused = smtp.send_message(msg)
@@ -64,6 +62,26 @@ def send_email(address: str, subject: str, body: str, message_key: str) -> SendR
     if refused:
         return SendResult(False, f"recipient refused: {refused}"[:500], retry=False)
     return SendResult(True, "250 accepted")
+
+
+def _email_message(address: str, subject: str, body: str, message_key: str) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = sender_address()
+    msg["To"] = address
+    # A subject is one line whatever a stored title holds (rows from before the one-line
+    # check of hal.actions.oneline, a model's words in a label).
+    msg["Subject"] = flatten(subject)
+    msg["Date"] = formatdate(usegmt=True)
+    # The same Message-ID on a retry: mail clients and relays may drop the duplicate.
+    msg["Message-ID"] = f"<{message_key}@hal.notifications>"
+    msg[DELIVERY_HEADER] = message_key
+    msg.set_content(body)
+    return msg
+
+
+def crashed(exc: BaseException) -> SendResult:
+    """An error nobody foresaw, as a failed attempt: retried by the outbox's rules."""
+    return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
 
 
 def sign(secret: str, body: bytes) -> str:
