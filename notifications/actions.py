@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.oneline import check_one_line
-from hal.errors import Conflict, InvalidInput, NotFound
+from hal.errors import Conflict, InvalidInput, NotFound, RateLimited
 from hal.ids import as_id
 from notifications import render, senders
 from notifications.models import EVENT_KINDS, Channel, Preferences
@@ -37,7 +37,13 @@ MAX_CHANNELS = 10
 MAX_NAME = 60
 MAX_DIGEST_MINUTES = 24 * 60
 CODE_TTL = dt.timedelta(minutes=30)
+# Wrong codes a channel takes in all (a new code does not give new guesses); then it must
+# be removed and added again, and codes are bounded per operator and hour: at most
+# CODES_PER_HOUR × MAX_CODE_FAILURES guesses an hour against a million codes.
 MAX_CODE_FAILURES = 5
+CODE_RESEND_SECONDS = 60  # between two codes for one channel
+CODES_PER_HOUR = 10  # codes sent per operator (channel adds and resends), rolling hour
+CODE_ACTIONS = ("notifications.channel_add", "notifications.code_send")
 SECRET_OWNER = "notify_channel"
 
 
@@ -151,6 +157,8 @@ def do_add_channel(
 
     secret = secrets.token_urlsafe(32) if kind == Channel.WEBHOOK else ""
     with transaction.atomic():
+        _lock_operator(actor.user)
+        _require_code_budget(actor.user)
         channel = Channel.objects.create(
             owner=actor.user,
             kind=kind,
@@ -181,12 +189,52 @@ def do_add_channel(
 
 
 def _new_code(channel: Channel) -> str:
+    """A fresh code for a locked channel row; its failure count is kept (not a reset)."""
     code = f"{secrets.randbelow(1_000_000):06d}"
     channel.verify_code_sha256 = _code_hash(channel, code)
     channel.verify_sent_at = timezone.now()
-    channel.verify_failures = 0
-    channel.save(update_fields=["verify_code_sha256", "verify_sent_at", "verify_failures"])
+    channel.save(update_fields=["verify_code_sha256", "verify_sent_at"])
     return code
+
+
+def _rate_limited(seconds: float) -> RateLimited:
+    wait = max(1, int(seconds) + (0 if seconds == int(seconds) else 1))
+    return RateLimited(
+        format_lazy(_("Too many verification codes; try again in {n} s."), n=wait),
+        code="rate_limited",
+        details={"retry_after": wait},
+    )
+
+
+def _lock_operator(user: Any) -> None:
+    """Serialise an operator's code sends (PostgreSQL: their row; SQLite: the IMMEDIATE
+    transaction already holds the write lock). Taken first, before any channel row."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+
+
+def _require_code_budget(user: Any) -> None:
+    """At most CODES_PER_HOUR codes per operator and rolling hour, counted from the audit
+    log inside the transaction that writes the next one (under _lock_operator)."""
+    from hal.models import AuditEntry
+
+    since = timezone.now() - dt.timedelta(hours=1)
+    recent = AuditEntry.objects.filter(
+        actor_id=user.pk, action__in=CODE_ACTIONS, result="ok", created_at__gt=since
+    )
+    if recent.count() >= CODES_PER_HOUR:
+        oldest = recent.order_by("created_at").values_list("created_at", flat=True).first()
+        assert oldest is not None
+        raise _rate_limited((oldest - since).total_seconds())
+
+
+def _require_no_lockout(channel: Channel) -> None:
+    if channel.verify_failures >= MAX_CODE_FAILURES:
+        raise Conflict(
+            _("Too many wrong codes: remove this channel and add it again."),
+            code="verification_locked",
+        )
 
 
 def _send_code(channel: Channel, code: str) -> senders.SendResult:
@@ -226,11 +274,19 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
 @action("notifications.code_send")
 def check_send_code(*, actor: Actor, channel_id: Any) -> senders.SendResult:
     """Send a fresh verification code to one of your channels (the old one stops working)."""
-    channel = load_channel(actor, channel_id)
-    if channel.verified:
-        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    user = operator_of(actor)
+    load_channel(actor, channel_id)
     with transaction.atomic():
+        _lock_operator(user)  # the operator, then the channel: one order for every path
         channel = load_channel(actor, channel_id, lock=True)
+        if channel.verified:
+            raise Conflict(_("This channel is verified already."), code="channel_verified")
+        _require_no_lockout(channel)
+        if channel.verify_sent_at is not None:
+            since = (timezone.now() - channel.verify_sent_at).total_seconds()
+            if since < CODE_RESEND_SECONDS:
+                raise _rate_limited(CODE_RESEND_SECONDS - since)
+        _require_code_budget(user)
         code = _new_code(channel)
         record_audit(actor, "notifications.code_send", target=channel)
     return _send_code(channel, code)
@@ -239,27 +295,30 @@ def check_send_code(*, actor: Actor, channel_id: Any) -> senders.SendResult:
 @action("notifications.channel_verify")
 def check_verify_channel(*, actor: Actor, channel_id: Any, code: Any) -> Channel:
     """Prove the channel reaches you: enter the code it received."""
-    channel = load_channel(actor, channel_id)
-    if channel.verified:
-        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    load_channel(actor, channel_id)
     if not isinstance(code, str) or not code.strip().isdigit():
         raise InvalidInput(_("Enter the six-digit code."), code="invalid_code")
-    expired = (
-        not channel.verify_code_sha256
-        or channel.verify_sent_at is None
-        or timezone.now() - channel.verify_sent_at > CODE_TTL
-        or channel.verify_failures >= MAX_CODE_FAILURES
-    )
-    if expired:
-        raise Conflict(_("The code expired; send a new one."), code="code_expired")
-    if not hmac.compare_digest(_code_hash(channel, code.strip()), channel.verify_code_sha256):
-        # Counted in its own transaction: the refusal below must not roll it back.
-        with transaction.atomic():
-            channel = load_channel(actor, channel_id, lock=True)
-            channel.verify_failures += 1
-            channel.save(update_fields=["verify_failures"])
-        raise InvalidInput(_("That code is not right."), code="wrong_code")
-    return do_verify_channel(actor, channel)
+    # Read, compare and count under the row's lock (SQLite: the write lock an IMMEDIATE
+    # transaction takes): parallel guesses are compared one after another, never more than
+    # MAX_CODE_FAILURES in all.
+    with transaction.atomic():
+        channel = load_channel(actor, channel_id, lock=True)
+        if channel.verified:
+            raise Conflict(_("This channel is verified already."), code="channel_verified")
+        _require_no_lockout(channel)
+        if (
+            not channel.verify_code_sha256
+            or channel.verify_sent_at is None
+            or timezone.now() - channel.verify_sent_at > CODE_TTL
+        ):
+            raise Conflict(_("The code expired; send a new one."), code="code_expired")
+        right = hmac.compare_digest(_code_hash(channel, code.strip()), channel.verify_code_sha256)
+        if right:
+            return do_verify_channel(actor, channel)
+        channel.verify_failures += 1
+        channel.save(update_fields=["verify_failures"])
+    # Outside the transaction: the refusal must not roll the count back.
+    raise InvalidInput(_("That code is not right."), code="wrong_code")
 
 
 def do_verify_channel(actor: Actor, channel: Channel) -> Channel:
