@@ -119,6 +119,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env("DATABASE_URL")
+_SQLITE_BUSY = float(env("HAL_SQLITE_BUSY_TIMEOUT_SECONDS", "20"))
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
@@ -130,9 +131,12 @@ else:
                 # WAL lets the web process read while the worker writes;
                 # IMMEDIATE makes writers queue instead of failing mid-transaction.
                 "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
+                # How long a writer waits for another's lock before "database is locked"
+                # (hal_worker then retries with backoff: hal/worker_retry.py).
+                "timeout": _SQLITE_BUSY,
                 "init_command": (
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    f"PRAGMA busy_timeout={int(_SQLITE_BUSY * 1000)};"
                 ),
             },
         }
