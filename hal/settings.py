@@ -315,6 +315,8 @@ HAL_NOTIFY_RETRY_MAX_SECONDS = float(env("HAL_NOTIFY_RETRY_MAX_SECONDS", "3600")
 HAL_NOTIFY_MAX_ATTEMPTS = int(env("HAL_NOTIFY_MAX_ATTEMPTS", "8"))
 HAL_NOTIFY_LEASE_SECONDS = float(env("HAL_NOTIFY_LEASE_SECONDS", "120"))
 HAL_NOTIFY_POLL_SECONDS = float(env("HAL_NOTIFY_POLL_SECONDS", "5"))
+# How long adding a channel (or "send a new code") waits for the code's receiver.
+HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS = float(env("HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS", "3"))
 HAL_DR_INCLUDE_KEYS = env_bool("HAL_DR_INCLUDE_KEYS", False)
 # pg_dump's limit; a `running` snapshot older than this is marked interrupted (worker sweep).
 HAL_DR_SNAPSHOT_TIMEOUT_SECONDS = int(env("HAL_DR_SNAPSHOT_TIMEOUT_SECONDS", "3600"))

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -184,7 +185,7 @@ def do_add_channel(
             target=channel,
             after={"kind": kind, "name": name, "address": address, "digest": digest},
         )
-    sent = _send_code(channel, code)
+    sent = send_code(channel, code)
     return Added(channel, sent.ok, sent.detail, secret)
 
 
@@ -237,16 +238,30 @@ def _require_no_lockout(channel: Channel) -> None:
         )
 
 
+def verify_timeout() -> float:
+    """HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS (3): how long the operator's request waits for a
+    verification code's receiver (the whole webhook exchange; each SMTP step)."""
+    return float(getattr(settings, "HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS", 3))
+
+
+def send_code(channel: Channel, code: str) -> senders.SendResult:
+    """Send the code straight away, within verify_timeout() (not through the outbox:
+    nothing else goes to an unverified channel, and the operator waits for it). Whatever
+    fails is the answer's `detail`; the channel stays, and a new code can be asked for."""
+    try:
+        return _send_code(channel, code)
+    except Exception as exc:  # the vault, rendering: say so rather than a 500 after the add
+        return senders.crashed(exc)
+
+
 def _send_code(channel: Channel, code: str) -> senders.SendResult:
-    """Send the code straight away (not through the outbox: nothing else goes to an
-    unverified channel, and the operator waits for it)."""
     key = str(uuid.uuid4())
     lang = render.language_of(channel.owner_id)
     body = render.verification_text(code, lang)
     if channel.kind == Channel.EMAIL:
         with translation.override(lang):
             title = "[HAL] " + gettext("Verification code")
-        return senders.send_email(channel.address, title, body, key)
+        return senders.send_email(channel.address, title, body, key, timeout=verify_timeout())
     from vault.api import get_plaintext
 
     if channel.secret_id is None:
@@ -265,7 +280,9 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
             "events": [],
         }
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    return senders.send_webhook(channel.address, data, secret.reveal(), key)
+    return senders.send_webhook(
+        channel.address, data, secret.reveal(), key, deadline=verify_timeout()
+    )
 
 
 # --- verify ------------------------------------------------------------------------------
@@ -289,7 +306,7 @@ def check_send_code(*, actor: Actor, channel_id: Any) -> senders.SendResult:
         _require_code_budget(user)
         code = _new_code(channel)
         record_audit(actor, "notifications.code_send", target=channel)
-    return _send_code(channel, code)
+    return send_code(channel, code)
 
 
 @action("notifications.channel_verify")

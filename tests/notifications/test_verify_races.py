@@ -96,7 +96,9 @@ def test_a_resend_is_rate_limited_and_parallel_resends_send_one_code(op_actor, s
     assert len(smtp_sink.codes()) == 1
 
     _window_passes(channel)
-    outcomes = _parallel(8, lambda i: actions.check_send_code(actor=op_actor, channel_id=channel.pk))
+    outcomes = _parallel(
+        8, lambda i: actions.check_send_code(actor=op_actor, channel_id=channel.pk)
+    )
     assert Counter(o if isinstance(o, str) else "sent" for o in outcomes) == {
         "sent": 1,
         "rate_limited": 7,
@@ -119,9 +121,7 @@ def test_a_new_code_does_not_give_new_guesses(op_actor, smtp_sink):
     assert Channel.objects.get().verify_failures == 3  # kept across the new code
     for _ in range(2):
         with pytest.raises(HalError) as refused:
-            actions.check_verify_channel(
-                actor=op_actor, channel_id=channel.pk, code=_wrong(second)
-            )
+            actions.check_verify_channel(actor=op_actor, channel_id=channel.pk, code=_wrong(second))
         assert refused.value.code == "wrong_code"
     with pytest.raises(HalError) as refused:
         actions.check_verify_channel(actor=op_actor, channel_id=channel.pk, code=second)
