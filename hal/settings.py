@@ -315,6 +315,11 @@ HAL_NOTIFY_RETRY_MAX_SECONDS = float(env("HAL_NOTIFY_RETRY_MAX_SECONDS", "3600")
 HAL_NOTIFY_MAX_ATTEMPTS = int(env("HAL_NOTIFY_MAX_ATTEMPTS", "8"))
 HAL_NOTIFY_LEASE_SECONDS = float(env("HAL_NOTIFY_LEASE_SECONDS", "120"))
 HAL_NOTIFY_POLL_SECONDS = float(env("HAL_NOTIFY_POLL_SECONDS", "5"))
+# Incident investigations (docs/investigations.md): how often the worker looks for queued
+# ones, when a running one's worker counts as dead, and how many run at once in all.
+HAL_INVESTIGATION_POLL_SECONDS = float(env("HAL_INVESTIGATION_POLL_SECONDS", "1"))
+HAL_INVESTIGATION_STALE_SECONDS = float(env("HAL_INVESTIGATION_STALE_SECONDS", "60"))
+HAL_INVESTIGATION_MAX_RUNNING = int(env("HAL_INVESTIGATION_MAX_RUNNING", "4"))
 # How long adding a channel (or "send a new code") waits for the code's receiver.
 HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS = float(env("HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS", "3"))
 HAL_DR_INCLUDE_KEYS = env_bool("HAL_DR_INCLUDE_KEYS", False)
