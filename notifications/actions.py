@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import json
+import math
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -199,7 +200,7 @@ def _new_code(channel: Channel) -> str:
 
 
 def _rate_limited(seconds: float) -> RateLimited:
-    wait = max(1, int(seconds) + (0 if seconds == int(seconds) else 1))
+    wait = max(1, math.ceil(seconds))
     return RateLimited(
         format_lazy(_("Too many verification codes; try again in {n} s."), n=wait),
         code="rate_limited",
