@@ -119,6 +119,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env("DATABASE_URL")
+_SQLITE_BUSY = float(env("HAL_SQLITE_BUSY_TIMEOUT_SECONDS", "20"))
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
@@ -130,9 +131,12 @@ else:
                 # WAL lets the web process read while the worker writes;
                 # IMMEDIATE makes writers queue instead of failing mid-transaction.
                 "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
+                # How long a writer waits for another's lock before "database is locked"
+                # (hal_worker then retries with backoff: hal/management/worker_retry.py).
+                "timeout": _SQLITE_BUSY,
                 "init_command": (
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    f"PRAGMA busy_timeout={int(_SQLITE_BUSY * 1000)};"
                 ),
             },
         }
@@ -311,6 +315,13 @@ HAL_NOTIFY_RETRY_MAX_SECONDS = float(env("HAL_NOTIFY_RETRY_MAX_SECONDS", "3600")
 HAL_NOTIFY_MAX_ATTEMPTS = int(env("HAL_NOTIFY_MAX_ATTEMPTS", "8"))
 HAL_NOTIFY_LEASE_SECONDS = float(env("HAL_NOTIFY_LEASE_SECONDS", "120"))
 HAL_NOTIFY_POLL_SECONDS = float(env("HAL_NOTIFY_POLL_SECONDS", "5"))
+# Incident investigations (docs/investigations.md): how often the worker looks for queued
+# ones, when a running one's worker counts as dead, and how many run at once in all.
+HAL_INVESTIGATION_POLL_SECONDS = float(env("HAL_INVESTIGATION_POLL_SECONDS", "1"))
+HAL_INVESTIGATION_STALE_SECONDS = float(env("HAL_INVESTIGATION_STALE_SECONDS", "60"))
+HAL_INVESTIGATION_MAX_RUNNING = int(env("HAL_INVESTIGATION_MAX_RUNNING", "4"))
+# How long adding a channel (or "send a new code") waits for the code's receiver.
+HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS = float(env("HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS", "3"))
 HAL_DR_INCLUDE_KEYS = env_bool("HAL_DR_INCLUDE_KEYS", False)
 # pg_dump's limit; a `running` snapshot older than this is marked interrupted (worker sweep).
 HAL_DR_SNAPSHOT_TIMEOUT_SECONDS = int(env("HAL_DR_SNAPSHOT_TIMEOUT_SECONDS", "3600"))

@@ -11,7 +11,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -33,6 +34,7 @@ SECONDS_SETTING = "ai.investigation_max_seconds"
 CONCURRENCY_SETTING = "ai.investigation_concurrency"
 ACTOR_LABEL = "hal-investigator"
 MAX_ATTEMPTS = 2  # a worker restart re-queues a running investigation once, then fails it
+CLAIM_LOCK_KEY = 0x4841_4C49  # "HALI": the advisory lock that serialises claims (PostgreSQL)
 
 
 def investigator_actor() -> Actor:
@@ -224,26 +226,51 @@ def stop_for_closed_incident(incident: Incident, actor_label: str) -> None:
 # --- the worker's side ------------------------------------------------------------------
 
 
+def max_running() -> int:
+    """HAL_INVESTIGATION_MAX_RUNNING (default 4): investigations running at once across
+    every worker (each worker also keeps to `ai.investigation_concurrency`)."""
+    return max(1, int(getattr(settings, "HAL_INVESTIGATION_MAX_RUNNING", 4)))
+
+
+def _serialise_claims() -> None:
+    """One claim at a time across workers, for the rest of this transaction: PostgreSQL
+    takes a transaction-scoped advisory lock; SQLite's IMMEDIATE transaction already holds
+    the database's write lock."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
+
+
 def claim_next(owner: str) -> int | None:
-    """Take the oldest queued investigation for this worker (exactly once); its id."""
+    """Take the oldest queued investigation for this worker (exactly once); its id — None
+    when none is queued or HAL_INVESTIGATION_MAX_RUNNING live runs are going already."""
     now = timezone.now()
-    for pk in (
-        Investigation.objects.filter(status=Investigation.QUEUED)
-        .order_by("id")
-        .values_list("pk", flat=True)[:5]
-    ):
-        won = Investigation.objects.filter(pk=pk, status=Investigation.QUEUED).update(
-            status=Investigation.RUNNING,
-            owner=owner[:64],
-            heartbeat_at=now,
-            started_at=now,
-            attempts=F("attempts") + 1,
-        )
-        if won:
-            claimed = Investigation.objects.filter(pk=pk).first()
-            if claimed is not None:
-                publish_status(claimed)
-            return int(pk)
+    stale = now - timedelta(seconds=float(getattr(settings, "HAL_INVESTIGATION_STALE_SECONDS", 60)))
+    with transaction.atomic():
+        _serialise_claims()
+        # Live runs only: a dead worker's (stale heartbeat) is re-queued by the next round.
+        running = Investigation.objects.filter(
+            status=Investigation.RUNNING, heartbeat_at__gte=stale
+        ).count()
+        if running >= max_running():
+            return None
+        for pk in (
+            Investigation.objects.filter(status=Investigation.QUEUED)
+            .order_by("id")
+            .values_list("pk", flat=True)[:5]
+        ):
+            won = Investigation.objects.filter(pk=pk, status=Investigation.QUEUED).update(
+                status=Investigation.RUNNING,
+                owner=owner[:64],
+                heartbeat_at=now,
+                started_at=now,
+                attempts=F("attempts") + 1,
+            )
+            if won:
+                claimed = Investigation.objects.filter(pk=pk).first()
+                if claimed is not None:
+                    publish_status(claimed)
+                return int(pk)
     return None
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import json
+import math
 import secrets
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -25,7 +27,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
-from hal.errors import Conflict, InvalidInput, NotFound
+from hal.actions.oneline import check_one_line
+from hal.errors import Conflict, InvalidInput, NotFound, RateLimited
 from hal.web.ids import as_id
 from notifications import render, senders
 from notifications.models import EVENT_KINDS, Channel, Preferences
@@ -36,7 +39,13 @@ MAX_CHANNELS = 10
 MAX_NAME = 60
 MAX_DIGEST_MINUTES = 24 * 60
 CODE_TTL = dt.timedelta(minutes=30)
+# Wrong codes a channel takes in all (a new code does not give new guesses); then it must
+# be removed and added again, and codes are bounded per operator and hour: at most
+# CODES_PER_HOUR × MAX_CODE_FAILURES guesses an hour against a million codes.
 MAX_CODE_FAILURES = 5
+CODE_RESEND_SECONDS = 60  # between two codes for one channel
+CODES_PER_HOUR = 10  # codes sent per operator (channel adds and resends), rolling hour
+CODE_ACTIONS = ("notifications.channel_add", "notifications.code_send")
 SECRET_OWNER = "notify_channel"
 
 
@@ -57,7 +66,7 @@ def operator_of(actor: Actor) -> Any:
     return actor.user
 
 
-def _text(value: Any, code: str, limit: int) -> str:
+def _text(value: Any, code: str, limit: int, field: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value.strip()) > limit:
         raise InvalidInput(
             format_lazy(
@@ -65,7 +74,7 @@ def _text(value: Any, code: str, limit: int) -> str:
             ),
             code=code,
         )
-    return value.strip()
+    return check_one_line(value.strip(), field)
 
 
 def _digest(value: Any) -> int:
@@ -115,8 +124,8 @@ def check_add_channel(
     user = operator_of(actor)
     if kind not in (Channel.EMAIL, Channel.WEBHOOK):
         raise InvalidInput(_("kind must be email or webhook."), code="invalid_kind")
-    name = _text(name, "invalid_name", MAX_NAME)
-    address = _text(address, "invalid_address", 500)
+    name = _text(name, "invalid_name", MAX_NAME, "name")
+    address = _text(address, "invalid_address", 500, "address")
     if kind == Channel.EMAIL:
         try:
             validate_email(address)
@@ -150,6 +159,8 @@ def do_add_channel(
 
     secret = secrets.token_urlsafe(32) if kind == Channel.WEBHOOK else ""
     with transaction.atomic():
+        _lock_operator(actor.user)
+        _require_code_budget(actor.user)
         channel = Channel.objects.create(
             owner=actor.user,
             kind=kind,
@@ -175,29 +186,83 @@ def do_add_channel(
             target=channel,
             after={"kind": kind, "name": name, "address": address, "digest": digest},
         )
-    sent = _send_code(channel, code)
+    sent = send_code(channel, code)
     return Added(channel, sent.ok, sent.detail, secret)
 
 
 def _new_code(channel: Channel) -> str:
+    """A fresh code for a locked channel row; its failure count is kept (not a reset)."""
     code = f"{secrets.randbelow(1_000_000):06d}"
     channel.verify_code_sha256 = _code_hash(channel, code)
     channel.verify_sent_at = timezone.now()
-    channel.verify_failures = 0
-    channel.save(update_fields=["verify_code_sha256", "verify_sent_at", "verify_failures"])
+    channel.save(update_fields=["verify_code_sha256", "verify_sent_at"])
     return code
 
 
+def _rate_limited(seconds: float) -> RateLimited:
+    wait = max(1, math.ceil(seconds))
+    return RateLimited(
+        format_lazy(_("Too many verification codes; try again in {n} s."), n=wait),
+        code="rate_limited",
+        details={"retry_after": wait},
+    )
+
+
+def _lock_operator(user: Any) -> None:
+    """Serialise an operator's code sends (PostgreSQL: their row; SQLite: the IMMEDIATE
+    transaction already holds the write lock). Taken first, before any channel row."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+
+
+def _require_code_budget(user: Any) -> None:
+    """At most CODES_PER_HOUR codes per operator and rolling hour, counted from the audit
+    log inside the transaction that writes the next one (under _lock_operator)."""
+    from hal.models import AuditEntry
+
+    since = timezone.now() - dt.timedelta(hours=1)
+    recent = AuditEntry.objects.filter(
+        actor_id=user.pk, action__in=CODE_ACTIONS, result="ok", created_at__gt=since
+    )
+    if recent.count() >= CODES_PER_HOUR:
+        oldest = recent.order_by("created_at").values_list("created_at", flat=True).first()
+        assert oldest is not None
+        raise _rate_limited((oldest - since).total_seconds())
+
+
+def _require_no_lockout(channel: Channel) -> None:
+    if channel.verify_failures >= MAX_CODE_FAILURES:
+        raise Conflict(
+            _("Too many wrong codes: remove this channel and add it again."),
+            code="verification_locked",
+        )
+
+
+def verify_timeout() -> float:
+    """HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS (3): how long the operator's request waits for a
+    verification code's receiver (the whole webhook exchange; each SMTP step)."""
+    return float(getattr(settings, "HAL_NOTIFY_VERIFY_TIMEOUT_SECONDS", 3))
+
+
+def send_code(channel: Channel, code: str) -> senders.SendResult:
+    """Send the code straight away, within verify_timeout() (not through the outbox:
+    nothing else goes to an unverified channel, and the operator waits for it). Whatever
+    fails is the answer's `detail`; the channel stays, and a new code can be asked for."""
+    try:
+        return _send_code(channel, code)
+    except Exception as exc:  # the vault, rendering: say so rather than a 500 after the add
+        return senders.crashed(exc)
+
+
 def _send_code(channel: Channel, code: str) -> senders.SendResult:
-    """Send the code straight away (not through the outbox: nothing else goes to an
-    unverified channel, and the operator waits for it)."""
     key = str(uuid.uuid4())
     lang = render.language_of(channel.owner_id)
     body = render.verification_text(code, lang)
     if channel.kind == Channel.EMAIL:
         with translation.override(lang):
             title = "[HAL] " + gettext("Verification code")
-        return senders.send_email(channel.address, title, body, key)
+        return senders.send_email(channel.address, title, body, key, timeout=verify_timeout())
     from vault.api import get_plaintext
 
     if channel.secret_id is None:
@@ -216,7 +281,9 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
             "events": [],
         }
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    return senders.send_webhook(channel.address, data, secret.reveal(), key)
+    return senders.send_webhook(
+        channel.address, data, secret.reveal(), key, deadline=verify_timeout()
+    )
 
 
 # --- verify ------------------------------------------------------------------------------
@@ -225,40 +292,51 @@ def _send_code(channel: Channel, code: str) -> senders.SendResult:
 @action("notifications.code_send")
 def check_send_code(*, actor: Actor, channel_id: Any) -> senders.SendResult:
     """Send a fresh verification code to one of your channels (the old one stops working)."""
-    channel = load_channel(actor, channel_id)
-    if channel.verified:
-        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    user = operator_of(actor)
+    load_channel(actor, channel_id)
     with transaction.atomic():
+        _lock_operator(user)  # the operator, then the channel: one order for every path
         channel = load_channel(actor, channel_id, lock=True)
+        if channel.verified:
+            raise Conflict(_("This channel is verified already."), code="channel_verified")
+        _require_no_lockout(channel)
+        if channel.verify_sent_at is not None:
+            since = (timezone.now() - channel.verify_sent_at).total_seconds()
+            if since < CODE_RESEND_SECONDS:
+                raise _rate_limited(CODE_RESEND_SECONDS - since)
+        _require_code_budget(user)
         code = _new_code(channel)
         record_audit(actor, "notifications.code_send", target=channel)
-    return _send_code(channel, code)
+    return send_code(channel, code)
 
 
 @action("notifications.channel_verify")
 def check_verify_channel(*, actor: Actor, channel_id: Any, code: Any) -> Channel:
     """Prove the channel reaches you: enter the code it received."""
-    channel = load_channel(actor, channel_id)
-    if channel.verified:
-        raise Conflict(_("This channel is verified already."), code="channel_verified")
+    load_channel(actor, channel_id)
     if not isinstance(code, str) or not code.strip().isdigit():
         raise InvalidInput(_("Enter the six-digit code."), code="invalid_code")
-    expired = (
-        not channel.verify_code_sha256
-        or channel.verify_sent_at is None
-        or timezone.now() - channel.verify_sent_at > CODE_TTL
-        or channel.verify_failures >= MAX_CODE_FAILURES
-    )
-    if expired:
-        raise Conflict(_("The code expired; send a new one."), code="code_expired")
-    if not hmac.compare_digest(_code_hash(channel, code.strip()), channel.verify_code_sha256):
-        # Counted in its own transaction: the refusal below must not roll it back.
-        with transaction.atomic():
-            channel = load_channel(actor, channel_id, lock=True)
-            channel.verify_failures += 1
-            channel.save(update_fields=["verify_failures"])
-        raise InvalidInput(_("That code is not right."), code="wrong_code")
-    return do_verify_channel(actor, channel)
+    # Read, compare and count under the row's lock (SQLite: the write lock an IMMEDIATE
+    # transaction takes): parallel guesses are compared one after another, never more than
+    # MAX_CODE_FAILURES in all.
+    with transaction.atomic():
+        channel = load_channel(actor, channel_id, lock=True)
+        if channel.verified:
+            raise Conflict(_("This channel is verified already."), code="channel_verified")
+        _require_no_lockout(channel)
+        if (
+            not channel.verify_code_sha256
+            or channel.verify_sent_at is None
+            or timezone.now() - channel.verify_sent_at > CODE_TTL
+        ):
+            raise Conflict(_("The code expired; send a new one."), code="code_expired")
+        right = hmac.compare_digest(_code_hash(channel, code.strip()), channel.verify_code_sha256)
+        if right:
+            return do_verify_channel(actor, channel)
+        channel.verify_failures += 1
+        channel.save(update_fields=["verify_failures"])
+    # Outside the transaction: the refusal must not roll the count back.
+    raise InvalidInput(_("That code is not right."), code="wrong_code")
 
 
 def do_verify_channel(actor: Actor, channel: Channel) -> Channel:

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
+from hal.actions.oneline import flatten
 from hal.i18n import english, is_text
 from notifications.models import Channel, Delivery, Event, Preferences
 
@@ -80,7 +81,7 @@ def enqueue(
         kind=kind,
         key=key[:120],
         urgent=urgent,
-        title=english(title).strip()[:300],
+        title=flatten(english(title))[:300],
         text=("\n".join(english(line) for line in lines) if lines else str(text))[:MAX_TEXT],
         title_i18n=title_i18n,
         text_i18n=lines,

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext, ngettext
 
+from hal.actions.oneline import flatten
 from notifications.models import Channel, Event
 
 BODY_VERSION = 1
@@ -50,7 +51,8 @@ def subject(items: list[Item], lang: str = ENGLISH) -> str:
     """The e-mail subject in `lang`: the event's title, or a digest's count."""
     with translation.override(lang):
         if len(items) == 1:
-            return f"[HAL] {items[0].event.title_in()}"[:200]
+            # One line, whatever the stored title holds (a header cannot take CR/LF).
+            return f"[HAL] {flatten(items[0].event.title_in())}"[:200]
         count = ngettext("%(count)d notification", "%(count)d notifications", len(items))
         return "[HAL] " + count % {"count": len(items)}
 

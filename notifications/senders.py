@@ -21,10 +21,14 @@ import httpcore2
 from django.conf import settings
 
 from hal.actions.mail import EHLO_NAME, smtp_target
+from hal.actions.oneline import flatten
 
 SIGNATURE_HEADER = "X-HAL-Signature"
 DELIVERY_HEADER = "X-HAL-Delivery"
-TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS = 10.0  # each connect, read or write
+# A whole webhook exchange: a receiver trickling a byte at a time never trips the per-read
+# timeout, and must not hold a send past the worker's lease (HAL_NOTIFY_LEASE_SECONDS).
+SEND_DEADLINE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -40,30 +44,61 @@ def sender_address() -> str:
     return str(getattr(settings, "HAL_NOTIFY_FROM", "") or "hal@localhost")
 
 
-def send_email(address: str, subject: str, body: str, message_key: str) -> SendResult:
-    """Hand the message to the configured relay (HAL_SMTP_HOST/PORT)."""
+def _no_answer(seconds: float) -> SendResult:
+    return SendResult(False, f"no answer within {seconds:g} s")
+
+
+def _timed_out(exc: BaseException) -> bool:
+    # smtplib reports a read that timed out as SMTPServerDisconnected from a TimeoutError.
+    return isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError)
+
+
+def send_email(
+    address: str, subject: str, body: str, message_key: str, *, timeout: float = TIMEOUT_SECONDS
+) -> SendResult:
+    """Hand the message to the configured relay (HAL_SMTP_HOST/PORT); `timeout` bounds
+    each step of the SMTP exchange."""
     host, port = smtp_target()
     if not host:
         return SendResult(False, "no SMTP relay is configured (HAL_SMTP_HOST)")
+    try:
+        msg = _email_message(address, subject, body, message_key)
+    except (ValueError, TypeError, UnicodeError) as exc:
+        # The `email` package refuses the header (a CR/LF in a stored address or title):
+        # the same message would be refused again, so it fails now, with the reason.
+        return SendResult(False, f"the message could not be built: {exc}"[:500], retry=False)
+    try:
+        with smtplib.SMTP(host, port, timeout=timeout, local_hostname=EHLO_NAME) as smtp:
+            refused = smtp.send_message(msg)
+    except smtplib.SMTPRecipientsRefused as exc:
+        return SendResult(False, f"recipient refused: {exc}"[:500], retry=False)
+    except (smtplib.SMTPException, OSError) as exc:
+        if _timed_out(exc):
+            return _no_answer(timeout)
+        return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
+    if refused:
+        return SendResult(False, f"recipient refused: {refused}"[:500], retry=False)
+    return SendResult(True, "250 accepted")
+
+
+def _email_message(address: str, subject: str, body: str, message_key: str) -> EmailMessage:
     msg = EmailMessage()
     msg["From"] = sender_address()
     msg["To"] = address
-    msg["Subject"] = subject
+    # A subject is one line whatever a stored title holds (rows from before the one-line
+    # check of hal.actions.oneline, a model's words in a label).
+    msg["Subject"] = flatten(subject)
     msg["Date"] = formatdate(usegmt=True)
     # The same Message-ID on a retry: mail clients and relays may drop the duplicate.
     msg["Message-ID"] = f"<{message_key}@hal.notifications>"
     msg[DELIVERY_HEADER] = message_key
     msg.set_content(body)
-    try:
-        with smtplib.SMTP(host, port, timeout=TIMEOUT_SECONDS, local_hostname=EHLO_NAME) as smtp:
-            refused = smtp.send_message(msg)
-    except smtplib.SMTPRecipientsRefused as exc:
-        return SendResult(False, f"recipient refused: {exc}"[:500], retry=False)
-    except (smtplib.SMTPException, OSError) as exc:
-        return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
-    if refused:
-        return SendResult(False, f"recipient refused: {refused}"[:500], retry=False)
-    return SendResult(True, "250 accepted")
+    return msg
+
+
+def crashed(exc: BaseException) -> SendResult:
+    """An error nobody foresaw, as a failed attempt: retried by the outbox's rules."""
+    return SendResult(False, f"{type(exc).__name__}: {exc}"[:500])
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -91,7 +126,18 @@ def _ssl_context() -> ssl.SSLContext:
     return httpcore2.default_ssl_context()
 
 
-async def _post(url: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> SendResult:
+async def _post(
+    url: str, body: bytes, headers: list[tuple[bytes, bytes]], deadline: float
+) -> SendResult:
+    try:
+        return await asyncio.wait_for(_post_once(url, body, headers, deadline), deadline)
+    except TimeoutError:
+        return _no_answer(deadline)
+
+
+async def _post_once(
+    url: str, body: bytes, headers: list[tuple[bytes, bytes]], deadline: float
+) -> SendResult:
     from webfetch.client import PinnedBackend
     from webfetch.guard import GuardError, guard_url
 
@@ -113,7 +159,8 @@ async def _post(url: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> Se
         (b"Connection", b"close"),
         *headers,
     ]
-    timeouts = {"connect": TIMEOUT_SECONDS, "read": TIMEOUT_SECONDS, "write": TIMEOUT_SECONDS}
+    step = min(TIMEOUT_SECONDS, deadline)
+    timeouts = {"connect": step, "read": step, "write": step}
     try:
         async with httpcore2.AsyncConnectionPool(
             ssl_context=_ssl_context(),
@@ -126,7 +173,7 @@ async def _post(url: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> Se
                 request_url,
                 headers=all_headers,
                 content=body,
-                extensions={"timeout": {**timeouts, "pool": TIMEOUT_SECONDS}},
+                extensions={"timeout": {**timeouts, "pool": step}},
             )
     except (httpcore2.TimeoutException, TimeoutError) as exc:
         return SendResult(False, f"timed out: {exc}"[:500])
@@ -140,8 +187,12 @@ async def _post(url: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> Se
     return SendResult(False, f"HTTP {status}", retry=retry)
 
 
-def send_webhook(url: str, body: bytes, secret: str, message_key: str) -> SendResult:
-    """POST the JSON body, signed with the channel's secret, with its idempotency key."""
+def send_webhook(
+    url: str, body: bytes, secret: str, message_key: str, *, deadline: float | None = None
+) -> SendResult:
+    """POST the JSON body, signed with the channel's secret, with its idempotency key;
+    the whole exchange within `deadline` seconds (default SEND_DEADLINE_SECONDS)."""
+    bound = float(deadline if deadline is not None else SEND_DEADLINE_SECONDS)
     headers = [
         (SIGNATURE_HEADER.encode("ascii"), sign(secret, body).encode("ascii")),
         (DELIVERY_HEADER.encode("ascii"), message_key.encode("ascii")),
@@ -149,7 +200,7 @@ def send_webhook(url: str, body: bytes, secret: str, message_key: str) -> SendRe
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_post(url, body, headers))
+        return asyncio.run(_post(url, body, headers, bound))
     # Called from a thread that runs a loop (an async test, a consumer): a thread of its own.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _post(url, body, headers)).result()
+        return pool.submit(asyncio.run, _post(url, body, headers, bound)).result()

@@ -199,16 +199,40 @@ def deliver_due(worker: str | None = None, *, now: datetime | None = None, limit
     for row in due:
         by_channel.setdefault(row.channel_id, []).append(row)
     for rows in by_channel.values():
-        channel = rows[0].channel
-        for group in _groups(channel, rows, now):
-            token, leased = claim([r.pk for r in group], worker, now)
-            if not leased:
-                continue
-            key = message_key(leased)
-            started = timezone.now()
-            result = send(channel, leased, key)
-            record(token, channel, leased, key, result, started, clock)
-            sent += len(leased) if result.ok else 0
+        # One channel's trouble is that channel's failed attempt, never the round's end.
+        try:
+            sent += _deliver_channel(rows[0].channel, rows, worker, now, clock)
+        except Exception:  # the database itself failed: the leases expire, the rows wait
+            log.exception("notifications: channel %s could not be served", rows[0].channel_id)
+    return sent
+
+
+def _deliver_channel(
+    channel: Channel, rows: list[Delivery], worker: str, now: datetime, clock: datetime | None
+) -> int:
+    """Send this channel's due rows; → how many were marked sent."""
+    failure: senders.SendResult | None = None
+    try:
+        groups = _groups(channel, rows, now)
+    except Exception as exc:
+        log.exception("notifications: grouping for channel %s failed", channel.pk)
+        groups, failure = [rows], senders.crashed(exc)
+    sent = 0
+    for group in groups:
+        token, leased = claim([r.pk for r in group], worker, now)
+        if not leased:
+            continue
+        key = message_key(leased)
+        started = timezone.now()
+        result = failure
+        if result is None:
+            try:
+                result = send(channel, leased, key)
+            except Exception as exc:  # rendering, the vault, a sender's bug: an attempt
+                log.exception("notifications: sending on channel %s failed", channel.pk)
+                result = senders.crashed(exc)
+        record(token, channel, leased, key, result, started, clock)
+        sent += len(leased) if result.ok else 0
     return sent
 
 

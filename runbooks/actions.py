@@ -10,6 +10,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.oneline import check_one_line
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.web.ids import as_id
 from runbooks.models import SCOPE_KINDS, Runbook, RunbookVersion
@@ -22,12 +23,17 @@ MAX_NOTE = 500
 _TAG = re.compile(r"^[\w.:/-]{1,40}$")
 
 
-def _text(value: Any, code: str, name: str, *, limit: int, required: bool) -> str:
+def _text(
+    value: Any, code: str, name: str, *, limit: int, required: bool, one_line: bool = True
+) -> str:
+    """A text field; one line unless `one_line=False` (the runbook's body)."""
     if value is None:
         value = ""
     if not isinstance(value, str):
         raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code=code)
     value = value.strip()
+    if one_line:
+        check_one_line(value, name)
     if required and not value:
         raise InvalidInput(format_lazy(_("{name} is required."), name=name), code=code)
     if len(value) > limit:
@@ -93,8 +99,9 @@ def clean_scopes(value: Any) -> dict[str, list[str]]:
                     format_lazy(_("scopes.{kind} must be a list of names."), kind=kind),
                     code="invalid_scopes",
                 )
-            if item.strip() not in names:
-                names.append(item.strip())
+            item = check_one_line(item.strip(), f"scopes.{kind}")
+            if item not in names:
+                names.append(item)
         if names:
             out[kind] = names
     return out
@@ -103,7 +110,7 @@ def clean_scopes(value: Any) -> dict[str, list[str]]:
 def _content(title: Any, body: Any, tags: Any, scopes: Any) -> dict[str, Any]:
     return {
         "title": _text(title, "invalid_title", "title", limit=MAX_TITLE, required=True),
-        "body": _text(body, "invalid_body", "body", limit=MAX_BODY, required=True),
+        "body": _text(body, "invalid_body", "body", limit=MAX_BODY, required=True, one_line=False),
         "tags": clean_tags(tags),
         "scopes": clean_scopes(scopes),
     }

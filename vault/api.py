@@ -201,10 +201,10 @@ def _audit_failure(actor: Actor, action_code: str, secret: Secret | None, reason
 
 
 def _check_target(purpose: Any, owner_type: Any, owner_id: Any) -> tuple[str, str, str]:
-    if not isinstance(purpose, str) or len(purpose) > 64 or not PURPOSE_RE.match(purpose):
+    if not isinstance(purpose, str) or len(purpose) > 64 or not PURPOSE_RE.fullmatch(purpose):
         raise InvalidInput(_("Unknown secret purpose."), code="invalid_purpose")
     owner_type, owner_id = str(owner_type or ""), str(owner_id if owner_id is not None else "")
-    if not OWNER_RE.match(owner_type) or not OWNER_RE.match(owner_id):
+    if not OWNER_RE.fullmatch(owner_type) or not OWNER_RE.fullmatch(owner_id):
         raise InvalidInput(_("Invalid secret owner."), code="invalid_owner")
     return purpose, owner_type, owner_id
 

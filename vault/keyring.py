@@ -90,7 +90,7 @@ def parse_entries(entries: list[str], *, source: str) -> Keyring:
         # Errors name the entry's position and source, never its content.
         if not sep or not encoded.strip():
             raise KeyringError(f"entry {position} of {source} is not 'kid:base64key'")
-        if not KEY_ID_RE.match(kid):
+        if not KEY_ID_RE.fullmatch(kid):
             raise KeyringError(f"entry {position} of {source} has an invalid key id")
         try:
             key = _decode_key(encoded)
@@ -108,7 +108,7 @@ def parse_entries(entries: list[str], *, source: str) -> Keyring:
 
 def format_entry(key_id: str, key: bytes) -> str:
     """Return the `kid:base64key` text of one key."""
-    if not KEY_ID_RE.match(key_id):
+    if not KEY_ID_RE.fullmatch(key_id):
         raise KeyringError("invalid key id")
     if len(key) != KEY_BYTES:
         raise KeyringError("vault keys are 256-bit")
@@ -118,7 +118,7 @@ def format_entry(key_id: str, key: bytes) -> str:
 def generate_key(key_id: str | None = None) -> tuple[str, bytes]:
     """Return a new random (key id, key); the id is time-ordered for readability only."""
     kid = key_id or f"k{datetime.now(UTC):%Y%m%d%H%M%S}-{secrets.token_hex(2)}"
-    if not KEY_ID_RE.match(kid):
+    if not KEY_ID_RE.fullmatch(kid):
         raise KeyringError("invalid key id")
     return kid, secrets.token_bytes(KEY_BYTES)
 

@@ -16,6 +16,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput, NotFound
 from webfetch.models import CuratedSource, FetchAllowDomain, normalize_domain, validate_domain
 
@@ -25,14 +26,14 @@ def _gate(actor: Actor) -> None:
     require_recent(actor)
 
 
-def _text(data: dict, key: str, limit: int) -> str:
+def _text(data: dict, key: str, limit: int, *, one_line: bool = True) -> str:
     value = data.get(key) or ""
     if not isinstance(value, str) or len(value) > limit:
         raise InvalidInput(
             format_lazy(_("{name} is longer than {limit} characters."), name=key, limit=limit),
             code="invalid_input",
         )
-    return value.strip()
+    return check_one_line(value.strip(), key) if one_line else value.strip()
 
 
 def _domain(value: Any) -> str:
@@ -151,7 +152,7 @@ def _clean_source(data: Any) -> dict[str, Any]:
         "url": url,
         "title": title,
         "tags": _text(data, "tags", 300),
-        "description": _text(data, "description", 5000),
+        "description": _text(data, "description", 5000, one_line=False),
         "enabled": enabled,
     }
 

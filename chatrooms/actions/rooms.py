@@ -13,6 +13,7 @@ from chatrooms import integration
 from chatrooms.archive import do_archive_messages
 from chatrooms.models import Room, Turn
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.oneline import check_one_line
 from hal.db import rows
 from hal.errors import InvalidInput, NotFound
 from hal.live.events import publish
@@ -146,7 +147,7 @@ def check_rename_room(*, actor: Actor, room_id: Any, title: Any) -> Room:
     require_perm(actor, "view")
     if not isinstance(title, str):
         raise InvalidInput(_("title must be a string."), code="invalid_title")
-    title = " ".join(title.split())
+    title = " ".join(check_one_line(title.strip(), "title").split())
     if not title:
         raise InvalidInput(_("The title cannot be empty."), code="invalid_title")
     if len(title) > Room.TITLE_MAX:

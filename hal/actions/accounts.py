@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.oneline import check_one_line
 from hal.errors import Conflict, HalError, InvalidInput, NotFound, PermissionDenied
 from hal.web.ids import as_id
 
@@ -140,7 +141,7 @@ def _text(data: dict[str, Any], key: str) -> str:
             format_lazy(_("{name} must be text of at most 150 characters."), name=key),
             code="invalid_input",
         )
-    return value.strip()
+    return check_one_line(value.strip(), key)  # names, e-mail: all one-line
 
 
 def _flag(data: dict[str, Any], key: str) -> bool:

@@ -11,6 +11,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.oneline import check_one_line, flatten, is_one_line, one_line
 from hal.actions.precheck import register_precheck
 from hal.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from hal.hooks.incidents import incident_changed
@@ -58,8 +59,9 @@ def _identifiers(value: Any, name: str) -> list[str]:
                 format_lazy(_("{name} must be a list of identifiers."), name=name),
                 code=f"invalid_{name}",
             )
-        if item.strip() not in out:
-            out.append(item.strip())
+        item = check_one_line(item.strip(), name)
+        if item not in out:
+            out.append(item)
     return out
 
 
@@ -141,7 +143,7 @@ def check_open_incident(
         raise InvalidInput(
             _("severity must be one of sev1, sev2, sev3, sev4."), code="invalid_severity"
         )
-    title = _text(title, "title", required=True, limit=MAX_TITLE)
+    title = one_line(title, "title", limit=MAX_TITLE, code="invalid_title", required=True)
     description = _text(description, "description", required=False)
     servers = _identifiers(servers, "servers")
     modules = _identifiers(modules, "modules")
@@ -242,9 +244,10 @@ def check_record_investigation(
         # Links stay inside the console: a relative path, never another site.
         if not isinstance(label, str) or not isinstance(url, str) or not url.startswith("/"):
             raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
-        if url.startswith("//"):
+        if url.startswith("//") or not is_one_line(url):
             raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
-        clean.append({"label": label[:200], "url": url[:500]})
+        # The label is the model's words: kept, on one line.
+        clean.append({"label": flatten(label)[:200], "url": url[:500]})
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
         return do_record_investigation(actor, incident, text=text, links=clean)
@@ -355,6 +358,14 @@ def _require_closed(incident: Incident) -> None:
 
 
 # Prechecks (hal.actions.precheck): the same state checks, without running anything.
+# Opening checks its title the same way (a model's proposal with a CR/LF title is flagged
+# on its card, and refused at approval with the same code).
+register_precheck(
+    "incidents.open",
+    lambda params: one_line(
+        params.get("title"), "title", limit=MAX_TITLE, code="invalid_title", required=True
+    ),
+)
 for _code, _check in (
     ("incidents.annotate", _require_open_to_annotate),
     ("incidents.close", _require_open_to_close),

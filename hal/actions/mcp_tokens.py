@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput, NotFound
 from hal.models import McpToken
 from hal.models.fleet import hash_token
@@ -33,8 +34,8 @@ LAST_USED_GRANULARITY = timedelta(seconds=60)
 def _clean_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(_("Give the token a name."), code="invalid_name")
-    cleaned = " ".join(name.split())
-    if len(cleaned) > NAME_MAX or any(ord(ch) < 32 for ch in cleaned):
+    cleaned = " ".join(check_one_line(name.strip(), "name").split())
+    if len(cleaned) > NAME_MAX:
         raise InvalidInput(
             _("The name must be at most 100 printable characters."), code="invalid_name"
         )

@@ -25,6 +25,7 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.jobs import create_job, open_job_for
+from hal.actions.oneline import check_one_line
 from hal.actions.servers import resolve_server
 from hal.agent.ops import argv_sha256
 from hal.errors import Conflict, InvalidInput, NotFound
@@ -75,10 +76,11 @@ def clean_health_url(value: Any) -> str:
         return ""
     if not isinstance(value, str) or len(value) > 500:
         raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
-    parts = urlsplit(value.strip())
+    url = check_one_line(value.strip(), "health_check_url")
+    parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInput(_("health_check_url must be an http(s) URL."), code="invalid_url")
-    return value.strip()
+    return url
 
 
 def clean_restart_command(value: Any) -> list[str]:
@@ -118,7 +120,7 @@ def _clean_changes(given: dict[str, Any]) -> dict[str, Any]:
         description = given["description"]
         if not isinstance(description, str) or len(description) > 200:
             raise InvalidInput(_("description must be text of at most 200 characters."))
-        changes["description"] = description
+        changes["description"] = check_one_line(description, "description")
     if not changes:
         raise InvalidInput(_("Nothing to change."), code="nothing_to_change")
     return changes

@@ -11,6 +11,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput
 from hal.models import OperatorProfile
 from hal.web.ids import as_id
@@ -137,7 +138,10 @@ def _clean_panel_state(state: Any) -> dict[str, Any]:
         titles = state["tab_titles"]
         if not isinstance(titles, dict) or len(titles) > PANEL_TITLES_MAX:
             raise InvalidInput(_("tab_titles must be a small object."), code="invalid_panel_state")
-        out["tab_titles"] = {str(k)[:20]: str(v)[:60] for k, v in titles.items()}
+        out["tab_titles"] = {
+            check_one_line(str(k), "tab_titles")[:20]: check_one_line(str(v), "tab_titles")[:60]
+            for k, v in titles.items()
+        }
     return out
 
 

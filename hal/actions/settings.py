@@ -20,6 +20,7 @@ from django.utils.translation import gettext_noop
 from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
+from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput, NotFound
 from hal.live.events import OPS_GROUP, publish
 from hal.models import Setting, SettingChange
@@ -159,7 +160,7 @@ def coerce(definition: SettingDef, value: Any) -> Any:
     elif kind == "str":
         if not isinstance(value, str):
             raise bad(_("expected text."))
-        result = value.strip()
+        result = check_one_line(value.strip(), definition.name)
         if len(result) > definition.max_length:
             raise bad(
                 format_lazy(

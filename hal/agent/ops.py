@@ -48,7 +48,7 @@ def argv_sha256(argv: list[str]) -> str:
 
 def safe_name(value: Any, what: str) -> str:
     """A module name or version usable as one path component."""
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise OpError("invalid_job", f"{what} {value!r} is not a safe name")
     return value
 

@@ -9,11 +9,14 @@ arguments; http://127.0.0.1:8000 (daphne's default port).
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.http.request import validate_host
 
 DEFAULT = ("127.0.0.1", 8000)
 # An unspecified bind address: the loopback of the same family reaches it.
@@ -57,8 +60,41 @@ def internal_url() -> str:
 
 
 def is_loopback_host(host: str) -> bool:
-    """Whether a Host header names a loopback literal (never a DNS name: no rebinding)."""
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    """Whether a Host header (`name[:port]`, `[v6][:port]`) names a loopback address
+    parsed as an IP literal (127.0.0.0/8, ::1) or `localhost` — never another DNS name,
+    which whoever runs its zone can point at 127.0.0.1 (DNS rebinding)."""
     if host.startswith("["):
-        name = host[1 : host.index("]")] if "]" in host else host
-    return name in ("127.0.0.1", "::1") or name.startswith("127.")
+        name, bracket, port = host[1:].partition("]")
+        if not bracket or (port and not (port.startswith(":") and port[1:].isdigit())):
+            return False
+    else:
+        name, colon, port = host.partition(":")
+        if colon and not port.isdigit():
+            return False  # "127.0.0.1:", "a:b:c" (an unbracketed IPv6 is not a Host)
+    if name.lower() == "localhost":
+        return True  # resolved by the host itself (RFC 6761), never by a remote zone
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def public_names() -> list[str]:
+    """The names `/mcp` answers to besides loopback literals: ALLOWED_HOSTS without `*`
+    (a wildcard that lets Django serve any name must not open `/mcp` to a rebinding
+    name) and the host of HAL_PUBLIC_URL."""
+    names = [h for h in settings.ALLOWED_HOSTS if h != "*"]
+    public = str(getattr(settings, "HAL_PUBLIC_URL", "") or "")
+    if public:
+        hostname = urlsplit(public).hostname
+        if hostname:
+            names.append(hostname)
+    return names
+
+
+def is_public_name(origin: str) -> bool:
+    """Whether an origin's host is one of `public_names()` (Django's matching rules)."""
+    hostname = urlsplit(origin).hostname or ""
+    if ":" in hostname:
+        hostname = f"[{hostname}]"
+    return validate_host(hostname, public_names())

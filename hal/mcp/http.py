@@ -6,9 +6,12 @@ dispatch, read tools only. What this module adds is the door:
 - a bearer token only (`Authorization: Bearer hal-mcp-…`, a personal MCP token,
   hal/actions/mcp_tokens.py); the session cookie is never read, so a browser page cannot
   ride an operator's login into `/mcp`;
-- the `Host` must be in ALLOWED_HOSTS, and an `Origin` (browsers send one) must be the
-  console's own or a CSRF-trusted one, by the WebSocket rule (hal/live/origin.py);
-- request bodies bounded (HAL_MCP_MAX_BODY_BYTES) by the SDK's limit middleware.
+- the `Host` must be a loopback literal (hal/mcp/address.py) or a configured name
+  (ALLOWED_HOSTS without `*`, HAL_PUBLIC_URL's host), and an `Origin` (browsers send
+  one) must be the console's own or a CSRF-trusted one, by the WebSocket rule
+  (hal/live/origin.py);
+- request bodies bounded (HAL_MCP_MAX_BODY_BYTES) by the SDK's limit middleware;
+- POST only: any other method is 405 `Allow: POST` (no GET event stream, no session).
 
 The SDK runs stateless with JSON responses: each POST is authenticated and answered on
 its own, so any web process behind the load balancer serves any request (tokens live in
@@ -30,7 +33,7 @@ from hal.actions.base import Actor
 from hal.actions.mcp_tokens import authenticate_mcp_token
 from hal.actions.mcp_turn_tokens import minted_here, scope_of
 from hal.live.origin import _headers, _one, _trusted, normalize, own_origin
-from hal.mcp.address import is_loopback_host, remember
+from hal.mcp.address import is_loopback_host, is_public_name, remember
 from hal.mcp.server import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
 from hal.web.clientip import scope_client_ip
 
@@ -45,6 +48,8 @@ async def _refuse(send: Any, status: int, code: str, message: str) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="hal"'))
+    if status == 405:
+        headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -61,14 +66,16 @@ def bearer(headers: dict[str, list[str]]) -> str | None:
 def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
     """Why the request's Host/Origin is refused, or None when it may go on."""
     headers = _headers(scope)
-    own = own_origin(scope)
+    own = own_origin(scope)  # Django's rule: the Host (or X-Forwarded-Host) allowed
+    if own is not None and not is_public_name(own):
+        own = None  # allowed only through ALLOWED_HOSTS' "*"
     host = _one(headers, "host") or ""
     if own is None and is_loopback_host(host):
         # A local CLI turn reaches its own web process by a loopback literal, which a
         # deployment's ALLOWED_HOSTS need not list; a literal cannot be DNS-rebound.
         own = normalize(f"http://{host}")
     if own is None:
-        return 400, "bad_host", "The Host header is missing or not in ALLOWED_HOSTS."
+        return 400, "bad_host", "The Host must be a loopback address or HAL's configured name."
     if "origin" in headers:
         raw = _one(headers, "origin")
         origin = normalize(raw) if raw else None
@@ -133,6 +140,12 @@ class McpHttpMount:
         refusal = origin_refusal(scope)
         if refusal is not None:
             await _refuse(send, *refusal)
+            return
+        if scope.get("method") != "POST":
+            # No server-initiated messages, so no GET event stream (and no session to
+            # DELETE): the Streamable HTTP transport's answer for that is 405. A stream
+            # would also outlive its token's revocation (the token is read once).
+            await _refuse(send, 405, "method_not_allowed", "Only POST is served at /mcp.")
             return
         token = bearer(_headers(scope))
         if token is None:

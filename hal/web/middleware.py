@@ -64,7 +64,7 @@ class RequestIdMiddleware(BothModes):
     def before(self, request: HttpRequest) -> HttpResponse | None:
         incoming = request.headers.get("X-Request-ID", "")
         # HAL's own attribute on the request (logs and error pages read it).
-        request.request_id = incoming if _REQUEST_ID.match(incoming) else secrets.token_hex(8)  # type: ignore[attr-defined]
+        request.request_id = incoming if _REQUEST_ID.fullmatch(incoming) else secrets.token_hex(8)  # type: ignore[attr-defined]
         return None
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:

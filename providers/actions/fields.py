@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal.actions.oneline import check_one_line, is_one_line
 from hal.errors import InvalidInput, NotFound
 from hal.web.ids import as_id
 from providers.lookalikes import check_connection_name
@@ -19,6 +20,9 @@ from providers.models import (
 from vault import api as vault
 
 URL_MAX = 500
+# The connection's fields that are one line (a label, an id); traits and instructions are
+# prose and keep their line breaks.
+ONE_LINE = {"role", "model"}  # client_id has its own isprintable() check
 
 
 CLIENT_ID_MAX = 200
@@ -103,6 +107,10 @@ def clean_url(value: Any, *, code: str, label: str, secure: bool = False) -> str
             format_lazy(_("{label} must be an http(s) URL."), label=label), code=code
         )
     url = value.strip()
+    if not is_one_line(url):
+        raise InvalidInput(
+            format_lazy(_("{label} must be an absolute http(s) URL."), label=label), code=code
+        )
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError on a malformed port
@@ -146,6 +154,8 @@ def _text(value: Any, name: str, limit: int) -> str:
     if not isinstance(value, str):
         raise InvalidInput(format_lazy(_("{name} must be text."), name=name), code="invalid_input")
     text = value.strip()
+    if name in ONE_LINE:
+        check_one_line(text, name)
     if len(text) > limit:
         raise InvalidInput(
             format_lazy(_("{name} is longer than {limit} characters."), name=name, limit=limit),

@@ -15,6 +15,7 @@ from hal.actions.confirm import (
     get_high_risk,
     params_hash,
 )
+from hal.actions.oneline import flatten
 from hal.actions.proposals.records import expiry_minutes, find_tool, publish_proposal
 from hal.errors import InvalidInput
 from hal.hooks.proposals import proposal_created, proposal_created_in_transaction
@@ -69,7 +70,8 @@ def check_create_proposal(
             action_code=definition.action_code,
             arguments=clean,
             arguments_sha256=params_hash(clean),
-            target_identifier=str(target)[:255],
+            # A label made from the model's arguments: one line (a subject, a card's title).
+            target_identifier=flatten(str(target))[:255],
             impact=impact_json,
             connection_id=where.connection_id,
             room_id=where.room_id,

@@ -21,7 +21,8 @@ from hal.models import Job, Release
 from hal.web.ids import as_id
 
 # A version becomes a directory name on every server: letters, digits, . _ + - only.
-VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+# Matched with fullmatch: a `$` anchor lets a trailing "\n" through.
+VERSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 DEFAULT_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 CHUNK = 1024 * 1024
 

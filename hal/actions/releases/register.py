@@ -19,6 +19,7 @@ from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.modules import resolve_module
+from hal.actions.oneline import check_one_line
 from hal.actions.releases.artifacts import (
     DEFAULT_MAX_ARTIFACT_BYTES,
     VERSION_PATTERN,
@@ -40,13 +41,16 @@ def check_register_release(
     """Upload a module release (a .tar.gz); its sha256 is computed here; status `draft`."""
     require_perm(actor, "operate")
     target = resolve_module(module)
-    if not isinstance(version, str) or not VERSION_PATTERN.match(version):
+    if not isinstance(version, str) or not VERSION_PATTERN.fullmatch(version):
         raise InvalidInput(
             _("version may contain letters, digits, '.', '_', '+' and '-' (max 64)."),
             code="invalid_version",
         )
     if not isinstance(notes, str) or len(notes) > 1000:
         raise InvalidInput(_("notes must be text of at most 1000 characters."))
+    # The uploaded file's name is shown as the artifact's: one line, like any label.
+    upload_name = getattr(artifact, "name", "")
+    upload_name = check_one_line(upload_name if isinstance(upload_name, str) else "", "artifact")
     if Release.objects.filter(module=target, version=version).exists():
         raise Conflict(
             format_lazy(_("{name}@{version} already exists."), name=target.name, version=version),
@@ -78,7 +82,7 @@ def check_register_release(
                 module=target,
                 version=version,
                 artifact_path=f"{target.name}/{final.name}",
-                artifact_name=getattr(artifact, "name", "") or final.name,
+                artifact_name=(upload_name or final.name)[:200],
                 size=size,
                 sha256=digest.hexdigest(),
                 notes=notes,

@@ -18,7 +18,7 @@ from hal.actions.servers.records import (
     AGENT_VERSION,
     ENROLMENT_TTL_DEFAULT,
     clean_hostname,
-    clean_text,
+    clean_line,
     resolve_server,
 )
 from hal.errors import Conflict, InvalidInput, NotAuthenticated
@@ -36,7 +36,7 @@ def check_create_enrolment_token(
 ) -> tuple[EnrolmentToken, str]:
     """Create a one-time enrolment token; returns (row, raw token) — the raw token is shown once."""
     require_perm(actor, "operate")
-    note = clean_text(note, "note", 200)
+    note = clean_line(note, "note", 200)
     default_ttl = int(getattr(settings, "HAL_ENROLMENT_TOKEN_TTL_SECONDS", ENROLMENT_TTL_DEFAULT))
     ttl = default_ttl if ttl_seconds is None else ttl_seconds
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not 60 <= ttl <= 7 * 86400:
@@ -169,7 +169,7 @@ def authenticate_agent(raw: str | None) -> tuple[Server, AgentToken] | None:
 def clean_agent_version(value: Any) -> str:
     if value in (None, ""):
         return ""
-    if not isinstance(value, str) or not AGENT_VERSION.match(value):
+    if not isinstance(value, str) or not AGENT_VERSION.fullmatch(value):
         raise InvalidInput(_("agent_version is malformed."), code="invalid_payload")
     return value
 

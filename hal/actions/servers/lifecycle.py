@@ -16,6 +16,7 @@ from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.precheck import register_precheck
 from hal.actions.servers.records import (
     clean_hostname,
+    clean_line,
     clean_text,
     locked_server,
     publish_server,
@@ -43,8 +44,8 @@ def check_register_server(
     return do_register_server(
         actor,
         hostname=name,
-        address=clean_text(address, "address", 255),
-        description=clean_text(description, "description", 500),
+        address=clean_line(address, "address", 255),
+        description=clean_line(description, "description", 500),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal.actions.oneline import one_line
 from hal.errors import InvalidInput, NotFound
 from hal.live.events import OPS_GROUP, publish
 from hal.models import Server
@@ -17,7 +18,7 @@ from hal.web.ids import as_id
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
-AGENT_VERSION = re.compile(r"^[A-Za-z0-9._+-]{1,40}$")
+AGENT_VERSION = re.compile(r"[A-Za-z0-9._+-]{1,40}")  # fullmatch: `$` lets "\n" through
 ENROLMENT_TTL_DEFAULT = 3600
 
 
@@ -74,3 +75,8 @@ def clean_text(value: Any, name: str, limit: int) -> str:
             code="invalid_input",
         )
     return text
+
+
+def clean_line(value: Any, name: str, limit: int) -> str:
+    """A one-line field (an address, a description, a note): no control characters."""
+    return one_line(value, name, limit=limit)

@@ -13,13 +13,13 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.utils import timezone
 from django.utils.crypto import get_random_string
-from django_tasks_db.management.commands.db_worker import Worker
 
 from hal.actions.base import Actor
 from hal.actions.dr import sweep_stale_snapshots
 from hal.actions.jobs import sweep_orphans, worker_label
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.hooks.workers import loops, sweeps
+from hal.management.worker_retry import ResilientWorker, retrying
 from hal.models import Job, WorkerHeartbeat
 from hal.models.fleet import lease_deadline
 
@@ -65,9 +65,9 @@ class Command(BaseCommand):
         worker_id = options["worker_id"] or f"{socket.gethostname()}-{get_random_string(8)}"
         actor = Actor.for_system("task", label=worker_label())
         started_at = timezone.now()
-        beat(worker_id, started_at)
+        retrying("worker start", lambda: beat(worker_id, started_at))
         # A restart: whatever was running under an expired lease is orphaned.
-        swept = sweep_orphans(actor)
+        swept = retrying("worker start", lambda: sweep_orphans(actor))
         if swept:
             log.warning("marked orphaned jobs failed: %s", swept)
         stop = threading.Event()
@@ -83,7 +83,9 @@ class Command(BaseCommand):
         ]
         for loop in app_loops:
             loop.start()
-        worker = Worker(
+        # Transient database errors (SQLite locked past its busy timeout, a dropped
+        # PostgreSQL connection) pause the task loop instead of ending the process.
+        worker = ResilientWorker(
             queue_names=options["queue_name"].split(","),
             interval=options["interval"],
             batch=options["batch"],
@@ -107,7 +109,10 @@ class Command(BaseCommand):
                 # heartbeat: dr_restore and /api/health see at once that none runs, rather
                 # than after HAL_WORKER_STALE_SECONDS. A --batch run leaves its last beat.
                 close_old_connections()
-                WorkerHeartbeat.objects.filter(worker_id=worker_id).delete()
+                try:
+                    WorkerHeartbeat.objects.filter(worker_id=worker_id).delete()
+                except Exception:  # the beat then simply goes stale
+                    log.exception("worker %s: could not remove its heartbeat", worker_id)
                 log.info("worker %s stopped", worker_id)
 
     @staticmethod
