@@ -31,6 +31,7 @@ def proposal_strings() -> dict[str, str]:
         "step_impact": _("Show impact"),
         "step_retype": _("Retype the target"),
         "retype": _("Type the target's identifier to confirm"),
+        "retype_case": _("Case-sensitive: type it exactly as shown."),
         "confirm_target": _("Confirm target"),
         "execute": _("Execute"),
         "approve": _("Approve"),

@@ -7,6 +7,7 @@ const STRINGS = {
   reauth: "Re-enter your password to continue",
   reason: "Reason",
   retype: "Type {target} to confirm",
+  retypeCase: "Case-sensitive: type it exactly as shown.",
   ok: "OK",
   cancel: "Cancel",
   close: "Close",
@@ -101,8 +102,13 @@ async function confirmAndExecute(action, params, label, withReason = false) {
     form.append(el("h2", {}, conf.impact.summary));
     form.append(el("pre", { class: "impact" }, JSON.stringify(conf.impact.details, null, 2)));
     const lab = el("label", {}, STRINGS.retype.replace("{target}", () => conf.target_identifier));
-    const input = el("input", { autocomplete: "off", spellcheck: "false" });
-    lab.append(input);
+    // No capitals, corrections or completions from a phone keyboard: the comparison is exact
+    // and case-sensitive (spaces around the identifier are ignored), as the hint says.
+    const input = el("input", {
+      type: "text", class: "hr-retype", autocapitalize: "none", autocomplete: "off",
+      autocorrect: "off", spellcheck: "false", "aria-describedby": "hr-retype-hint",
+    });
+    lab.append(input, el("span", { class: "hint retype-hint", id: "hr-retype-hint" }, STRINGS.retypeCase));
     const error = el("p", { class: "error" });
     const go = el("button", { type: "submit", class: "danger" }, label);
     const cancel = el("button", { type: "button" }, STRINGS.cancel);

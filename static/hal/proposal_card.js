@@ -268,6 +268,17 @@ export function applyReviewDelta(card, d) {
   return true;
 }
 
+// The "retype the target" field: a phone keyboard must not capitalise, correct or complete
+// an identifier (the comparison is exact and case-sensitive; spaces around it are ignored).
+let hintIds = 0;
+const RETYPE_ATTRIBUTES = { autocapitalize: "none", autocomplete: "off", autocorrect: "off", spellcheck: "false" };
+export function retypeField(cls) {
+  const field = el("input", cls);
+  field.type = "text";
+  for (const [name, value] of Object.entries(RETYPE_ATTRIBUTES)) field.setAttribute(name, value);
+  return field;
+}
+
 function button(label, cls, onClick) {
   const b = el("button", cls, label);
   b.type = "button";
@@ -336,12 +347,13 @@ function buildActions(card, p, onChange) {
   });
   one.append(showImpact, detail);
   const label = el("label", "proposal-retype-label", `${S.step_retype} `);
-  const field = el("input", "proposal-retype");
-  field.autocomplete = "off";
-  field.spellcheck = false;
+  const field = retypeField("proposal-retype");
   field.disabled = true;
   field.setAttribute("aria-label", S.retype);
-  label.append(field);
+  const hint = el("span", "hint retype-hint proposal-retype-hint", S.retype_case);
+  hint.id = `retype-hint-${++hintIds}`; // the same card may be drawn twice (panel and page)
+  field.setAttribute("aria-describedby", hint.id);
+  label.append(field, hint);
   const confirm = button(S.confirm_target, "proposal-target-btn", async () => {
     err.textContent = "";
     try {
