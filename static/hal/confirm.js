@@ -1,6 +1,7 @@
 // Three-step confirmation for high-risk buttons: impact → retype the identifier → execute.
 // A 403 reauth_required asks for the password (POST /api/auth/reauth) and retries.
 import { api } from "./app.js";
+import { keyValues } from "./proposal_card.js";
 
 // Translated labels come from the page (templates/hal/fleet/_confirm_strings.html).
 const STRINGS = {
@@ -100,7 +101,8 @@ async function confirmAndExecute(action, params, label, withReason = false) {
     // Step 1: the impact; step 2: retype the identifier exactly.
     const form = el("form");
     form.append(el("h2", {}, conf.impact.summary));
-    form.append(el("pre", { class: "impact" }, JSON.stringify(conf.impact.details, null, 2)));
+    // The details as the proposal cards show them: labelled fields, coded values as labels.
+    form.append(keyValues(conf.impact.details || {}, "impact"));
     const lab = el("label", {}, STRINGS.retype.replace("{target}", () => conf.target_identifier));
     // No capitals, corrections or completions from a phone keyboard: the comparison is exact
     // and case-sensitive (spaces around the identifier are ignored), as the hint says.
