@@ -19,6 +19,7 @@ register.filter("room_title_label", labels.room_title_label)
 register.filter("audit_action_label", labels.audit_action_label)
 register.filter("via_label", labels.via_label)
 register.filter("job_kind_label", labels.job_kind_label)
+register.filter("incident_event_label", labels.incident_event_label)
 
 
 @register.filter
