@@ -43,7 +43,7 @@ FIELD_LABELS: dict[str, Any] = {
     "error": _("Error"),
     "error_code": _("Error code"),
     "finished_at": _("Finished at"),
-    "heartbeat_age_seconds": _("Seconds since the last heartbeat"),
+    "heartbeat_age_seconds": _("Heartbeat age (s)"),
     "health_check_url": _("Health check URL"),
     "hostname": _("Hostname"),
     "hours": _("Hours"),
