@@ -50,3 +50,7 @@ urlpatterns = [
     path("", include("notifications.urls")),
     path("admin/", admin.site.urls),
 ]
+
+# An address that does not exist: the console's own page (or the API's JSON error), and
+# `/page/` sent to `/page` when only that exists (hal/views/errors.py).
+handler404 = "hal.views.errors.not_found"

@@ -17,10 +17,12 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.models import Incident
 from hal.web.ids import as_id
+from investigations import wording
 from investigations.live import publish_message, publish_status
 from investigations.models import Investigation
 
@@ -69,12 +71,16 @@ def incident_room(incident: Incident) -> Any:
     return room
 
 
-def post_notice(room: Any, text: str, **meta: Any) -> Any:
-    """A HAL line in the incident room (English: what models and every reader see)."""
+def post_notice(room: Any, text: Any, **meta: Any) -> Any:
+    """A HAL line in the incident room: English in the row (what models read), and — for a
+    hal.i18n text — the text itself beside it (`meta.text_i18n`), which each reader's
+    page and socket render in their language."""
     from chatrooms.models import Message
 
+    if i18n.is_text(text):
+        meta = {**meta, "text_i18n": text}
     message = Message.objects.create(
-        room=room, author_kind=Message.HAL, author="HAL", text=text, meta=meta
+        room=room, author_kind=Message.HAL, author="HAL", text=i18n.english(text), meta=meta
     )
     publish_message(message)
     return message
@@ -117,11 +123,10 @@ def do_queue_investigation(actor: Actor, incident: Incident) -> Investigation | 
     except IntegrityError:
         return None
     publish_status(investigation)
-    name = f"@{connection.name}" if connection else "(no connection)"
+    name = f"@{connection.name}" if connection else None
     post_notice(
         room,
-        f"Investigation #{investigation.pk} of {incident.identifier} queued for {name} "
-        f"(started by {actor.label}).",
+        wording.queued(investigation.pk, incident.identifier, name, actor.label),
         investigation=investigation.pk,
     )
     record_audit(
@@ -202,7 +207,7 @@ def do_stop_investigation(
         publish_status(investigation)
         post_notice(
             investigation.room,
-            f"Investigation #{investigation.pk} stopped: {reason} ({actor.label}).",
+            wording.stopped(investigation.pk, reason, actor.label),
             investigation=investigation.pk,
         )
         record_audit(
@@ -305,12 +310,7 @@ def requeue_stale(max_age_seconds: float) -> list[int]:
                 inv.status, inv.owner = Investigation.QUEUED, ""
                 inv.save(update_fields=["status", "owner"])
                 publish_status(inv)
-                post_notice(
-                    inv.room,
-                    f"Investigation #{inv.pk} was interrupted (its worker stopped); "
-                    "it starts again.",
-                    investigation=inv.pk,
-                )
+                post_notice(inv.room, wording.interrupted(inv.pk), investigation=inv.pk)
             out.append(pk)
     return out
 
@@ -354,9 +354,7 @@ def do_finish(
         if status != Investigation.DONE:
             post_notice(
                 investigation.room,
-                f"Investigation #{investigation.pk} ended: {status}"
-                + (f" ({reason})" if reason else "")
-                + ".",
+                wording.ended(investigation.pk, status, reason),
                 investigation=investigation.pk,
             )
         record_audit(

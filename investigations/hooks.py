@@ -10,6 +10,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.errors import InvalidInput
 from investigations import actions
 
@@ -38,7 +39,11 @@ def _investigator_options() -> list[tuple[str, Any]]:
     from providers.models import AIConnection
 
     named = AIConnection.objects.order_by("position", "id").values_list("pk", "name")
-    return [(actions.OFF, _("off")), *[(str(pk), f"@{name}") for pk, name in named]]
+    # Labels as storable texts: a change's impact names the choice in each reader's language.
+    return [
+        (actions.OFF, i18n.text(gettext_noop("off"))),
+        *[(str(pk), f"@{name}") for pk, name in named],
+    ]
 
 
 def on_incident_changed(kind: str, incident: Any, event: Any) -> None:
@@ -52,6 +57,7 @@ def on_incident_changed(kind: str, incident: Any, event: Any) -> None:
 def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
     """The investigation section of the incident page (latest investigation, stop button)."""
     from investigations.models import Investigation
+    from investigations.wording import reason_shown
 
     latest = Investigation.objects.filter(incident=incident).select_related("connection").first()
     enabled = actions.investigator_setting() != actions.OFF
@@ -63,6 +69,7 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
             "incident": incident,
             "investigation": latest,
             "room_url": f"/incidents/{incident.pk}/room/",
+            "reason_shown": reason_shown(latest.reason) if latest is not None else "",
             "can_start": incident.status == "open"
             and (latest is None or not latest.active)
             and enabled,
@@ -87,7 +94,7 @@ def register() -> None:
             "Which model takes the first look at each new incident (read tools only): off, "
             "or one connection."
         ),
-        controls="The first look at an incident: a room, read-only tools, a summary.",
+        controls=gettext_noop("The first look at an incident: a room, read-only tools, a summary."),
     )
     register_setting(
         actions.ROUNDS_SETTING,

@@ -72,6 +72,8 @@ class Investigation(models.Model):
 
     def as_dict(self) -> dict[str, Any]:
         """The API shape."""
+        from investigations.wording import reason_text
+
         return {
             "id": self.pk,
             "incident_id": self.incident_id,
@@ -89,6 +91,8 @@ class Investigation(models.Model):
             "summary": self.summary,
             "proposal_ids": self.proposal_ids,
             "reason": self.reason,
+            # The reason in each reader's language (hal.i18n.localize; dropped for models).
+            "reason_i18n": reason_text(self.reason),
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,

@@ -11,8 +11,10 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
-from investigations import actions
+from hal import i18n
+from investigations import actions, wording
 from investigations.models import Investigation
 
 log = logging.getLogger("hal.investigations")
@@ -43,14 +45,16 @@ def cited(inv: Investigation, findings: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def propose_steps(inv: Investigation, steps: Any, message_id: int) -> tuple[list[int], list[str]]:
+def propose_steps(
+    inv: Investigation, steps: Any, message_id: int
+) -> tuple[list[int], list[dict[str, Any]]]:
     """Each next step through the ordinary tool path: a write or high-risk call becomes a
     pending proposal (nothing runs); a read or a refusal is only noted."""
     from hal.tools import run_tool_call
     from hal.tools.registry import READ, get_tool
 
     ids: list[int] = []
-    notes: list[str] = []
+    notes: list[dict[str, Any]] = []
     actor = actions.investigator_actor()
     for n, step in enumerate((steps or [])[:MAX_STEPS], start=1):
         if not isinstance(step, dict):
@@ -59,7 +63,12 @@ def propose_steps(inv: Investigation, steps: Any, message_id: int) -> tuple[list
         tool = get_tool(name)
         if tool is None or tool.tier == READ:
             notes.append(
-                f"{name or '?'}: not a change (only write and high-risk tools are proposed)"
+                i18n.text(
+                    gettext_noop(
+                        "- {tool}: not a change (only write and high-risk tools are proposed)"
+                    ),
+                    tool=name or "?",
+                )
             )
             continue
         arguments = dict(step.get("arguments") or {})
@@ -80,7 +89,13 @@ def propose_steps(inv: Investigation, steps: Any, message_id: int) -> tuple[list
         if outcome.proposal is not None:
             ids.append(outcome.proposal.pk)
         else:
-            notes.append(f"{name}: refused ({(outcome.error or {}).get('code', 'error')})")
+            notes.append(
+                i18n.text(
+                    gettext_noop("- {tool}: refused ({code})"),
+                    tool=name,
+                    code=(outcome.error or {}).get("code", "error"),
+                )
+            )
     return ids, notes
 
 
@@ -89,15 +104,17 @@ def compose(
     claims: list[dict[str, Any]],
     cause: str,
     proposals: list[Any],
-    notes: list[str],
+    notes: list[dict[str, Any]],
     fallback: str,
-) -> tuple[str, list[dict[str, str]]]:
-    """(timeline text, links): numbered claims citing [n] evidence, cause, next steps."""
-    links: list[dict[str, str]] = []
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(timeline lines, links): numbered claims citing [n] evidence, cause, next steps —
+    each line a hal.i18n text whose string params are the model's or the fleet's words."""
+    links: list[dict[str, Any]] = []
     number: dict[str, int] = {}
-    lines = [f"First look by @{inv.connection.name if inv.connection else '?'}"]
+    model = f"@{inv.connection.name}" if inv.connection else "@?"
+    lines: list[Any] = [i18n.text(gettext_noop("First look by {model}"), model=model)]
     if claims:
-        lines.append("Checked:")
+        lines.append(i18n.text(gettext_noop("Checked:")))
     for claim in claims:
         refs = []
         for call in claim["evidence"]:
@@ -110,23 +127,53 @@ def compose(
                     }
                 )
             refs.append(f"[{number[call['id']]}]")
-        lines.append(f"- {claim['claim']} " + (" ".join(refs) if refs else "(unsupported)"))
+        if refs:
+            line = i18n.text(
+                gettext_noop("- {claim} {refs}"), claim=claim["claim"], refs=" ".join(refs)
+            )
+        else:
+            line = i18n.text(gettext_noop("- {claim} (unsupported)"), claim=claim["claim"])
+        lines.append(line)
     if cause:
-        lines.append(f"Likely cause: {cause}")
+        lines.append(i18n.text(gettext_noop("Likely cause: {cause}"), cause=cause))
     elif fallback:
         lines.append(fallback[:MAX_TEXT])
     if proposals:
-        lines.append("Next steps (waiting for approval):")
+        lines.append(i18n.text(gettext_noop("Next steps (waiting for approval):")))
     for p in proposals:
         book = (p.runbook or {}).get("title") if p.runbook else None
-        lines.append(
-            f"- proposal #{p.pk}: {p.tool} {p.target_identifier}".rstrip()
-            + (f" (runbook: {book})" if book else "")
+        step = {"pk": p.pk, "tool": p.tool, "target": p.target_identifier or ""}
+        if book:
+            line = i18n.text(
+                gettext_noop("- proposal #{pk}: {tool} {target} (runbook: {runbook})"),
+                runbook=book,
+                **step,
+            )
+        else:
+            line = i18n.text(gettext_noop("- proposal #{pk}: {tool} {target}"), **step)
+        lines.append(line)
+        links.append(
+            {
+                "label": f"proposal #{p.pk} {p.tool}",
+                "label_i18n": i18n.text(
+                    gettext_noop("proposal #{pk} {tool}"), pk=p.pk, tool=p.tool
+                ),
+                "url": f"/proposals/#proposal-{p.pk}",
+            }
         )
-        links.append({"label": f"proposal #{p.pk} {p.tool}", "url": f"/proposals/#proposal-{p.pk}"})
-    lines.extend(f"- {note}" for note in notes)
-    links.append({"label": f"Incident #{inv.incident_id} room", "url": room_url(inv)})
-    return "\n".join(lines), links
+    lines.extend(notes)
+    links.append(_room_link(inv))
+    return lines, links
+
+
+def _room_link(inv: Investigation) -> dict[str, Any]:
+    label = wording.room_link(inv.incident_id)
+    return {"label": i18n.english(label), "label_i18n": label, "url": room_url(inv)}
+
+
+def english_lines(lines: list[Any]) -> str:
+    """The English text of the lines (the timeline row, the API, the audit, models)."""
+    return "\n".join(i18n.english(line).rstrip() for line in lines)
 
 
 def post_summary(
@@ -178,7 +225,7 @@ def post_summary(
         )
         ids, notes = propose_steps(inv, findings.get("next_steps"), message.pk)
         proposals = list(Proposal.objects.filter(pk__in=ids).order_by("id"))
-        body, links = compose(inv, claims, cause, proposals, notes, text)
+        lines, links = compose(inv, claims, cause, proposals, notes, text)
         summary["proposals"] = ids
         message.meta = {**message.meta, "summary": summary, "proposals": ids}
         message.save(update_fields=["meta"])
@@ -188,7 +235,8 @@ def post_summary(
         check_record_investigation(
             actor=actions.investigator_actor(),
             incident_id=inv.incident_id,
-            text=body,
+            text=english_lines(lines),
+            text_i18n=lines,
             links=links,
         )
         actions.do_finish(
@@ -212,11 +260,12 @@ def post_budget_entry(investigation_id: int, reason: str) -> None:
         {"label": f"[{n}] {c['tool']}", "url": room_url(inv, c["anchor"])}
         for n, c in enumerate((c for c in inv.calls if c.get("ok")), start=1)
     ]
-    links.append({"label": f"Incident #{inv.incident_id} room", "url": room_url(inv)})
+    links.append(_room_link(inv))
+    entry = wording.budget_entry(reason, len(inv.calls))
     check_record_investigation(
         actor=actions.investigator_actor(),
         incident_id=inv.incident_id,
-        text=f"Investigation stopped by its budget ({reason}) after {len(inv.calls)} "
-        "tool call(s); no summary.",
+        text=i18n.english(entry),
+        text_i18n=[entry],
         links=links,
     )

@@ -11,6 +11,7 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
+from hal import i18n
 from hal.actions.base import Actor
 from hal.errors import HalError, InvalidInput
 from hal.queries import ops as queries_ops
@@ -19,16 +20,23 @@ from hal.web.api import dispatch
 from investigations import actions
 from investigations.live import entry_of
 from investigations.models import Investigation
+from investigations.wording import reason_shown
 
 
 def room_messages(incident: Any) -> list[dict[str, Any]]:
-    """The incident room's messages, each with its tool call and result when it has one."""
+    """The incident room's messages, each with its tool call and result when it has one,
+    and HAL's own lines in the reader's language (`shown`)."""
     from chatrooms.models import Message, Room
 
     room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
     if room is None:
         return []
-    return [{"message": m, **entry_of(m)} for m in Message.objects.filter(room=room).order_by("id")]
+    out = []
+    for m in Message.objects.filter(room=room).order_by("id"):
+        stored = (m.meta or {}).get("text_i18n")
+        shown = i18n.render_html(stored) if stored else None
+        out.append({"message": m, **entry_of(m), "shown": shown})
+    return out
 
 
 def room_labels() -> dict[str, str]:
@@ -57,6 +65,8 @@ def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
     from chatrooms.models import Room
 
     investigations = list(Investigation.objects.filter(incident=incident).order_by("-id")[:10])
+    for investigation in investigations:
+        investigation.reason_shown = reason_shown(investigation.reason)
     room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
     return render_page(
         request,

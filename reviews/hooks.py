@@ -11,6 +11,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.errors import InvalidInput
 from hal.hooks.proposals import register_on_proposal_created, register_proposal_extra
 from reviews import actions
@@ -36,9 +37,10 @@ def _reviewer_options() -> list[tuple[str, Any]]:
     from providers.models import AIConnection
 
     named = AIConnection.objects.order_by("position", "id").values_list("pk", "name")
+    # Labels as storable texts: a change's impact names the choice in each reader's language.
     return [
-        (actions.OFF, _("off")),
-        (actions.ANY, _("any other active model")),
+        (actions.OFF, i18n.text(gettext_noop("off"))),
+        (actions.ANY, i18n.text(gettext_noop("any other active model"))),
         *[(str(pk), f"@{name}") for pk, name in named],
     ]
 
@@ -68,7 +70,9 @@ def register() -> None:
             "Which model gives a second opinion on AI proposals: off, any other active model, "
             "or one connection."
         ),
-        controls="The second opinion on write and high-risk AI proposals (advice only).",
+        controls=gettext_noop(
+            "The second opinion on write and high-risk AI proposals (advice only)."
+        ),
     )
     register_on_proposal_created("reviews", on_proposal_created)
     register_proposal_extra("reviews", actions.reviews_for)

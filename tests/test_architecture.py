@@ -157,7 +157,7 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
 # the map. The core is hal's top-level modules that everything uses; `agent` is the node
 # agent, a program of its own that imports nothing of HAL's but itself.
 HAL_ROOMS = {
-    "core": 0,  # errors, i18n, version, paths
+    "core": 0,  # errors, i18n (with the labels of codes and fields), version, paths
     "agent": 0,
     "db": 1,
     "hooks": 1,
@@ -234,7 +234,7 @@ def test_hal_keeps_at_most_a_dozen_top_level_modules_and_every_room_says_its_job
         HAL_CORE | HAL_WIRING
     )
     rooms = [p for p in (ROOT / "hal").iterdir() if (p / "__init__.py").exists()]
-    assert {p.name for p in rooms} - {"migrations"} <= HAL_ROOMS.keys()
+    assert {p.name for p in rooms} - {"migrations"} - HAL_CORE <= HAL_ROOMS.keys()
     for room in rooms:
         if room.name == "migrations":
             continue

@@ -142,6 +142,11 @@ def _load(token: Any, actor: Actor, *, lock: bool = False) -> Confirmation:
     return conf
 
 
+def get_confirmation(actor: Actor, token: Any) -> Confirmation:
+    """This operator's (and session's) confirmation by its token (404 if not theirs)."""
+    return _load(token, actor)
+
+
 @action("confirmation.start")
 def check_start_confirmation(
     *, actor: Actor, action_code: str, params: dict[str, Any], proposal_id: int | None = None
@@ -181,7 +186,7 @@ def check_start_confirmation(
 
 @action("confirmation.target")
 def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmation:
-    """Step 2: the operator retypes the target's identifier, exactly (no normalisation)."""
+    """Step 2: the operator retypes the target's identifier, exactly (`target_matches`)."""
     require_perm(actor, "high_risk")
     if not isinstance(typed, str):
         raise InvalidInput(_("Type the target's identifier."), code="confirmation_mismatch")
@@ -192,9 +197,7 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
             raise ConfirmationError(
                 _("This confirmation is past the retype step."), code="confirmation_out_of_order"
             )
-        # Compare code points exactly: a look-alike (Cyrillic 'о', full-width, trailing
-        # space, other case) must not pass.
-        if not hmac.compare_digest(typed.encode(), conf.target_identifier.encode()):
+        if not target_matches(typed, conf.target_identifier):
             conf.attempts += 1
             if conf.attempts >= MAX_TARGET_ATTEMPTS:
                 conf.state = Confirmation.CANCELLED
@@ -220,6 +223,14 @@ def check_confirm_target(*, actor: Actor, token: Any, typed: Any) -> Confirmatio
             http_status=400,
         )
     return conf
+
+
+def target_matches(typed: str, identifier: str) -> bool:
+    """Whether a retyped identifier names the target: code point for code point, after
+    dropping the whitespace around it (a phone keyboard adds a space after a word, or
+    pastes one) — never case folding or Unicode normalisation (identifiers are
+    case-sensitive; a look-alike such as Cyrillic 'о' or full-width letters must fail)."""
+    return hmac.compare_digest(typed.strip().encode(), identifier.strip().encode())
 
 
 def _refuse_if_unusable(conf: Confirmation) -> None:

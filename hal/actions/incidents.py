@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.oneline import check_one_line, flatten, is_one_line, one_line
 from hal.actions.precheck import register_precheck
@@ -227,10 +228,12 @@ MAX_LINKS = 50
 
 @action("incidents.investigation")
 def check_record_investigation(
-    *, actor: Actor, incident_id: Any, text: Any, links: Any = None
+    *, actor: Actor, incident_id: Any, text: Any, links: Any = None, text_i18n: Any = None
 ) -> IncidentEvent:
     """Append a model investigation's summary to the timeline (HAL's investigator only:
-    a system actor), with links to the tool results it cites."""
+    a system actor), with links to the tool results it cites. `text_i18n` (lines: texts or
+    strings) and a link's `label_i18n` are what operators read in their language; `text`
+    and `label` stay the English (the API, models, the audit log)."""
     if not actor.system:
         raise PermissionDenied(
             _("Only HAL's investigator records investigations."), code="permission_denied"
@@ -247,17 +250,30 @@ def check_record_investigation(
         if url.startswith("//") or not is_one_line(url):
             raise InvalidInput(_("links must be a list of {label, url}."), code="invalid_links")
         # The label is the model's words: kept, on one line.
-        clean.append({"label": flatten(label)[:200], "url": url[:500]})
+        item: dict[str, Any] = {"label": flatten(label)[:200], "url": url[:500]}
+        if i18n.is_text(link.get("label_i18n")):
+            item["label_i18n"] = link["label_i18n"]
+        clean.append(item)
+    if text_i18n is not None and not i18n.is_lines(text_i18n):
+        raise InvalidInput(_("text_i18n must be a list of lines."), code="invalid_text")
     with transaction.atomic():
         incident = _load(incident_id, lock=True)
-        return do_record_investigation(actor, incident, text=text, links=clean)
+        return do_record_investigation(actor, incident, text=text, links=clean, text_i18n=text_i18n)
 
 
 def do_record_investigation(
-    actor: Actor, incident: Incident, *, text: str, links: list[dict[str, str]]
+    actor: Actor,
+    incident: Incident,
+    *,
+    text: str,
+    links: list[dict[str, Any]],
+    text_i18n: list[Any] | None = None,
 ) -> IncidentEvent:
+    data: dict[str, Any] = {"links": links} if links else {}
+    if text_i18n:
+        data["text_i18n"] = text_i18n
     with transaction.atomic():
-        event = _event(incident, actor, "investigation", text, {"links": links} if links else {})
+        event = _event(incident, actor, "investigation", text, data)
         record_audit(
             actor,
             "incidents.investigation",

@@ -22,6 +22,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.actions.confirm import Impact, consume_confirmation, register_high_risk
 from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput, NotFound
+from hal.i18n.labels import SETTING_TYPE_NAMES
 from hal.live.events import OPS_GROUP, publish
 from hal.models import Setting, SettingChange
 
@@ -199,7 +200,7 @@ def get_setting(name: str) -> Any:
 def describe(name: str) -> dict[str, Any]:
     definition = get_definition(name)
     row = Setting.objects.filter(name=name).first()
-    options = [{"value": v, "label": str(label)} for v, label in definition.option_pairs()]
+    options = [{"value": v, "label": i18n.render(label)} for v, label in definition.option_pairs()]
     return {
         **definition.as_dict(),
         **({"options": options} if definition.options is not None else {}),
@@ -227,12 +228,45 @@ def _reason(value: Any) -> str:
     return value.strip()
 
 
+def shown_value(definition: SettingDef, value: Any) -> Any:
+    """A value as the operator picked it — an option's label (a connection's "@gpt", not
+    its id; "off"), yes/no for a switch — as a storable text or string; None when the
+    value is shown as it is (a number, free text)."""
+    if definition.type == "bool":
+        return i18n.text(gettext_noop("yes") if value else gettext_noop("no"))
+    for option, label in definition.option_pairs():
+        if option == value:
+            return label if i18n.is_text(label) else str(label)
+    return None
+
+
+def _in_sentence(shown: Any, value: Any) -> Any:
+    # A picked label as it is; free text quoted (an empty value stays visible); numbers bare.
+    if shown is not None:
+        return shown
+    return repr(value) if isinstance(value, str) else value
+
+
 def change_impact(actor: Actor, params: dict[str, Any]) -> Impact:
-    """Step 1 of the confirmation: what changing this setting would do."""
+    """Step 1 of the confirmation: what changing this setting would do (the values and what
+    the setting controls in the reader's language; the stored raw values for the record)."""
     definition = get_definition(params.get("name"))
     new = coerce(definition, params.get("value"))
     _reason(params.get("reason"))
     current = get_setting(definition.name)
+    before, after = shown_value(definition, current), shown_value(definition, new)
+    details: dict[str, Any] = {
+        "controls": definition.controls,
+        "controls_i18n": i18n.text(definition.controls),
+        "before": current,
+        "after": new,
+        "type": definition.type,
+        "type_i18n": i18n.text(SETTING_TYPE_NAMES.get(definition.type, definition.type)),
+    }
+    if before is not None:
+        details["before_i18n"] = before
+    if after is not None:
+        details["after_i18n"] = after
     return Impact(
         subject_type="setting",
         subject_id=definition.name,
@@ -240,15 +274,10 @@ def change_impact(actor: Actor, params: dict[str, Any]) -> Impact:
         summary=i18n.text(
             gettext_noop("Change {name} from {before} to {after}."),
             name=definition.name,
-            before=repr(current),
-            after=repr(new),
+            before=_in_sentence(before, current),
+            after=_in_sentence(after, new),
         ),
-        details={
-            "controls": definition.controls,
-            "before": current,
-            "after": new,
-            "type": definition.type,
-        },
+        details=details,
     )
 
 
@@ -323,14 +352,14 @@ register_setting(
     max_value=7 * 24 * 60,
     # Marked only: the settings page translates it; the API and AI keep English.
     description=gettext_noop("Minutes after which a pending AI proposal expires unapproved."),
-    controls="How long an AI model's proposed change stays approvable.",
+    controls=gettext_noop("How long an AI model's proposed change stays approvable."),
 )
 register_setting(
     "webfetch.auto_fetch_default",
     type="bool",
     default=True,
     description=gettext_noop("Whether new operators pre-fetch URLs they paste into the AI chat."),
-    controls="The default of the per-operator web pre-fetch switch.",
+    controls=gettext_noop("The default of the per-operator web pre-fetch switch."),
 )
 register_setting(
     "mail.check_timeout_seconds",
@@ -339,7 +368,7 @@ register_setting(
     min_value=1,
     max_value=60,
     description=gettext_noop("How long a mail relay check waits for the SMTP server."),
-    controls="The timeout of the SMTP relay reachability check.",
+    controls=gettext_noop("The timeout of the SMTP relay reachability check."),
 )
 register_setting(
     "dr.keep_snapshots",
@@ -348,5 +377,5 @@ register_setting(
     min_value=1,
     max_value=1000,
     description=gettext_noop("How many successful DR snapshots to keep; older ones are pruned."),
-    controls="DR snapshot retention (older snapshot directories are deleted).",
+    controls=gettext_noop("DR snapshot retention (older snapshot directories are deleted)."),
 )

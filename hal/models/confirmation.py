@@ -50,6 +50,13 @@ class Confirmation(models.Model):
         impact = self.impact or {}
         return render(impact.get("summary_i18n") or impact.get("summary", ""))
 
+    @property
+    def impact_details(self) -> dict:
+        """The impact's details in the active language (templates)."""
+        from hal.i18n import localize
+
+        return localize((self.impact or {}).get("details") or {})
+
     def as_dict(self, *, with_token: bool = True) -> dict:
         """Return the API shape (the identifier to retype is shown with the impact).
 

@@ -86,6 +86,9 @@ class IncidentEvent(models.Model):
         return f"{self.incident_id}:{self.kind}"
 
     def as_dict(self) -> dict[str, Any]:
+        """The API shape — English, without the stored translations (models read it too)."""
+        from hal.i18n import strip
+
         return {
             "id": self.pk,
             "kind": self.kind,
@@ -93,8 +96,40 @@ class IncidentEvent(models.Model):
             "actor": self.actor_label,
             "via": self.via,
             "created_at": self.created_at.isoformat() if self.created_at else None,
-            **({"data": self.data} if self.data else {}),
+            **({"data": strip(self.data)} if self.data else {}),
         }
+
+    @property
+    def shown_text(self) -> str:
+        """The entry's text for a page, in the active language: HAL's own words translated
+        (`data["text_i18n"]`), what an operator or a model wrote kept as written."""
+        from django.template.defaultfilters import linebreaksbr
+        from django.utils.html import format_html
+
+        from hal.i18n import render_html
+
+        if (self.data or {}).get("text_i18n"):
+            return render_html(self.data["text_i18n"])
+        return format_html(
+            '<span translate="no">{}</span>', linebreaksbr(self.text, autoescape=True)
+        )
+
+    @property
+    def shown_links(self) -> list[dict[str, Any]]:
+        """The entry's links for a page: {url, label} with the label in the active language."""
+        from django.utils.html import format_html
+
+        from hal.i18n import render_html
+
+        return [
+            {
+                "url": link.get("url", ""),
+                "label": render_html(link["label_i18n"])
+                if link.get("label_i18n")
+                else format_html('<span translate="no">{}</span>', link.get("label", "")),
+            }
+            for link in (self.data or {}).get("links") or []
+        ]
 
 
 class Setting(models.Model):

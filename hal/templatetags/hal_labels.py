@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from hal.views import labels
+from hal.i18n import labels
 
 register = template.Library()
 register.filter("status_label", labels.status_label)
@@ -19,6 +19,7 @@ register.filter("room_title_label", labels.room_title_label)
 register.filter("audit_action_label", labels.audit_action_label)
 register.filter("via_label", labels.via_label)
 register.filter("job_kind_label", labels.job_kind_label)
+register.filter("incident_event_label", labels.incident_event_label)
 
 
 @register.filter

@@ -10,8 +10,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from hal.i18n.labels import status_labels
 from hal.version import get_version
-from hal.views.labels import status_labels
 
 
 def console(request: HttpRequest) -> dict:

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils.translation import gettext as _
 
 
-def proposal_strings() -> dict[str, str]:
-    """Strings for static/hal/proposal_card.js (placeholders in braces are filled there)."""
+def proposal_strings() -> dict[str, Any]:
+    """Strings for static/hal/proposal_card.js (placeholders in braces are filled there),
+    with the labels of the fields and coded values its cards show."""
+    from hal.i18n.fields import field_labels
+    from hal.i18n.labels import JOB_KIND_LABELS, SETTING_TYPE_LABELS, TIER_LABELS, VIA_LABELS
+
+    def rendered(labels: dict[str, Any]) -> dict[str, str]:
+        return {code: str(label) for code, label in labels.items()}
+
     return {
+        # name → label of arguments, impact details and results; coded values by field
+        # (statuses come with the page: hal-status-labels).
+        "fields": field_labels(),
+        "values": {
+            "kind": rendered(JOB_KIND_LABELS),
+            "via": rendered(VIA_LABELS),
+            "type": rendered(SETTING_TYPE_LABELS),
+            "tier": rendered(TIER_LABELS),
+        },
+        "yes": _("yes"),
+        "no": _("no"),
         "proposed_by": _("Proposed by {model} in {owner}'s {room} room"),
         "proposed_by_model": _("Proposed by {model}"),
         "proposed_in": _("Proposed in {owner}'s {room} room"),
@@ -31,6 +51,7 @@ def proposal_strings() -> dict[str, str]:
         "step_impact": _("Show impact"),
         "step_retype": _("Retype the target"),
         "retype": _("Type the target's identifier to confirm"),
+        "retype_case": _("Case-sensitive: type it exactly as shown."),
         "confirm_target": _("Confirm target"),
         "execute": _("Execute"),
         "approve": _("Approve"),

@@ -28,6 +28,16 @@ export async function api(method, url, body) {
   return data;
 }
 
+// The login page: a fragment (/proposals/#proposal-12, a link from a notification) never
+// reaches the server, so the page hands it on — in the form's `next` and in the language
+// switch's own address — and the redirect after logging in lands on it.
+const loginNext = document.querySelector("#login-form input[name=next]");
+if (loginNext && location.hash.length > 1) {
+  if (loginNext.value && !loginNext.value.includes("#")) loginNext.value += location.hash;
+  const switchNext = document.querySelector("#login-language input[name=next]");
+  if (switchNext && !switchNext.value.includes("#")) switchNext.value += location.hash;
+}
+
 for (const el of document.querySelectorAll("select[data-autosubmit]")) {
   el.addEventListener("change", () => el.form.requestSubmit());
 }

@@ -1,12 +1,14 @@
 // Three-step confirmation for high-risk buttons: impact → retype the identifier → execute.
 // A 403 reauth_required asks for the password (POST /api/auth/reauth) and retries.
 import { api } from "./app.js";
+import { keyValues } from "./proposal_card.js";
 
 // Translated labels come from the page (templates/hal/fleet/_confirm_strings.html).
 const STRINGS = {
   reauth: "Re-enter your password to continue",
   reason: "Reason",
   retype: "Type {target} to confirm",
+  retypeCase: "Case-sensitive: type it exactly as shown.",
   ok: "OK",
   cancel: "Cancel",
   close: "Close",
@@ -99,10 +101,16 @@ async function confirmAndExecute(action, params, label, withReason = false) {
     // Step 1: the impact; step 2: retype the identifier exactly.
     const form = el("form");
     form.append(el("h2", {}, conf.impact.summary));
-    form.append(el("pre", { class: "impact" }, JSON.stringify(conf.impact.details, null, 2)));
+    // The details as the proposal cards show them: labelled fields, coded values as labels.
+    form.append(keyValues(conf.impact.details || {}, "impact"));
     const lab = el("label", {}, STRINGS.retype.replace("{target}", () => conf.target_identifier));
-    const input = el("input", { autocomplete: "off", spellcheck: "false" });
-    lab.append(input);
+    // No capitals, corrections or completions from a phone keyboard: the comparison is exact
+    // and case-sensitive (spaces around the identifier are ignored), as the hint says.
+    const input = el("input", {
+      type: "text", class: "hr-retype", autocapitalize: "none", autocomplete: "off",
+      autocorrect: "off", spellcheck: "false", "aria-describedby": "hr-retype-hint",
+    });
+    lab.append(input, el("span", { class: "hint retype-hint", id: "hr-retype-hint" }, STRINGS.retypeCase));
     const error = el("p", { class: "error" });
     const go = el("button", { type: "submit", class: "danger" }, label);
     const cancel = el("button", { type: "button" }, STRINGS.cancel);

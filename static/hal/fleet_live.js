@@ -2,7 +2,7 @@
 const scheme = location.protocol === "https:" ? "wss" : "ws";
 // "just now" in the operator's language, from the servers table (templates/hal/fleet/servers.html).
 const JUST_NOW = document.getElementById("servers-table")?.dataset.justNow || "just now";
-// Status words in the operator's language (hal/views/labels.py, rendered by the base page).
+// Status words in the operator's language (hal/i18n/labels.py, rendered by the base page).
 const LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const label = (status) => LABELS[status] ?? status;
 const pct = (v) => (v === undefined || v === null ? "—" : `${Math.round(v)}%`);

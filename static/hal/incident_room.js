@@ -23,7 +23,8 @@ function details(summary, content, preClass) {
 function textBlock(message, entry) {
   if (!message.text) return null;
   if (entry.seed) return details(labels.seed || "Seed", message.text, "seed");
-  const p = el("p");
+  // A model's words stay as written (HAL's own lines come in the reader's language).
+  const p = el("p", message.author_kind === "hal" ? {} : { translate: "no" });
   message.text.split("\n").forEach((line, i) => {
     if (i) p.append(el("br"));
     p.append(line);
@@ -49,18 +50,22 @@ function callBlock(entry) {
 
 function summaryBlock(entry) {
   const summary = entry.summary;
-  if (!summary) return null;
+  const claims = summary?.checked || [];
+  // Findings without claims, cause or next steps: no empty "Summary" heading.
+  if (!summary || (!claims.length && !summary.likely_cause && !(entry.proposals || []).length)) return null;
   const list = el("ul");
-  for (const claim of summary.checked || []) {
-    const li = el("li", {}, `${claim.claim} `);
+  for (const claim of claims) {
+    const li = el("li", {}, el("span", { translate: "no" }, claim.claim), " ");
     const refs = claim.refs || [];
     for (const ref of refs) li.append(el("a", { href: `#${ref.anchor}` }, `[${ref.id}]`), " ");
     if (!refs.length) li.append(el("span", { class: "badge warn" }, labels.unsupported || ""));
     list.append(li);
   }
-  const box = el("div", { class: "summary-box" }, el("h2", {}, labels.summary || "Summary"), list);
+  const box = el("div", { class: "summary-box" }, el("h2", {}, labels.summary || "Summary"));
+  if (claims.length) box.append(list);
   if (summary.likely_cause) {
-    box.append(el("p", {}, el("strong", {}, `${labels.cause || "Likely cause"}:`), ` ${summary.likely_cause}`));
+    const cause = el("span", { translate: "no" }, summary.likely_cause);
+    box.append(el("p", {}, el("strong", {}, `${labels.cause || "Likely cause"}:`), " ", cause));
   }
   if ((entry.proposals || []).length) {
     const p = el("p", {}, `${labels.next || "Next steps"}: `);
@@ -106,7 +111,7 @@ async function refreshTimeline() {
   }
 }
 
-// Status codes as the console shows them, in the operator's language (hal/views/labels.py).
+// Status codes as the console shows them, in the operator's language (hal/i18n/labels.py).
 const STATUS_LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const statusLabel = (code) => STATUS_LABELS[code] ?? code;
 

@@ -1,5 +1,5 @@
 // Live job updates over /ws/ops/: status badges and the log of the job being viewed.
-// Status words in the operator's language (hal/views/labels.py, rendered by the base page).
+// Status words in the operator's language (hal/i18n/labels.py, rendered by the base page).
 const LABELS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 const scheme = location.protocol === "https:" ? "wss" : "ws";
 const log = document.getElementById("job-log");

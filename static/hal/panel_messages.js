@@ -27,6 +27,8 @@ export function renderMessage(m, { prepend = false } = {}) {
     who.className = "ai-who";
     const body = document.createElement("div");
     body.className = "ai-text";
+    // What an operator or a model wrote is content, not UI text (HAL's notices are UI).
+    if (m.author_kind !== "hal") body.setAttribute("translate", "no");
     const tools = document.createElement("div");
     tools.className = "ai-msg-tools";
     const copy = document.createElement("button");

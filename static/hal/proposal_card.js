@@ -7,7 +7,7 @@
 import { api, ApiError } from "./app.js";
 
 export const S = JSON.parse(document.getElementById("proposal-strings")?.textContent || "{}");
-// Status codes as the operator reads them (hal/views/labels.py, rendered once by base.html).
+// Status codes as the operator reads them (hal/i18n/labels.py, rendered once by base.html).
 const STATUS = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 
 const el = (tag, cls, text) => {
@@ -39,11 +39,56 @@ export function originText(p) {
 function show(value) {
   if (value === null || value === undefined) return "—";
   if (typeof value === "string") return value === "" ? "—" : value;
-  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (typeof value === "number") return String(value);
+  if (typeof value === "boolean") return value ? S.yes || "yes" : S.no || "no";
   if (Array.isArray(value) && value.every((v) => typeof v !== "object" || v === null)) {
     return value.length ? value.map(show).join(", ") : "—";
   }
   return JSON.stringify(value, null, 2);
+}
+
+// Fields whose value is a status code (shown as the console's status label).
+const STATUS_FIELDS = new Set(["status", "stored_status", "server_status", "release_status", "last_health_status"]);
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?(Z|[+-]\d{2}:\d{2})?$/;
+
+// A field's name as the operator reads it: its label (the tool's field, translated), the
+// name itself on hover; a name without a label is shown as the identifier it is.
+function fieldName(key) {
+  const label = S.fields?.[key];
+  const dt = el("dt", label ? "" : "kv-raw", label ?? key);
+  dt.title = key;
+  if (!label) dt.setAttribute("translate", "no");
+  return dt;
+}
+
+// A field's value: a coded value (status, job kind, via, type) as its label with the code on
+// hover, a timestamp as date and time, yes/no; anything else — what a model, an operator
+// or the fleet wrote — as it is, marked as content (translate="no").
+function fieldValue(key, value) {
+  const nested = typeof value === "object" && value !== null && show(value).startsWith("{");
+  const dd = el("dd", nested ? "kv-json" : "");
+  if (typeof value === "string" && value) {
+    const coded = STATUS_FIELDS.has(key) ? STATUS[value] : S.values?.[key]?.[value];
+    const time = ISO_TIME.exec(value);
+    if (coded) {
+      dd.textContent = coded;
+      dd.title = value;
+      return dd;
+    }
+    if (time) {
+      const zone = !time[3] || time[3] === "Z" || time[3] === "+00:00" ? "UTC" : time[3];
+      const node = el("time", "", `${time[1]} ${time[2]} ${zone}`);
+      node.dateTime = value;
+      node.title = value;
+      dd.append(node);
+      return dd;
+    }
+  }
+  dd.textContent = show(value);
+  if (typeof value !== "boolean" && value !== null && value !== undefined && value !== "") {
+    dd.setAttribute("translate", "no");
+  }
+  return dd;
 }
 
 // A readable key/value list, with the exact JSON available on demand.
@@ -52,20 +97,46 @@ export function keyValues(data, cls) {
   if (data !== null && typeof data === "object" && !Array.isArray(data)) {
     const dl = el("dl", "kv");
     const keys = Object.keys(data);
-    for (const key of keys) {
-      const value = data[key];
-      const nested = typeof value === "object" && value !== null && show(value).startsWith("{");
-      dl.append(el("dt", "", key), el("dd", nested ? "kv-json" : "", show(value)));
-    }
+    for (const key of keys) dl.append(fieldName(key), fieldValue(key, data[key]));
     if (!keys.length) dl.append(el("dd", "kv-empty", S.no_arguments));
     box.append(dl);
+  } else if (Array.isArray(data) && data.length && data.every((v) => v && typeof v === "object")) {
+    // A list of objects (the jobs a reconcile queued): one list per object.
+    for (const item of data) box.append(keyValues(item, "kv-item").firstChild);
   } else {
-    box.append(el("p", "kv-scalar", show(data)));
+    const p = el("p", "kv-scalar", show(data));
+    if (data !== null && data !== undefined && data !== "") p.setAttribute("translate", "no");
+    box.append(p);
   }
   const raw = el("details", "proposal-json");
   raw.append(el("summary", "", S.show_json), el("pre", "", JSON.stringify(data, null, 2)));
   box.append(raw);
   return box;
+}
+
+// HAL's sentence about a call (its impact summary, in the reader's language) quotes what the
+// model sent — a title, a host name: those quotes are marked as content (translate="no"),
+// the rest is HAL's words.
+function sentence(cls, prefix, text, p) {
+  const line = el("p", cls, prefix);
+  const quoted = [p.target_identifier, ...Object.values(p.arguments || {})]
+    .filter((v) => typeof v === "string" && v.length > 1)
+    .sort((a, b) => b.length - a.length);
+  let rest = text;
+  while (rest) {
+    let at = -1;
+    let found = "";
+    for (const value of quoted) {
+      const i = rest.indexOf(value);
+      if (i >= 0 && (at < 0 || i < at)) [at, found] = [i, value];
+    }
+    if (at < 0) break;
+    line.append(rest.slice(0, at), el("span", "", found));
+    line.lastChild.setAttribute("translate", "no");
+    rest = rest.slice(at + found.length);
+  }
+  line.append(rest);
+  return line;
 }
 
 // Ask for the password in the console's re-auth dialog (templates/chatrooms/panel.html).
@@ -141,7 +212,7 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
   const origin = originText(p);
   if (origin) info.append(el("p", "proposal-origin", origin));
   const summary = p.impact?.summary;
-  if (summary) info.append(el("p", "proposal-impact", `${S.impact}: ${summary}`));
+  if (summary) info.append(sentence("proposal-impact", `${S.impact}: `, summary, p));
   if (p.target_identifier) {
     const target = el("p", "proposal-meta", `${S.target}: `);
     target.append(el("code", "", p.target_identifier));
@@ -172,7 +243,8 @@ export function renderCard(card, p, { onChange = () => {} } = {}) {
     }
   }
   if (p.error) {
-    const err = el("p", "error proposal-failure", `${p.error.code}${p.error.message ? `: ${p.error.message}` : ""}`);
+    // The sentence first, its code after it (a code never prefixes a sentence).
+    const err = el("p", "error proposal-failure", p.error.message ? `${p.error.message} (${p.error.code})` : p.error.code);
     err.dataset.code = p.error.code;
     info.append(err);
   }
@@ -268,6 +340,17 @@ export function applyReviewDelta(card, d) {
   return true;
 }
 
+// The "retype the target" field: a phone keyboard must not capitalise, correct or complete
+// an identifier (the comparison is exact and case-sensitive; spaces around it are ignored).
+let hintIds = 0;
+const RETYPE_ATTRIBUTES = { autocapitalize: "none", autocomplete: "off", autocorrect: "off", spellcheck: "false" };
+export function retypeField(cls) {
+  const field = el("input", cls);
+  field.type = "text";
+  for (const [name, value] of Object.entries(RETYPE_ATTRIBUTES)) field.setAttribute(name, value);
+  return field;
+}
+
 function button(label, cls, onClick) {
   const b = el("button", cls, label);
   b.type = "button";
@@ -321,7 +404,7 @@ function buildActions(card, p, onChange) {
       const conf = data.confirmation || {};
       detail.replaceChildren();
       const summary = conf.impact?.summary;
-      if (summary) detail.append(el("p", "", `${S.impact}: ${summary}`));
+      if (summary) detail.append(sentence("", `${S.impact}: `, summary, p));
       if (conf.impact?.details) detail.append(keyValues(conf.impact.details, "proposal-impact-details"));
       const ask = el("p", "proposal-retype-ask", `${S.retype}: `);
       ask.append(el("code", "proposal-target", conf.target_identifier ?? p.target_identifier ?? ""));
@@ -336,12 +419,13 @@ function buildActions(card, p, onChange) {
   });
   one.append(showImpact, detail);
   const label = el("label", "proposal-retype-label", `${S.step_retype} `);
-  const field = el("input", "proposal-retype");
-  field.autocomplete = "off";
-  field.spellcheck = false;
+  const field = retypeField("proposal-retype");
   field.disabled = true;
   field.setAttribute("aria-label", S.retype);
-  label.append(field);
+  const hint = el("span", "hint retype-hint proposal-retype-hint", S.retype_case);
+  hint.id = `retype-hint-${++hintIds}`; // the same card may be drawn twice (panel and page)
+  field.setAttribute("aria-describedby", hint.id);
+  label.append(field, hint);
   const confirm = button(S.confirm_target, "proposal-target-btn", async () => {
     err.textContent = "";
     try {

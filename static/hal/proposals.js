@@ -42,6 +42,21 @@ function place(p) {
 for (const p of read("proposals-pending-data")) place(p);
 for (const p of read("proposals-recent-data")) place(p);
 showEmpty();
+
+// A link to one proposal (/proposals/#proposal-12, from a notification, the incident room
+// or the login redirect): the cards are drawn after the browser looked for the fragment,
+// so it is brought into view here — fetched first when it is older than the lists.
+async function showLinked() {
+  const id = Number((/^#proposal-(\d+)$/.exec(location.hash) || [])[1]);
+  if (!id) return;
+  if (!cards.has(id)) await fetchProposal(id).then(place, () => {});
+  const card = cards.get(id);
+  if (!card) return;
+  card.classList.add("linked");
+  card.scrollIntoView({ block: "start" });
+}
+await showLinked();
+window.addEventListener("hashchange", showLinked);
 document.body.dataset.proposalsReady = "true";
 
 const scheme = location.protocol === "https:" ? "wss" : "ws";

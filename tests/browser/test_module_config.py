@@ -32,7 +32,7 @@ def test_configure_through_the_dialog_then_restart_with_reauth(live_asgi, page_f
     form.locator("button[type=submit]").click()
     dialog = page.locator("dialog.hr-dialog")
     dialog.locator("h2").wait_for()  # step 1: the impact, with before/after and the sha256
-    assert argv_sha256(ARGV) in dialog.locator("pre.impact").inner_text()
+    assert argv_sha256(ARGV) in dialog.locator(".impact").inner_text()
     assert Module.objects.get(name="portal").restart_command == []  # nothing yet
     dialog.locator("input").first.fill("portal")
     with page.expect_navigation():

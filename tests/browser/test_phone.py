@@ -142,8 +142,24 @@ def test_approve_and_confirm_high_risk_on_a_phone_by_touch(
     retype = high_card.locator(".proposal-retype")
     fits(page, f"#proposal-{high.pk} .proposal-retype")
     shot(page, "07-high-risk-impact")
+    # The phone keyboard neither capitalises nor corrects the identifier; the card says
+    # that case counts; a capital is refused, a trailing space is not (issue 41).
+    for name, value in (
+        ("autocapitalize", "none"),
+        ("autocomplete", "off"),
+        ("autocorrect", "off"),
+        ("spellcheck", "false"),
+    ):
+        assert retype.get_attribute(name) == value, name
+    hint = page.locator("#" + retype.get_attribute("aria-describedby"))
+    expect(hint).to_have_text("Case-sensitive: type it exactly as shown.")
     retype.tap()
-    retype.fill("web1.test")
+    retype.fill("Web1.test")
+    high_card.locator(".proposal-target-btn").tap()
+    expect(high_card.locator(".proposal-error")).to_have_attribute(
+        "data-code", "confirmation_mismatch"
+    )
+    retype.fill("web1.test ")
     high_card.locator(".proposal-target-btn").tap()
     execute = high_card.locator(".proposal-execute")
     expect(execute).to_be_enabled()

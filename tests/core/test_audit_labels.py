@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.utils import translation
 
-from hal.views import labels
+from hal.i18n import labels
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
@@ -51,7 +51,7 @@ def test_the_scan_finds_the_actions():
 
 def test_every_written_action_has_a_label():
     missing = sorted(written_actions() - set(labels.AUDIT_ACTION_LABELS))
-    assert missing == [], f"add these to hal.views.labels.AUDIT_ACTION_LABELS: {missing}"
+    assert missing == [], f"add these to hal.i18n.labels.AUDIT_ACTION_LABELS: {missing}"
 
 
 def test_labels_are_translated_to_korean():

@@ -118,9 +118,12 @@ def test_no_token_at_all_is_incomplete(operator, victim):
         "web-0l",  # l for 1
         "wеb-01",  # Cyrillic е
         "WEB-01",  # case
-        "web-01 ",  # trailing space
+        "Web-01",  # a phone keyboard's capital first letter: identifiers are case-sensitive
+        "web -01",  # a space inside is a different identifier
+        "web-01.",  # a phone keyboard's double-space full stop
         "ｗｅｂ-01",  # full-width
         "",
+        "   ",
     ],
 )
 def test_look_alikes_do_not_pass(reauthed, victim, typed):
@@ -130,6 +133,19 @@ def test_look_alikes_do_not_pass(reauthed, victim, typed):
     assert code_of(response) == "confirmation_mismatch"
     assert Confirmation.objects.get(token=conf["token"]).state == Confirmation.IMPACT_SHOWN
     assert code_of(execute(reauthed, conf["token"])) == "confirmation_incomplete"
+
+
+@pytest.mark.parametrize("typed", ["web-01 ", " web-01", "\tweb-01\n", "web-01\u00a0"])
+def test_spaces_around_the_identifier_are_ignored(reauthed, victim, typed):
+    """A phone keyboard adds a space after a word (issue 41): the identifier is compared
+    exactly, code point for code point, once the whitespace around it is dropped."""
+    conf = start(reauthed, victim)
+    response = retype(reauthed, conf["token"], typed)
+    assert response.status_code == 200, response.content
+    assert Confirmation.objects.get(token=conf["token"]).state == Confirmation.TARGET_CONFIRMED
+    assert execute(reauthed, conf["token"]).status_code == 200
+    victim.refresh_from_db()
+    assert victim.is_active is False
 
 
 def test_too_many_wrong_retypes_cancel_the_confirmation(reauthed, victim):

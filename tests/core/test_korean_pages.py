@@ -190,6 +190,22 @@ def objects(operator):
     module = Module.objects.create(name="payments", description="")
     job = Job.objects.create(kind="restart", module=module, server=server)
     incident = Incident.objects.create(severity="sev2", title="payments", opened_by="ops")
+    # Every kind of timeline entry an operator adds (issue 41: the kinds and paths showed
+    # in English); their words are the operator's ("payments").
+    from hal.actions.incidents import (
+        check_annotate_incident,
+        check_close_incident,
+        check_reopen_incident,
+    )
+    from hal.actions.incidents_escalate import check_escalate_incident
+
+    ops = Actor(user=operator, via="web", reauth_at=time.time())
+    check_annotate_incident(actor=ops, incident_id=incident.pk, text="payments")
+    check_escalate_incident(actor=ops, incident_id=incident.pk, reason="payments")
+    check_close_incident(actor=ops, incident_id=incident.pk, resolution="payments")
+    check_reopen_incident(
+        actor=Actor.for_system("cli", "ops"), incident_id=incident.pk, reason="payments"
+    )
     room = ensure_rooms(operator)[0]
     Message.objects.create(room=room, author_kind="operator", author="ops", text="**hello**")
     _, archive = do_archive_messages(room)

@@ -69,7 +69,7 @@ def test_a_viewer_cannot_escalate(op_actor, viewer_actor):
 def test_the_audit_label_is_translated():
     from django.utils import translation
 
-    from hal.views.labels import audit_action_label
+    from hal.i18n.labels import audit_action_label
 
     assert audit_action_label("incidents.escalate") == "incident escalated"
     with translation.override("ko"):

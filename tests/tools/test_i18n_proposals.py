@@ -52,7 +52,8 @@ def test_the_stored_impact_keeps_english_and_the_msgid(world, ai_actor):
     assert impact["summary"] == "Isolate server web-01 (active)."
     assert impact["summary_i18n"] == {
         "msgid": "Isolate server {hostname} ({status}).",
-        "params": {"hostname": "web-01", "status": "active"},
+        # The status is a text of its own, so a Korean sentence reads "(활성)" (issue 41).
+        "params": {"hostname": "web-01", "status": {"msgid": "active", "params": {}}},
     }
 
 
@@ -60,10 +61,10 @@ def test_the_proposal_card_api_shows_the_korean_impact(world, ai_actor, client_k
     _propose(ai_actor)
     proposal = Proposal.objects.get()
     body = client_ko.get(f"/api/ai/proposals/{proposal.pk}").json()["proposal"]
-    assert body["impact"]["summary"] == "web-01 서버를 격리합니다(active)."
+    assert body["impact"]["summary"] == "web-01 서버를 격리합니다(활성)."
     assert "summary_i18n" not in body["impact"]
     listed = client_ko.get("/api/ai/proposals?status=pending").json()
-    assert "web-01 서버를 격리합니다(active)." in json.dumps(listed, ensure_ascii=False)
+    assert "web-01 서버를 격리합니다(활성)." in json.dumps(listed, ensure_ascii=False)
 
 
 def test_an_english_operator_sees_the_english_impact(world, ai_actor, client_op):
@@ -81,7 +82,7 @@ def test_the_proposals_page_renders_the_korean_impact(world, ai_actor, client_ko
     # The cards are drawn from the page's JSON (proposal_card.js), localized like the API.
     data = re.search(r'<script id="proposals-pending-data"[^>]*>(.*?)</script>', html, re.S)
     cards = json.loads(data.group(1))
-    assert cards[0]["impact"]["summary"] == "web-01 서버를 격리합니다(active)."
+    assert cards[0]["impact"]["summary"] == "web-01 서버를 격리합니다(활성)."
     assert "summary_i18n" not in cards[0]["impact"]
     assert "Isolate server web-01" not in html
 
@@ -105,7 +106,7 @@ def test_the_confirmation_impact_follows_the_operator_language(world, client_ko,
     )
     assert response.status_code == 201, response.content
     body = response.json()
-    assert "web-01 서버를 격리합니다(active)." in json.dumps(body, ensure_ascii=False)
+    assert "web-01 서버를 격리합니다(활성)." in json.dumps(body, ensure_ascii=False)
     assert "summary_i18n" not in json.dumps(body)
     from hal.models import Confirmation
 

@@ -120,13 +120,26 @@ def test_high_risk_full_flow(world, ai_actor, reauthed):
 def test_wrong_retyped_target_is_refused(world, ai_actor, reauthed):
     p = isolate(ai_actor)
     post(reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "impact"})
-    for typed in ("WEB-01", "web-01 ", "wеb-01"):
+    for typed in ("WEB-01", "Web-01", "wеb-01"):
         response = post(
             reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "target", "target": typed}
         )
         assert code(response) == "confirmation_mismatch"
     assert code(post(reauthed, f"/api/ai/proposals/{p.pk}/approve")) == "confirmation_incomplete"
     assert Server.objects.get(hostname="web-01").status == "active"
+
+
+def test_a_retyped_target_with_a_trailing_space_passes_for_a_proposal(world, ai_actor, reauthed):
+    """The proposal's retype step is the same comparison as a human click's (issue 41):
+    a phone keyboard's trailing space is ignored, nothing else is."""
+    p = isolate(ai_actor)
+    post(reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "impact"})
+    response = post(
+        reauthed, f"/api/ai/proposals/{p.pk}/confirm", {"step": "target", "target": "web-01 "}
+    )
+    assert response.status_code == 200, response.content
+    assert post(reauthed, f"/api/ai/proposals/{p.pk}/approve").status_code == 200
+    assert Server.objects.get(hostname="web-01").status == "isolated"
 
 
 def test_high_risk_asks_for_reauth_first(world, ai_actor, client_op):

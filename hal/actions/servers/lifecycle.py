@@ -25,6 +25,7 @@ from hal.actions.servers.records import (
     server_snapshot,
 )
 from hal.errors import Conflict, InvalidInput
+from hal.i18n.labels import status_text
 from hal.live.events import OPS_GROUP, publish
 from hal.models import (
     AgentToken,
@@ -175,24 +176,32 @@ def _server_impact(actor: Actor, params: dict[str, Any], verb: str, code: str) -
         d.module.name
         for d in ModuleDeployment.objects.filter(server=server).select_related("module")
     )
+    effect = (
+        gettext_noop(
+            "Queued jobs are cancelled; running jobs are asked to stop; the agent gets no new jobs."
+        )
+        if code == "servers.isolate"
+        else gettext_noop(
+            "The server is removed from the fleet (soft delete: history is kept); its agent "
+            "tokens are revoked and its queued jobs cancelled."
+        )
+    )
     return Impact(
         subject_type="server",
         subject_id=str(server.pk),
         target_identifier=server.hostname,
-        summary=i18n.text(verb, hostname=server.hostname, status=server.effective_status()),
+        # The status as a text of its own: "(active)" reads "(활성)" in a Korean sentence.
+        summary=i18n.text(
+            verb, hostname=server.hostname, status=status_text(server.effective_status())
+        ),
         details={
             "action": code,
             "server": server.hostname,
             "status": server.effective_status(),
             "modules": modules,
             "open_jobs": [{"id": j.pk, "kind": j.kind, "status": j.status} for j in jobs],
-            "effect": (
-                "Queued jobs are cancelled; running jobs are asked to stop; the agent gets "
-                "no new jobs."
-                if code == "servers.isolate"
-                else "The server is removed from the fleet (soft delete: history is kept); "
-                "its agent tokens are revoked and its queued jobs cancelled."
-            ),
+            "effect": effect,
+            "effect_i18n": i18n.text(effect),
         },
     )
 

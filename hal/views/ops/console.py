@@ -52,6 +52,11 @@ def settings_page(request: HttpRequest) -> HttpResponse:
                 raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
             error = exc
+            if op == "target" and exc.code == "confirmation_mismatch":
+                # A miss keeps the retype step (the confirmation counts it; five cancel it):
+                # on a phone, starting over from the table is a long way back.
+                conf = confirm.get_confirmation(actor, request.POST.get("token"))
+                step = {"stage": "target", "confirmation": conf}
     try:
         rows = queries_ops.list_settings(actor)
     except HalError as exc:

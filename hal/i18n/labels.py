@@ -6,49 +6,54 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
-STATUS_LABELS: dict[str, Any] = {
-    "active": _("active"),
-    "budget_exceeded": _("budget exceeded"),
-    "approved": _("approved"),
-    "cancelled": _("cancelled"),
-    "closed": _("closed"),
-    "complete": _("complete"),
-    "consumed": _("consumed"),
-    "deleted": _("deleted"),
-    "disabled": _("disabled"),
-    "done": _("done"),
-    "draft": _("draft"),
-    "error": _("error"),
-    "executed": _("executed"),
-    "executing": _("executing"),
-    "expired": _("expired"),
-    "failed": _("failed"),
-    "interrupted": _("interrupted"),
-    "isolated": _("isolated"),
-    "maintenance": _("maintenance"),
-    "offline": _("offline"),
-    "ok": _("ok"),
-    "open": _("open"),
-    "paused": _("paused"),
-    "pending": _("pending"),
-    "queued": _("queued"),
-    "reauth_required": _("re-authorization required"),
-    "refused": _("refused"),
-    "rejected": _("rejected"),
-    "running": _("running"),
-    "stale": _("stale"),
-    "unreachable": _("unreachable"),
-    "stopped": _("stopped"),
-    "streaming": _("streaming"),
-    "succeeded": _("succeeded"),
-    "unavailable": _("unavailable"),
-    "waiting_approval": _("waiting for approval"),
-    "healthy": _("healthy"),
-    "unhealthy": _("unhealthy"),
-    "impact_shown": _("impact shown"),
-    "target_confirmed": _("target confirmed"),
+from hal import i18n
+
+# Status codes → msgids (stored inside a hal.i18n.text(): "Isolate server x (active).").
+STATUS_NAMES: dict[str, str] = {
+    "active": gettext_noop("active"),
+    "budget_exceeded": gettext_noop("budget exceeded"),
+    "approved": gettext_noop("approved"),
+    "cancelled": gettext_noop("cancelled"),
+    "closed": gettext_noop("closed"),
+    "complete": gettext_noop("complete"),
+    "consumed": gettext_noop("consumed"),
+    "deleted": gettext_noop("deleted"),
+    "disabled": gettext_noop("disabled"),
+    "done": gettext_noop("done"),
+    "draft": gettext_noop("draft"),
+    "error": gettext_noop("error"),
+    "executed": gettext_noop("executed"),
+    "executing": gettext_noop("executing"),
+    "expired": gettext_noop("expired"),
+    "failed": gettext_noop("failed"),
+    "interrupted": gettext_noop("interrupted"),
+    "isolated": gettext_noop("isolated"),
+    "maintenance": gettext_noop("maintenance"),
+    "offline": gettext_noop("offline"),
+    "ok": gettext_noop("ok"),
+    "open": gettext_noop("open"),
+    "paused": gettext_noop("paused"),
+    "pending": gettext_noop("pending"),
+    "queued": gettext_noop("queued"),
+    "reauth_required": gettext_noop("re-authorization required"),
+    "refused": gettext_noop("refused"),
+    "rejected": gettext_noop("rejected"),
+    "running": gettext_noop("running"),
+    "stale": gettext_noop("stale"),
+    "unreachable": gettext_noop("unreachable"),
+    "stopped": gettext_noop("stopped"),
+    "streaming": gettext_noop("streaming"),
+    "succeeded": gettext_noop("succeeded"),
+    "unavailable": gettext_noop("unavailable"),
+    "waiting_approval": gettext_noop("waiting for approval"),
+    "healthy": gettext_noop("healthy"),
+    "unhealthy": gettext_noop("unhealthy"),
+    "impact_shown": gettext_noop("impact shown"),
+    "target_confirmed": gettext_noop("target confirmed"),
 }
+STATUS_LABELS: dict[str, Any] = {code: _(name) for code, name in STATUS_NAMES.items()}
 
 PROVIDER_LABELS: dict[str, Any] = {
     "anthropic": "Anthropic",
@@ -63,13 +68,15 @@ AUTH_LABELS: dict[str, Any] = {
 }
 
 
-SETTING_TYPE_LABELS: dict[str, Any] = {
-    "int": _("whole number"),
-    "bool": _("yes / no"),
-    "str": _("text"),
-    "choice": _("choice"),
-    "duration": _("duration (seconds)"),
+# The msgids themselves (stored inside a hal.i18n.text(), e.g. a setting change's impact).
+SETTING_TYPE_NAMES: dict[str, str] = {
+    "int": gettext_noop("whole number"),
+    "bool": gettext_noop("yes / no"),
+    "str": gettext_noop("text"),
+    "choice": gettext_noop("choice"),
+    "duration": gettext_noop("duration (seconds)"),
 }
+SETTING_TYPE_LABELS: dict[str, Any] = {code: _(name) for code, name in SETTING_TYPE_NAMES.items()}
 
 TIER_LABELS: dict[str, Any] = {
     "read": _("read"),
@@ -260,6 +267,21 @@ JOB_KIND_LABELS: dict[str, Any] = {
 }
 
 
+INCIDENT_EVENT_LABELS: dict[str, Any] = {
+    "opened": _("opened"),
+    "note": _("note"),
+    "investigation": _("investigation"),
+    "escalated": _("escalated"),
+    "closed": _("closed"),
+    "reopened": _("reopened"),
+}
+
+
+def incident_event_label(code: Any) -> str:
+    """What an incident timeline entry is, in the operator's language."""
+    return str(INCIDENT_EVENT_LABELS.get(str(code), code))
+
+
 def job_kind_label(code: Any) -> str:
     """What a job does, in the operator's language."""
     return str(JOB_KIND_LABELS.get(str(code), code))
@@ -299,6 +321,13 @@ def provider_label(code: Any) -> str:
 
 def auth_label(code: Any) -> str:
     return str(AUTH_LABELS.get(str(code), code))
+
+
+def status_text(code: Any) -> Any:
+    """A status code as a storable translatable text (its label), or the code itself when
+    it has no label — for a status inside a stored sentence (an impact summary)."""
+    name = STATUS_NAMES.get(str(code))
+    return i18n.text(name) if name is not None else code
 
 
 def status_labels() -> dict[str, str]:
