@@ -269,7 +269,11 @@ def do_record_decision(
             last.pop("pending")
             turn.status = Turn.QUEUED
             turn.reply = None  # the continuation writes a new reply message
-        turn.save(update_fields=["transcript", "status", "reply", "updated_at"])
+            # Handed to this (live) process with the re-queue: the owner written when the
+            # turn was created may be a process that died while the card waited, whose
+            # expired lease would make any sweep interrupt the continuation.
+            turn.owner = OWNER
+        turn.save(update_fields=["transcript", "status", "reply", "owner", "updated_at"])
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
@@ -303,14 +307,57 @@ def do_queue_relays(
     return ids
 
 
+def is_continuation(turn: Turn) -> bool:
+    """A queued turn that continues after an operator's decision (its transcript holds the
+    outcome) and has not called its model yet."""
+    return turn.status == Turn.QUEUED and bool(turn.transcript) and turn.reply_id is None
+
+
+def do_adopt_continuations(dead: list[str], *, owner: str) -> list[int]:
+    """The queued continuations of these dead owners become `owner`'s (each by a
+    conditional UPDATE: of processes adopting at once, one wins); the adopted ids.
+
+    Their model was never called, so running them in a live process calls it exactly once
+    with the decision's outcome — a decision recorded just before its process died is not
+    lost, nor interrupted."""
+    now = timezone.now()
+    adopted: list[int] = []
+    with transaction.atomic():
+        candidates = Turn.objects.filter(
+            status=Turn.QUEUED, owner__in=dead, reply__isnull=True
+        ).only("pk", "owner", "status", "transcript", "reply_id")
+        for turn in candidates:
+            if not is_continuation(turn):
+                continue
+            if Turn.objects.filter(pk=turn.pk, status=Turn.QUEUED, owner=turn.owner).update(
+                owner=owner, updated_at=now
+            ):
+                adopted.append(turn.pk)
+        if adopted:
+            record_audit(
+                Actor.for_system("system", "chat.recover"),
+                "chat.turns.adopted",
+                target_type="turn",
+                target_id=",".join(str(pk) for pk in adopted)[:64],
+                after={"turns": adopted, "owner": owner},
+            )
+    return adopted
+
+
 def do_recover_interrupted(
-    *, stale_seconds: float | None = None, owners: list[str] | None = None
+    *,
+    stale_seconds: float | None = None,
+    owners: list[str] | None = None,
+    spare_continuations: bool = True,
 ) -> list[Message]:
-    """Turns left queued/streaming by a stopped process → interrupted, with a notice each.
+    """Turns left queued/streaming by a stopped process → interrupted, with a notice each;
+    the MCP tokens of their runs are revoked in the same transaction.
 
     `owners`: the turns of these (dead) processes (chatrooms.leases). `stale_seconds`: only
     turns without an owner untouched for that long (queued turns nobody claimed, rows from
-    before leases); turns owned by a live process are never touched this way."""
+    before leases); turns owned by a live process are never touched this way. A queued
+    continuation is spared (a live process adopts it: chatrooms.leases.do_adopt) unless
+    `spare_continuations` is False."""
     actor = Actor.for_system("system", "chat.recover")
     notices: list[Message] = []
     with transaction.atomic():
@@ -321,9 +368,15 @@ def do_recover_interrupted(
             queryset = queryset.filter(
                 owner="", updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
             )
-        turns = list(queryset.select_related("connection"))
-        # Their calls ended with the process: nothing of them is reserved any longer.
+        turns = [
+            t
+            for t in queryset.select_related("connection")
+            if not (spare_continuations and is_continuation(t))
+        ]
+        # Their calls ended with the process: nothing of them is reserved any longer, and
+        # no token of their runs may act for them (a CLI run outliving its process).
         integration.release_reservations([t.pk for t in turns])
+        integration.end_turn_tokens([t.pk for t in turns])
         integration.sweep_reservations()
         for turn in turns:
             if turn.status == Turn.STREAMING and turn.reply_id is not None:
