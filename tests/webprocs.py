@@ -15,8 +15,22 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+BOUND = 900.0  # a generous bound for anything a busy machine does
+
+
+def wait_for(check: Callable[[], Any], what: str, bound: float = BOUND) -> Any:
+    """Poll `check` until it answers something true (returned); fail after `bound`."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Session:

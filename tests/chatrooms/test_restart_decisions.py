@@ -22,9 +22,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,48 +34,11 @@ from tests.chatrooms.conftest import add_connection
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.script import Reply, ScriptedToolCall
-from tests.webprocs import Session, WebProcess
+from tests.webprocs import Session, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LEASE_SECONDS = 3.0  # the web processes' HAL_CHAT_LEASE_TIMEOUT
-BOUND = 900.0  # a generous bound for anything a busy machine does
-
-
-def wait_for(check: Callable[[], Any], what: str, bound: float = BOUND) -> Any:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def web(settings, tmp_path) -> Iterator[Callable[[str], WebProcess]]:
-    """Start web processes on the test database; every one is stopped afterwards."""
-    env = {
-        "HAL_DATA_DIR": str(settings.DATA_DIR),  # the vault key file of this process
-        "HAL_VAULT_KEY_FILE": str(settings.HAL_VAULT_KEY_FILE),
-        "HAL_CHAT_LEASE_TIMEOUT": str(LEASE_SECONDS),
-        "HAL_PROVIDER_MAX_RETRIES": "0",
-    }
-    started: list[WebProcess] = []
-
-    def start(name: str, *, wait: bool = True) -> WebProcess:
-        folder = Path(tmp_path / name)
-        folder.mkdir()
-        process = WebProcess(folder, env)
-        started.append(process)
-        if wait:
-            process.wait_ready()
-        return process
-
-    yield start
-    for process in started:
-        if process.proc.poll() is None:
-            process.stop()
+LEASE_SECONDS = 3.0  # the web processes' HAL_CHAT_LEASE_TIMEOUT (the `web` fixture)
 
 
 def tool_result_of(request: Any, call_id: str) -> str | None:
