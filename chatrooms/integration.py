@@ -469,6 +469,13 @@ def replace_reservation(hold: Any) -> bool:
     return replace(hold)
 
 
+def settle_reservation(turn_id: int, connection: Any, input_tokens: int, output_tokens: int) -> int:
+    """(Inside the reply's closing transaction) the turn's reservation becomes its usage."""
+    from providers.reservations import settle
+
+    return settle(turn_id, connection, input_tokens, output_tokens)
+
+
 def release_reservations(turn_ids: Any) -> int:
     """Delete the reservations of turns that ended without a charge, or were interrupted."""
     from providers.reservations import release

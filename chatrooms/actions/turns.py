@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chatrooms import integration
+from chatrooms import holds, integration
 from chatrooms.actions.notices import do_post_notice, notice_interrupted
 from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.actions.rooms import room_group
@@ -133,9 +133,10 @@ def do_complete_turn(
     rounds: int,
     reply: Message | None = None,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """The reply is done: message complete, turn complete (conditional: a reset or a
-    recovery that got there first wins)."""
+    recovery that got there first wins); `settle`: its reservation becomes its usage."""
     now = timezone.now()
     with transaction.atomic():
         done = rows.update(
@@ -152,6 +153,7 @@ def do_complete_turn(
         )
         if not done:
             return None
+        holds.settle(turn_id, settle)
         if reply is None:
             # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
             reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)  # type: ignore[misc]
@@ -179,6 +181,7 @@ def do_fail_turn(
     message: str,
     status: str = Turn.FAILED,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
     up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
@@ -186,6 +189,7 @@ def do_fail_turn(
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in Turn.RUNNING:
             return None
+        holds.settle(turn_id, settle)
         # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
         reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
         if reply is not None:
@@ -216,12 +220,14 @@ def do_wait_for_approval(
     usage: dict[str, int],
     rounds: int,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status != Turn.STREAMING:
             return None
+        holds.settle(turn_id, settle)
         # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
         reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
         reply.text = text
@@ -283,7 +289,6 @@ def do_queue_relays(
     """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply;
     each reserves its call's estimate (chatrooms/holds.py): a model whose budget has too
     little left is not asked, and its name goes to `over_budget`."""
-    from chatrooms import holds
     from hal.errors import Conflict
 
     ids = []
@@ -448,12 +453,14 @@ def do_finish_stopped(
     usage: dict[str, int],
     rounds: int,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A stopped turn: its reply keeps the partial text, complete and marked stopped."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in (*Turn.RUNNING, Turn.WAITING_APPROVAL):
             return None
+        holds.settle(turn_id, settle)
         turn.status = Turn.STOPPED
         turn.usage = usage
         turn.rounds = rounds

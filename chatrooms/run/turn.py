@@ -300,6 +300,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                 rounds=rounds,
                 reply=prepared.reply,
                 facts=facts_of(prepared),
+                settle=holds.settlement(prepared),
             )
         except Exception:
             log.exception("turn %s failed while saving its reply", turn_id)

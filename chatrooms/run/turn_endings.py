@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from chatrooms import actions, integration
+from chatrooms import actions, holds, integration
 from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.addressing import arelay_mentions
 from chatrooms.facts import estimate_stopped_usage
@@ -87,6 +87,7 @@ class TurnEndings:
             usage=usage,
             rounds=rounds,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())
@@ -124,6 +125,7 @@ class TurnEndings:
             message=reason,
             status=status,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.failed", reply.as_dict())
@@ -153,6 +155,7 @@ class TurnEndings:
             usage=usage,
             rounds=rounds,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())

@@ -24,7 +24,8 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.script import Reply
 from tests.webprocs import BOUND, Session, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Several daphne processes start and stop in each test: bounds for a busy machine.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(1800)]
 
 LEASE_SECONDS = 600.0  # the web processes' lease timeout (the `web` fixture)
 

@@ -36,7 +36,8 @@ from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.script import Reply, ScriptedToolCall
 from tests.webprocs import Session, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Several daphne processes start and stop in each test: bounds for a busy machine.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(1800)]
 
 LEASE_SECONDS = 3.0  # the web processes' HAL_CHAT_LEASE_TIMEOUT (the `web` fixture)
 
