@@ -15,6 +15,7 @@ from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Turn
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared
+from chatrooms.watchdog import Watchdog
 from hal.dbthreads import db
 
 
@@ -59,6 +60,25 @@ async def to_the_end(work: Coroutine[Any, Any, None]) -> None:
 
 class TurnEndings:
     """A mixin of `TurnRunner` (chatrooms/run/turn.py)."""
+
+    if TYPE_CHECKING:
+        watchdog: Watchdog
+
+    async def _end(self, turn_id: int, ending: Coroutine[Any, Any, None]) -> None:
+        """One ending per turn (issue 41): from here the turn's own handler ends it. The
+        watchdog forgets it, and a cancel that arrives meanwhile — the watchdog's sweep
+        that expired it just before, racing the provider's own idle timeout (the same
+        setting) — waits until the ending is saved and sent (`message.failed`, the notice
+        of a proposal that still waits), then is dropped: the turn has ended. A reset's
+        cancel is raised once the ending is done."""
+        self.watchdog.forget([turn_id])
+        try:
+            await to_the_end(ending)
+        except asyncio.CancelledError:
+            if self.watchdog.take_expired(turn_id):
+                uncancel()
+                return
+            raise
 
     if TYPE_CHECKING:  # what it uses of the orchestrator (chatrooms/run/scheduling.py)
 
