@@ -141,10 +141,10 @@ def web(settings, tmp_path, request):
     }
     started: list[WebProcess] = []
 
-    def start(name: str, *, wait: bool = True) -> WebProcess:
+    def start(name: str, *, wait: bool = True, extra: dict[str, str] | None = None) -> WebProcess:
         folder = Path(tmp_path / name)
         folder.mkdir()
-        process = WebProcess(folder, env)
+        process = WebProcess(folder, {**env, **(extra or {})})
         started.append(process)
         if wait:
             process.wait_ready()
