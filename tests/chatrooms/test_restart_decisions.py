@@ -12,16 +12,13 @@ it — "HAL restarted. Retry to ask again." — and the model never heard back.)
 The reply A was streaming when it died is marked interrupted by B's start itself (item 4),
 before any console connects or any message is sent.
 
-Two processes racing to continue the same turn run it once: a continuation queued by a
-process that died before starting it is adopted at the start of two web processes at once,
-and the model is called once.
+Two processes racing to continue the same turn: test_restart_race.py.
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +26,7 @@ import pytest
 from django.utils import timezone
 
 from chatrooms.models import Message, ProcessLease, Turn
-from hal.models import AuditEntry, Incident, Proposal
+from hal.models import Incident, Proposal
 from tests.chatrooms.conftest import add_connection
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
@@ -180,67 +177,3 @@ def test_a_decision_after_a_restart_reaches_its_model_once(web, operator, stop):
         replies = Message.objects.filter(author_kind=Message.MODEL, status=Message.COMPLETE)
         assert replies.filter(connection__name="alpha").count() == 2  # proposal + continuation
         assert replies.filter(connection__name="beta").count() == 2
-
-
-def test_two_processes_racing_to_continue_a_turn_continue_it_once(
-    web, operator, monkeypatch, settings
-):
-    """A continuation whose deciding process died before it started is adopted by the two
-    web processes starting at once: one of them runs it, the model is called once."""
-    from asgiref.sync import async_to_sync
-
-    from chatrooms.orchestrator import get_orchestrator
-    from hal.actions.base import Actor
-    from hal.actions.proposals import check_approve_proposal
-
-    with FakeAnthropic() as api:
-        add_connection(operator, "alpha", api)
-        api.replies.push(
-            Reply(
-                text="Proposing.",
-                tool_calls=[
-                    ScriptedToolCall(
-                        "open_incident", {"severity": "sev3", "title": "Disk"}, id="toolu_race"
-                    )
-                ],
-            )
-        )
-        first = web("a")
-        ops = Session(first.url, operator)
-        room = ops.call("GET", "/api/ai/rooms")[1]["rooms"][0]["id"]
-        assert ops.call("POST", f"/api/ai/rooms/{room}/messages", {"text": "@alpha go"})[0] == 202
-        turn = wait_for(
-            lambda: Turn.objects.filter(status=Turn.WAITING_APPROVAL).first(), "a waiting turn"
-        )
-        first.signal(signal.SIGKILL)
-
-        # The decision is recorded by a process that dies before it starts the turn: here,
-        # this process under a dead owner's id, its start of the turn never made.
-        dead = "dead-decider:1:aa"
-        beat = timezone.now() - timedelta(seconds=LEASE_SECONDS + 5)
-        ProcessLease.objects.create(owner=dead, started_at=beat, heartbeat_at=beat)
-        monkeypatch.setattr("chatrooms.actions.turns.OWNER", dead)
-        orchestrator = get_orchestrator()
-        monkeypatch.setattr(orchestrator, "spawn", lambda coro, **kw: coro.close())
-        check_approve_proposal(
-            actor=Actor(user=operator, via="api", reauth_at=time.time()),
-            proposal_id=Proposal.objects.get().pk,
-        )
-        queued = Turn.objects.get(pk=turn.pk)
-        assert (queued.status, queued.owner) == (Turn.QUEUED, dead)
-        async_to_sync(orchestrator.wait_idle)()
-
-        racers = [web("b", wait=False), web("c", wait=False)]
-        for racer in racers:
-            racer.wait_ready()
-        ended = wait_for(lambda: settled(turn.pk), "the continuation to end")
-        assert ended.status == Turn.COMPLETE, (ended.status, ended.error_code)
-        assert len(continuations(api.message_requests, "toolu_race")) == 1
-        adopted = AuditEntry.objects.filter(action="chat.turns.adopted")
-        assert adopted.count() == 1 and ended.owner == adopted.get().after["owner"]
-        assert (
-            Message.objects.filter(
-                author_kind=Message.MODEL, connection__name="alpha", status=Message.COMPLETE
-            ).count()
-            == 2
-        )
