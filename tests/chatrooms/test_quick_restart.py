@@ -19,6 +19,9 @@ import sys
 import pytest
 
 from chatrooms.models import Message, Turn
+from hal.actions.base import Actor
+from hal.actions.mcp_turn_tokens import TurnScope, do_mint_turn_token
+from hal.models import McpToken
 from tests.chatrooms.conftest import add_connection
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.script import Reply
@@ -89,6 +92,12 @@ def test_chat_recover_right_after_a_process_died_marks_its_reply(
 def test_the_next_process_marks_the_reply_at_its_start_without_a_console(web, operator):
     with FakeAnthropic() as api:
         first, story = streaming_story(web, operator, api)
+        # A token of the dying turn (as a CLI run's): the restart revokes it with the turn.
+        turn = Turn.objects.get(reply_id=story.pk)
+        scope = TurnScope(
+            room_id=turn.room_id, turn_id=turn.pk, connection_id=0, message_id=story.pk
+        )
+        token_id, _raw = do_mint_turn_token(Actor(user=operator, via="ai"), scope, ttl_seconds=300)
         first.signal(signal.SIGKILL)
         web("b")  # started; nothing connects to it, nothing is sent
         wait_for(
@@ -97,3 +106,4 @@ def test_the_next_process_marks_the_reply_at_its_start_without_a_console(web, op
         )
         assert Message.objects.get(pk=story.pk).error_code == "interrupted"
         assert Turn.objects.get(reply_id=story.pk).status == Turn.INTERRUPTED
+        assert McpToken.objects.get(pk=token_id).revoked_at is not None
