@@ -27,6 +27,12 @@ def _room_is_theirs(user: Any, room_id: Any) -> bool:
     return Room.objects.filter(pk=room_id, operator=user).exists()
 
 
+def _streaming_turn_ids() -> Any:
+    from chatrooms.models import Turn
+
+    return Turn.objects.filter(status=Turn.STREAMING).values("pk")
+
+
 def _archive_sweep(actor: Any) -> None:
     # Archived conversations past HAL_CHAT_ARCHIVE_DAYS are deleted.
     from chatrooms.archive import sweep_expired_archives
@@ -58,6 +64,10 @@ class ChatroomsConfig(AppConfig):
         from hal.hooks.workers import register_sweep
 
         register_sweep("chatrooms.archives", _archive_sweep)
+        # A CLI turn's MCP token is accepted only while its turn streams.
+        from hal.actions.mcp_turn_tokens import register_running_turns
+
+        register_running_turns(_streaming_turn_ids)
         # The panel state may name one of the operator's rooms (hal checks through this).
         from hal.actions.operators import register_room_owner_check
 

@@ -107,3 +107,22 @@ def reserve_next(prepared: Any, messages: list[Any]) -> None:
     hold.output_tokens += prepared.charge[1]  # not charged until the turn ends
     with transaction.atomic():
         integration.replace_reservation(hold)
+
+
+Settlement = tuple[Any, int, int]  # (connection, input tokens, output tokens)
+
+
+def settlement(prepared: Any) -> Settlement | None:
+    """What a budgeted turn's reservation becomes as its reply ends (`settle`): the tokens
+    its calls used, charged right after (chatrooms/integration.record_usage). None without
+    a budget: the closing transaction then has no statement more."""
+    if not getattr(prepared.connection, "budgeted", False):
+        return None
+    return (prepared.connection, int(prepared.charge[0]), int(prepared.charge[1]))
+
+
+def settle(turn_id: int, settled: Settlement | None) -> None:
+    """(Inside the transaction that ends the reply, before `message.completed` is sent.)"""
+    if settled is not None:
+        connection, input_tokens, output_tokens = settled
+        integration.settle_reservation(turn_id, connection, input_tokens, output_tokens)

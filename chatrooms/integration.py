@@ -248,6 +248,27 @@ def end_turn_access(token_id: int) -> None:
     do_end_turn_token(token_id)
 
 
+def process_start(pid: int) -> int | None:
+    """The start time of process `pid` on this host (clock ticks after boot), or None."""
+    from providers.local_cli.runs import process_start as start
+
+    return start(pid)
+
+
+def process_alive(pid: int, start: int) -> bool:
+    """Whether `pid` still names the process that started at `start` (not a zombie)."""
+    from providers.local_cli.runs import alive
+
+    return alive(pid, start)
+
+
+def end_turn_tokens(turn_ids: list[int]) -> int:
+    """Revoke every live per-turn MCP token of these turns (they no longer run)."""
+    from hal.actions.mcp_turn_tokens import do_end_turn_tokens
+
+    return do_end_turn_tokens(turn_ids) if turn_ids else 0
+
+
 def proposals_of_turn(turn_id: int, proposal_ids: list[int]) -> list[int]:
     """Of `proposal_ids`, those that are proposals of this turn (a provider that ran tools
     itself names them; only the database says they are this turn's)."""
@@ -446,6 +467,13 @@ def replace_reservation(hold: Any) -> bool:
     from providers.reservations import replace
 
     return replace(hold)
+
+
+def settle_reservation(turn_id: int, connection: Any, input_tokens: int, output_tokens: int) -> int:
+    """(Inside the reply's closing transaction) the turn's reservation becomes its usage."""
+    from providers.reservations import settle
+
+    return settle(turn_id, connection, input_tokens, output_tokens)
 
 
 def release_reservations(turn_ids: Any) -> int:

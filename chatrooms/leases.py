@@ -13,16 +13,21 @@ import contextvars
 import logging
 import os
 import socket
+import threading
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from chatrooms import liveness
 from chatrooms.models import ProcessLease, Turn
 from chatrooms.owner import CONTROL_GROUP, OWNER  # re-exported: leases.OWNER is the public name
 
 log = logging.getLogger("hal.chatrooms")
+
+# Set when this process gave its lease up (it is stopping): it is not renewed again.
+_released = threading.Event()
 
 
 def lease_timeout() -> float:
@@ -35,7 +40,10 @@ def heartbeat_interval() -> float:
 
 
 def do_heartbeat(owner: str = OWNER) -> None:
-    """Renew this process's lease (created on the first beat)."""
+    """Renew this process's lease (created on the first beat). After `do_release` (the
+    process is stopping) it stays released."""
+    if owner == OWNER and _released.is_set():
+        return
     now = timezone.now()
     if not ProcessLease.objects.filter(owner=owner).update(heartbeat_at=now):
         ProcessLease.objects.update_or_create(
@@ -43,10 +51,22 @@ def do_heartbeat(owner: str = OWNER) -> None:
             defaults={
                 "host": socket.gethostname()[:255],
                 "pid": os.getpid(),
+                "pid_space": liveness.pid_space(),
+                "pid_start": liveness.own_start(),
                 "started_at": now,
                 "heartbeat_at": now,
             },
         )
+
+
+def do_release(owner: str = OWNER) -> bool:
+    """A process that stops (SIGTERM) gives its lease up: its turns are any other
+    process's — and the next process's, and `chat_recover`'s — at once, not a lease
+    timeout later. Its lease is not renewed again."""
+    if owner == OWNER:
+        _released.set()
+    expired = timezone.now() - timedelta(seconds=lease_timeout() + 1)
+    return bool(ProcessLease.objects.filter(owner=owner).update(heartbeat_at=expired))
 
 
 def expired_owners(*, exclude: str = OWNER) -> list[str]:
@@ -62,10 +82,20 @@ def expired_owners(*, exclude: str = OWNER) -> list[str]:
     )
     if not running:
         return []
-    leases = dict(
-        ProcessLease.objects.filter(owner__in=running).values_list("owner", "heartbeat_at")
-    )
-    dead = {owner for owner, beat in leases.items() if beat < limit}
+    leases = {
+        owner: (beat, space, pid, start)
+        for owner, beat, space, pid, start in ProcessLease.objects.filter(
+            owner__in=running
+        ).values_list("owner", "heartbeat_at", "pid_space", "pid", "pid_start")
+    }
+    dead = {owner for owner, (beat, _space, _pid, _start) in leases.items() if beat < limit}
+    # A process of this host's process table that is gone is dead now (a SIGKILL or a
+    # crash, then a restart within the lease timeout: chatrooms/liveness.py).
+    dead |= {
+        owner
+        for owner, (_beat, space, pid, start) in leases.items()
+        if owner not in dead and liveness.gone(space, pid, start)
+    }
     unknown = running - leases.keys()
     if unknown:
         # No lease yet: a process that has just claimed its first turns beats right after;
@@ -80,14 +110,29 @@ def expired_owners(*, exclude: str = OWNER) -> list[str]:
 
 
 def do_sweep(*, exclude: str = OWNER) -> list[Any]:
-    """Interrupt the turns of dead owners (notice + retry each); drop their old leases."""
+    """Interrupt the turns of dead owners (notice + retry each, their turn tokens revoked);
+    drop their old leases. A dead owner's queued continuation (a decision recorded, its
+    model not called yet) is not interrupted: a live process adopts it (`do_adopt`)."""
     from chatrooms.actions import do_recover_interrupted
 
     dead = expired_owners(exclude=exclude)
     notices = do_recover_interrupted(owners=dead) if dead else []
     limit = timezone.now() - timedelta(seconds=max(lease_timeout() * 20, 600))
-    ProcessLease.objects.filter(heartbeat_at__lt=limit).exclude(owner=exclude).delete()
+    # A lease whose process still has turns to hand over stays (its owner id must stay
+    # known to be judged dead at once; without a lease only the age rule would apply).
+    held = Turn.objects.filter(status__in=Turn.RUNNING).values("owner")
+    ProcessLease.objects.filter(heartbeat_at__lt=limit).exclude(owner=exclude).exclude(
+        owner__in=held
+    ).delete()
     return notices
+
+
+def do_adopt(*, owner: str = OWNER) -> list[int]:
+    """The queued continuations of dead owners become `owner`'s; their ids, to start."""
+    from chatrooms.actions import do_adopt_continuations
+
+    dead = expired_owners(exclude=owner)
+    return do_adopt_continuations(dead, owner=owner) if dead else []
 
 
 class LeaseKeeper:
@@ -111,6 +156,9 @@ class LeaseKeeper:
         while True:
             try:
                 await db(do_heartbeat)()
+                adopted = await db(do_adopt)()
+                if adopted:
+                    self.orchestrator.start_turns(adopted)
                 await db(do_sweep)()
             except Exception:  # a DB hiccup must not end the heartbeat
                 log.exception("lease heartbeat failed")

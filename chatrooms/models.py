@@ -369,6 +369,11 @@ class ProcessLease(models.Model):
     owner = models.CharField(max_length=64, primary_key=True)
     host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(default=0)
+    # The process table the pid belongs to (boot id and pid namespace) and the process's
+    # start time in it: a process of the same table whose pid no longer names that
+    # process is dead at once, without waiting for its lease to expire (chatrooms.liveness).
+    pid_space = models.CharField(max_length=100, blank=True, default="")
+    pid_start = models.BigIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField(db_index=True)
 

@@ -52,6 +52,12 @@ from hal.web import server_stop  # noqa: E402
 # says what held it (stderr, i.e. the journal). hal/web/server_stop.py.
 server_stop.install()
 
+# The restart itself recovers the chat (a dead process's replies interrupted, its waiting
+# continuations adopted), and a SIGTERM gives this process's lease up: chatrooms/run/recovery.py.
+from chatrooms.run.recovery import recover_at_start  # noqa: E402
+
+recover_at_start()
+
 import gc  # noqa: E402
 
 # What startup made (Django, the apps, their imports: ~300,000 objects) lives as long as

@@ -17,8 +17,10 @@ call: twenty sends at once all passed the check and overshot it twentyfold. Now:
   `budget_exhausted`. The rows
   (`UsageReservation`) are written in the same transaction (`attach`), so a send that
   fails leaves none, and several processes see each other's.
-- **Settle** (`release`): when the call's real usage is charged (chatrooms/integration.py
-  batches), its reservation is deleted in that same transaction. Stop, failure and a
+- **Settle** (`settle`, `release`): the transaction that ends a reply (complete, stopped,
+  failed, waiting for a decision) replaces its reservation by the tokens it used, before
+  `message.completed` is published; when that usage is charged (chatrooms/integration.py
+  batches), the reservation is deleted in that same transaction. Stop, failure and a
   turn that never ran release it the same way.
 - **Leaks**: a process that dies holds its reservations at most
   `HAL_BUDGET_RESERVATION_SECONDS` (900): past `expires_at` they no longer count, and chat
@@ -250,6 +252,21 @@ def replace(hold: Hold) -> bool:
     UsageReservation.objects.filter(turn_id=hold.turn_id).delete()
     attach(kept)
     return bool(kept)
+
+
+def settle(turn_id: int, connection: Any, input_tokens: int, output_tokens: int) -> int:
+    """A call has ended: its turn's reservation holds what it used instead of its estimate
+    (inside the transaction that ends the reply), until the usage batch charges it and
+    deletes the reservation in one transaction. Between the two the finished call counts
+    once, at its real size: a send right after the reply ends is not refused for an
+    estimate the call no longer needs."""
+    price = price_of(connection.pk, connection.model) if connection.model else None
+    return int(
+        UsageReservation.objects.filter(turn_id=turn_id).update(
+            tokens=input_tokens + output_tokens,
+            cost=cost_of(price, input_tokens, output_tokens),
+        )
+    )
 
 
 def release(turn_ids: Iterable[int]) -> int:

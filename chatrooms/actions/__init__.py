@@ -57,6 +57,7 @@ from chatrooms.actions.sending import (
     resolve_targets,
 )
 from chatrooms.actions.turns import (
+    do_adopt_continuations,
     do_complete_turn,
     do_fail_turn,
     do_finish_stopped,
@@ -68,6 +69,7 @@ from chatrooms.actions.turns import (
     do_start_turn,
     do_start_turns,
     do_wait_for_approval,
+    is_continuation,
     still_claimed,
     stop_requested,
 )
@@ -93,6 +95,7 @@ __all__ = [
     "check_retry_turn",
     "check_send_message",
     "clean_context",
+    "do_adopt_continuations",
     "do_attach_web_context",
     "do_complete_turn",
     "do_fail_turn",
@@ -113,6 +116,7 @@ __all__ = [
     "ensure_rooms",
     "get_room",
     "history_queryset",
+    "is_continuation",
     "max_message_chars",
     "notice_inactive_mentioned",
     "notice_interrupted",

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chatrooms import integration
+from chatrooms import holds, integration
 from chatrooms.actions.notices import do_post_notice, notice_interrupted
 from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.actions.rooms import room_group
@@ -133,9 +133,10 @@ def do_complete_turn(
     rounds: int,
     reply: Message | None = None,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """The reply is done: message complete, turn complete (conditional: a reset or a
-    recovery that got there first wins)."""
+    recovery that got there first wins); `settle`: its reservation becomes its usage."""
     now = timezone.now()
     with transaction.atomic():
         done = rows.update(
@@ -152,6 +153,7 @@ def do_complete_turn(
         )
         if not done:
             return None
+        holds.settle(turn_id, settle)
         if reply is None:
             # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
             reply = Message.objects.get(pk=Turn.objects.get(pk=turn_id).reply_id)  # type: ignore[misc]
@@ -179,6 +181,7 @@ def do_fail_turn(
     message: str,
     status: str = Turn.FAILED,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
     up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
@@ -186,6 +189,7 @@ def do_fail_turn(
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in Turn.RUNNING:
             return None
+        holds.settle(turn_id, settle)
         # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
         reply = Message.objects.filter(pk=turn.reply_id).first()  # type: ignore[misc]
         if reply is not None:
@@ -216,12 +220,14 @@ def do_wait_for_approval(
     usage: dict[str, int],
     rounds: int,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A write/high-risk call became a proposal: the reply so far is complete, the turn waits."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status != Turn.STREAMING:
             return None
+        holds.settle(turn_id, settle)
         # reply_id is null only before a turn starts; django-stubs wants a non-null pk here.
         reply = Message.objects.get(pk=turn.reply_id)  # type: ignore[misc]
         reply.text = text
@@ -269,7 +275,11 @@ def do_record_decision(
             last.pop("pending")
             turn.status = Turn.QUEUED
             turn.reply = None  # the continuation writes a new reply message
-        turn.save(update_fields=["transcript", "status", "reply", "updated_at"])
+            # Handed to this (live) process with the re-queue: the owner written when the
+            # turn was created may be a process that died while the card waited, whose
+            # expired lease would make any sweep interrupt the continuation.
+            turn.owner = OWNER
+        turn.save(update_fields=["transcript", "status", "reply", "owner", "updated_at"])
         return turn.pk if turn.status == Turn.QUEUED else None
 
 
@@ -279,7 +289,6 @@ def do_queue_relays(
     """One relay turn (depth 1) per mentioned model, triggered by the mentioning reply;
     each reserves its call's estimate (chatrooms/holds.py): a model whose budget has too
     little left is not asked, and its name goes to `over_budget`."""
-    from chatrooms import holds
     from hal.errors import Conflict
 
     ids = []
@@ -303,14 +312,57 @@ def do_queue_relays(
     return ids
 
 
+def is_continuation(turn: Turn) -> bool:
+    """A queued turn that continues after an operator's decision (its transcript holds the
+    outcome) and has not called its model yet."""
+    return turn.status == Turn.QUEUED and bool(turn.transcript) and turn.reply_id is None
+
+
+def do_adopt_continuations(dead: list[str], *, owner: str) -> list[int]:
+    """The queued continuations of these dead owners become `owner`'s (each by a
+    conditional UPDATE: of processes adopting at once, one wins); the adopted ids.
+
+    Their model was never called, so running them in a live process calls it exactly once
+    with the decision's outcome — a decision recorded just before its process died is not
+    lost, nor interrupted."""
+    now = timezone.now()
+    adopted: list[int] = []
+    with transaction.atomic():
+        candidates = Turn.objects.filter(
+            status=Turn.QUEUED, owner__in=dead, reply__isnull=True
+        ).only("pk", "owner", "status", "transcript", "reply_id")
+        for turn in candidates:
+            if not is_continuation(turn):
+                continue
+            if Turn.objects.filter(pk=turn.pk, status=Turn.QUEUED, owner=turn.owner).update(
+                owner=owner, updated_at=now
+            ):
+                adopted.append(turn.pk)
+        if adopted:
+            record_audit(
+                Actor.for_system("system", "chat.recover"),
+                "chat.turns.adopted",
+                target_type="turn",
+                target_id=",".join(str(pk) for pk in adopted)[:64],
+                after={"turns": adopted, "owner": owner},
+            )
+    return adopted
+
+
 def do_recover_interrupted(
-    *, stale_seconds: float | None = None, owners: list[str] | None = None
+    *,
+    stale_seconds: float | None = None,
+    owners: list[str] | None = None,
+    spare_continuations: bool = True,
 ) -> list[Message]:
-    """Turns left queued/streaming by a stopped process → interrupted, with a notice each.
+    """Turns left queued/streaming by a stopped process → interrupted, with a notice each;
+    the MCP tokens of their runs are revoked in the same transaction.
 
     `owners`: the turns of these (dead) processes (chatrooms.leases). `stale_seconds`: only
     turns without an owner untouched for that long (queued turns nobody claimed, rows from
-    before leases); turns owned by a live process are never touched this way."""
+    before leases); turns owned by a live process are never touched this way. A queued
+    continuation is spared (a live process adopts it: chatrooms.leases.do_adopt) unless
+    `spare_continuations` is False."""
     actor = Actor.for_system("system", "chat.recover")
     notices: list[Message] = []
     with transaction.atomic():
@@ -321,9 +373,15 @@ def do_recover_interrupted(
             queryset = queryset.filter(
                 owner="", updated_at__lt=timezone.now() - timedelta(seconds=stale_seconds)
             )
-        turns = list(queryset.select_related("connection"))
-        # Their calls ended with the process: nothing of them is reserved any longer.
+        turns = [
+            t
+            for t in queryset.select_related("connection")
+            if not (spare_continuations and is_continuation(t))
+        ]
+        # Their calls ended with the process: nothing of them is reserved any longer, and
+        # no token of their runs may act for them (a CLI run outliving its process).
         integration.release_reservations([t.pk for t in turns])
+        integration.end_turn_tokens([t.pk for t in turns])
         integration.sweep_reservations()
         for turn in turns:
             if turn.status == Turn.STREAMING and turn.reply_id is not None:
@@ -395,12 +453,14 @@ def do_finish_stopped(
     usage: dict[str, int],
     rounds: int,
     facts: dict[str, Any] | None = None,
+    settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A stopped turn: its reply keeps the partial text, complete and marked stopped."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in (*Turn.RUNNING, Turn.WAITING_APPROVAL):
             return None
+        holds.settle(turn_id, settle)
         turn.status = Turn.STOPPED
         turn.usage = usage
         turn.rounds = rounds

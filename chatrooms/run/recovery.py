@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,10 @@ class Recovery:
 
         async def send(self, group: str, event: str, data: dict[str, Any]) -> None: ...
 
+        def start_turns(
+            self, turn_ids: Iterable[int], *, room_id: int | None = None, prefetch: bool = True
+        ) -> None: ...
+
     async def ensure_recovered(self) -> None:
         """At first use in this process: take a lease (chatrooms.leases) and start its
         heartbeat; turns of dead processes, and unowned turns abandoned long ago, become
@@ -33,8 +39,12 @@ class Recovery:
             return
         self.recovered = True
         await db(leases.do_heartbeat)()
+        # A dead process's continuations that never called their model run here.
+        adopted = await db(leases.do_adopt)()
         await db(leases.do_sweep)()
         await db(actions.do_recover_interrupted)(stale_seconds=turn_timeout() + 60)
+        if adopted:
+            self.start_turns(adopted)
 
     async def fail_turns(self, turn_ids: Iterable[int], code: str, reason: str) -> None:
         """Fail turns known only by id (conditional: a turn that ended meanwhile stays as
@@ -57,3 +67,46 @@ class Recovery:
 
     async def _fail_stuck(self, turn_id: int) -> None:
         await self.fail_turns([turn_id], IDLE_CODE, IDLE_REASON)
+
+
+def recover_at_start() -> None:
+    """(hal/asgi.py) The restart itself recovers: once daphne's loop runs, the process
+    takes its lease, adopts dead processes' continuations, sweeps their turns (and the
+    tokens of those turns) — not the first console that connects or the first send. At
+    its shutdown (SIGTERM) it gives its lease up, so its turns are anyone's at once.
+    Nothing to do outside a Twisted server (tests, commands)."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    loop = getattr(reactor, "_asyncioEventloop", None)
+    if reactor is None or loop is None:
+        return
+
+    def start() -> None:
+        from chatrooms.orchestrator import get_orchestrator
+
+        orchestrator = get_orchestrator()
+        loop.call_soon(lambda: orchestrator.spawn(orchestrator.ensure_recovered()))
+
+    try:
+        reactor.callWhenRunning(start)
+        reactor.addSystemEventTrigger("before", "shutdown", release_at_stop)
+    except Exception:  # housekeeping: a server that cannot take it still serves
+        log.exception("could not arrange the chat recovery at start")
+
+
+def release_at_stop(wait: float = 5.0) -> None:
+    """Give this process's lease up as it stops (in a thread: the loop's own thread may
+    not use the ORM), waiting at most `wait` seconds."""
+
+    def release() -> None:
+        from django.db import connection
+
+        try:
+            leases.do_release()
+        except Exception:
+            log.exception("could not give the chat lease up")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=release, name="hal-lease-release", daemon=True)
+    thread.start()
+    thread.join(wait)

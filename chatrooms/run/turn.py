@@ -217,8 +217,11 @@ class TurnRunner(ToolRounds, TurnEndings):
                         current.ran = []  # recorded now, with the round
                         waiting = await self._record_ran(prepared, ran, round_text, transcript)
                         if waiting:
-                            await self._wait_for_approval(
-                                prepared, framer, transcript, usage, rounds
+                            await self._end(
+                                turn_id,
+                                self._wait_for_approval(
+                                    prepared, framer, transcript, usage, rounds
+                                ),
                             )
                             return None
                     if not calls:
@@ -227,7 +230,10 @@ class TurnRunner(ToolRounds, TurnEndings):
                     done = await self._run_tools(prepared, calls, round_text, transcript)
                     self.watchdog.progress(turn_id)
                     if done is None:  # waiting for an operator's decision
-                        await self._wait_for_approval(prepared, framer, transcript, usage, rounds)
+                        await self._end(
+                            turn_id,
+                            self._wait_for_approval(prepared, framer, transcript, usage, rounds),
+                        )
                         return None
                     messages.extend(transcript_messages(transcript[-2:]))
                     if rounds >= max_tool_rounds():
@@ -243,12 +249,12 @@ class TurnRunner(ToolRounds, TurnEndings):
             if turn_id in self.stopping:
                 # An operator's Stop: keep what was said, end the turn quietly.
                 uncancel()
-                await to_the_end(self._stopped(prepared, framer, usage, rounds))
+                await self._end(turn_id, self._stopped(prepared, framer, usage, rounds))
                 return None
             if self.watchdog.take_expired(turn_id):
                 # No progress for the idle timeout: a failure, not a reset.
                 uncancel()
-                await self._fail(prepared, framer, IDLE_CODE, IDLE_REASON)
+                await self._end(turn_id, self._fail(prepared, framer, IDLE_CODE, IDLE_REASON))
                 return None
             await to_the_end(
                 self._fail(
@@ -261,11 +267,11 @@ class TurnRunner(ToolRounds, TurnEndings):
             )
             raise
         except Conflict as exc:  # a tool round's reservation did not fit the budget
-            await self._fail(prepared, framer, exc.code, str(exc.message))
+            await self._end(turn_id, self._fail(prepared, framer, exc.code, str(exc.message)))
             return None
         except ProviderError as exc:
             reason = actions.provider_failure_reason(exc, prepared.connection.provider)
-            await self._fail(prepared, framer, exc.kind, reason)
+            await self._end(turn_id, self._fail(prepared, framer, exc.kind, reason))
             if exc.kind == "unavailable":  # /ops/ai shows it on the connection (off this path)
                 self.spawn(
                     integration.record_chat_failure(prepared.connection.pk, exc.kind, exc.message),
@@ -273,11 +279,15 @@ class TurnRunner(ToolRounds, TurnEndings):
                 )
             return None
         except TimeoutError:
-            await self._fail(prepared, framer, "timeout", ERROR_REASONS["timeout"])
+            await self._end(
+                turn_id, self._fail(prepared, framer, "timeout", ERROR_REASONS["timeout"])
+            )
             return None
         except Exception:
             log.exception("turn %s failed", turn_id)
-            await self._fail(prepared, framer, "internal_error", INTERNAL_REASON)
+            await self._end(
+                turn_id, self._fail(prepared, framer, "internal_error", INTERNAL_REASON)
+            )
             return None
         finally:
             if launching is not None:
@@ -292,6 +302,7 @@ class TurnRunner(ToolRounds, TurnEndings):
             clock["provider"] = provider_seconds
             framer.flush()
         completing = time.perf_counter()
+        self.watchdog.forget([turn_id])  # ending: the turn's own save, nobody else's
         try:
             reply: Message | None = await db(actions.do_complete_turn)(
                 prepared.turn_id,
@@ -300,6 +311,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                 rounds=rounds,
                 reply=prepared.reply,
                 facts=facts_of(prepared),
+                settle=holds.settlement(prepared),
             )
         except Exception:
             log.exception("turn %s failed while saving its reply", turn_id)

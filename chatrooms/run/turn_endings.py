@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from chatrooms import actions, integration
+from chatrooms import actions, holds, integration
 from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.addressing import arelay_mentions
 from chatrooms.facts import estimate_stopped_usage
@@ -15,6 +15,7 @@ from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Turn
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared
+from chatrooms.watchdog import Watchdog
 from hal.db.threads import db
 
 
@@ -60,6 +61,25 @@ async def to_the_end(work: Coroutine[Any, Any, None]) -> None:
 class TurnEndings:
     """A mixin of `TurnRunner` (chatrooms/run/turn.py)."""
 
+    if TYPE_CHECKING:
+        watchdog: Watchdog
+
+    async def _end(self, turn_id: int, ending: Coroutine[Any, Any, None]) -> None:
+        """One ending per turn (issue 41): from here the turn's own handler ends it. The
+        watchdog forgets it, and a cancel that arrives meanwhile — the watchdog's sweep
+        that expired it just before, racing the provider's own idle timeout (the same
+        setting) — waits until the ending is saved and sent (`message.failed`, the notice
+        of a proposal that still waits), then is dropped: the turn has ended. A reset's
+        cancel is raised once the ending is done."""
+        self.watchdog.forget([turn_id])
+        try:
+            await to_the_end(ending)
+        except asyncio.CancelledError:
+            if self.watchdog.take_expired(turn_id):
+                uncancel()
+                return
+            raise
+
     if TYPE_CHECKING:  # what it uses of the orchestrator (chatrooms/run/scheduling.py)
 
         async def send(self, group: str, event: str, data: dict[str, Any]) -> None: ...
@@ -87,6 +107,7 @@ class TurnEndings:
             usage=usage,
             rounds=rounds,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())
@@ -124,6 +145,7 @@ class TurnEndings:
             message=reason,
             status=status,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.failed", reply.as_dict())
@@ -153,6 +175,7 @@ class TurnEndings:
             usage=usage,
             rounds=rounds,
             facts=facts_of(prepared),
+            settle=holds.settlement(prepared),
         )
         if reply is not None:
             framer.close("message.completed", reply.as_dict())

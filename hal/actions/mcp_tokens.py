@@ -150,14 +150,23 @@ def token_dict(row: McpToken) -> dict[str, Any]:
 
 
 def authenticate_mcp_token(raw: str | None) -> McpToken | None:
-    """The live token behind a bearer (its active owner loaded), or None."""
+    """The live token behind a bearer (its active owner loaded), or None. A per-turn token
+    is live only while its turn runs (hal/actions/mcp_turn_tokens.py). One query, on every
+    request: a revoked token, a disabled or deleted owner, a turn that ended are refused
+    at once, on every web process."""
+    from hal.actions.mcp_turn_tokens import running_turns
+
     if not raw or not raw.startswith(PREFIX) or len(raw) > 200:
         return None
     digest = hash_token(raw)
     now = timezone.now()
+    running = running_turns()
+    live = Q(kind=McpToken.PERSONAL) | (
+        Q(kind=McpToken.TURN) if running is None else Q(kind=McpToken.TURN, turn_id__in=running)
+    )
     row = (
         McpToken.objects.select_related("user")
-        .filter(token_hash=digest, revoked_at__isnull=True, expires_at__gt=now)
+        .filter(live, token_hash=digest, revoked_at__isnull=True, expires_at__gt=now)
         .first()
     )
     # The index found the row by its hash; compare again in constant time anyway.

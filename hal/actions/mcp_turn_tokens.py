@@ -3,17 +3,19 @@
 The CLI reaches HAL's tools over `/mcp` (hal/mcp/http.py) with a token scoped to one
 (operator, room, turn, connection): its write and high-risk calls become proposals of that
 turn, exactly as another model's tool calls do. Only the sha256 is stored and the token is
-valid only while the turn runs: the run revokes it however it ends, and its expiry (the
-CLI's total timeout and a margin) bounds it should the process die first. Rows live in the
-database, so any web process behind the load balancer accepts the token.
+valid only while the turn runs: every request checks the row (not revoked, not expired, its
+operator active) and that its turn is streaming, in one query; the run revokes it however
+it ends, the recovery of a dead process's turns revokes theirs, and its expiry (the CLI's
+total timeout and a margin) bounds it whatever happens. Rows live in the database, so any
+web process behind the load balancer accepts the token.
 """
 
 from __future__ import annotations
 
 import secrets
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -27,12 +29,20 @@ from hal.models.fleet import hash_token
 # Past its turn's longest run: a token outlives its run only if the process died.
 MARGIN = timedelta(seconds=60)
 
-# The live tokens this process minted, by hash → (row id, user, scope, expiry): the CLI
-# runs of this process reach its own /mcp, whose requests then need no database trip to
-# authenticate. Never stale: the run's end removes its entry before revoking the row, and
-# an expired entry is ignored; any other process reads the row.
-_MINTED: dict[str, tuple[int, Any, TurnScope, datetime]] = {}
-_MINTED_LOCK = threading.Lock()
+# The turns that run now, as a queryset of their ids (chatrooms registers it): a turn
+# token is accepted only while its turn runs, whatever its row says.
+_running_turns: Callable[[], Any] | None = None
+
+
+def register_running_turns(query: Callable[[], Any]) -> None:
+    """Set the query of running turn ids (chatrooms/apps.py; hal sits below chatrooms)."""
+    global _running_turns
+    _running_turns = query
+
+
+def running_turns() -> Any:
+    """The ids of the turns that run now (a queryset), or None before chatrooms is ready."""
+    return _running_turns() if _running_turns is not None else None
 
 
 @dataclass(frozen=True)
@@ -74,39 +84,26 @@ def do_mint_turn_token(actor: Actor, scope: TurnScope, *, ttl_seconds: float) ->
                 "expires_at": row.expires_at.isoformat(),
             },
         )
-    entry = (row.pk, actor.user, scope, row.expires_at)
-    digest = row.token_hash
-
-    def remember() -> None:
-        with _MINTED_LOCK:
-            _MINTED[digest] = entry
-
-    transaction.on_commit(remember)
     return row.pk, raw
-
-
-def minted_here(raw: str) -> tuple[int, Any, TurnScope] | None:
-    """(row id, user, scope) of a live turn token this process minted, else None (then
-    the database decides: hal/actions/mcp_tokens.authenticate_mcp_token)."""
-    if not raw.startswith(PREFIX) or len(raw) > 200:
-        return None
-    with _MINTED_LOCK:
-        entry = _MINTED.get(hash_token(raw))
-    if entry is None or entry[3] <= timezone.now():
-        return None
-    return entry[0], entry[1], entry[2]
 
 
 def do_end_turn_token(token_id: int) -> bool:
     """Revoke a per-turn token as its run ends (idempotent); whether it was live. Not
     audited on its own: the end of a turn is (its mint row names the token)."""
-    with _MINTED_LOCK:
-        for digest in [d for d, e in _MINTED.items() if e[0] == token_id]:
-            del _MINTED[digest]
     return bool(
         McpToken.objects.filter(pk=token_id, kind=McpToken.TURN, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
+    )
+
+
+def do_end_turn_tokens(turn_ids: list[int]) -> int:
+    """Revoke the live tokens of these turns (their process died: the sweep, `chat_recover`,
+    the next process's start); how many. Inside the caller's transaction."""
+    return int(
+        McpToken.objects.filter(
+            kind=McpToken.TURN, turn_id__in=list(turn_ids), revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
     )
 
 

@@ -113,6 +113,7 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "chat.room.stop": _("room replies stopped"),
     "chat.turn.retry": _("reply retried"),
     "chat.turn.stop": _("reply stopped"),
+    "chat.turns.adopted": _("waiting replies continued after a restart"),
     "chat.turns.interrupted": _("replies interrupted"),
     "chat.web_context": _("web context changed"),
     "confirmation.execute": _("confirmed change executed"),

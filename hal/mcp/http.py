@@ -31,7 +31,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from hal.actions.base import Actor
 from hal.actions.mcp_tokens import authenticate_mcp_token
-from hal.actions.mcp_turn_tokens import minted_here, scope_of
+from hal.actions.mcp_turn_tokens import scope_of
 from hal.live.origin import _headers, _one, _trusted, normalize, own_origin
 from hal.mcp.address import is_loopback_host, is_public_name, remember
 from hal.mcp.server import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
@@ -82,21 +82,6 @@ def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
         if origin is None or not (origin == own or _trusted(origin)):
             return 403, "origin_refused", "Requests from this Origin are refused."
     return None
-
-
-def _actor_minted_here(raw: str, scope: dict[str, Any]) -> Actor | None:
-    """The actor of a turn token this process minted (no database trip), else None."""
-    found = minted_here(raw)
-    if found is None:
-        return None
-    token_id, user, turn = found
-    return Actor(
-        user=user,
-        via="mcp",
-        label=user.username,
-        ip=scope_client_ip(scope),
-        extra={"mcp_token": token_id, TURN_SCOPE: turn},
-    )
 
 
 def _actor_of_token(raw: str, scope: dict[str, Any]) -> Actor | None:
@@ -151,10 +136,9 @@ class McpHttpMount:
         if token is None:
             await _refuse(send, 401, "not_authenticated", "Send an MCP token as a Bearer.")
             return
-        # A CLI turn of this process: known here. Any other token: the database.
-        actor = _actor_minted_here(token, scope) or await database_sync_to_async(_actor_of_token)(
-            token, scope
-        )
+        # Every token, a CLI turn's too, is checked in the database on every request: its
+        # owner may have been disabled, its turn may have ended in another process.
+        actor = await database_sync_to_async(_actor_of_token)(token, scope)
         if actor is None:
             await _refuse(
                 send, 401, "invalid_token", "The MCP token is unknown, expired or revoked."

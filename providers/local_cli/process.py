@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from providers.base import (
@@ -108,6 +108,42 @@ class _Run:
                 hook()
             except Exception:
                 log.exception("claude CLI run clean-up failed")
+
+
+async def close_run(run: _Run, finished: bool, *helpers: asyncio.Task[Any]) -> None:
+    """End a run: a moment to exit by itself after its result, else killed with its group;
+    its helper tasks stopped; its files and record removed (`end`) however this goes."""
+    try:
+        if finished and run.process.returncode is None:
+            # After its result the CLI exits by itself (and tidies up); a moment.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2):
+                    await run.process.wait()
+        await run.kill()
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+    finally:
+        run.end()
+
+
+async def uninterrupted(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even if the caller is cancelled meanwhile; such a cancel is
+    raised once the work is done. A run's clean-up cut short leaves its process, its
+    session files and its run record behind until the next restart."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 # Every run of this process that has not ended: killed at shutdown.

@@ -47,8 +47,10 @@ from providers.local_cli.process import (
     _feed,
     _Run,
     _write_private,
+    close_run,
     die_with_parent,
     track,
+    uninterrupted,
 )
 from providers.local_cli.runs import MARKER, forget, record, runs_dir
 from providers.local_cli.stream import _StreamParser, render_transcript
@@ -464,13 +466,6 @@ class LocalCLIProvider:
                 for event in parser.finish():
                     yield event
             finally:
-                if parser.done and run.process.returncode is None:
-                    # After its result the CLI exits by itself (and tidies up); a moment.
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(2):
-                            await run.process.wait()
-                await run.kill()
-                feeder.cancel()
-                drainer.cancel()
-                await asyncio.gather(feeder, drainer, return_exceptions=True)
-                run.end()
+                # Cancelled meanwhile or not (a reset; HAL's turn watchdog racing this idle
+                # timeout): the run is killed and its files and record go before this ends.
+                await uninterrupted(close_run(run, parser.done, feeder, drainer))

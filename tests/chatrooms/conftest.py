@@ -126,6 +126,37 @@ def models(transactional_db, operator, fakes):
 
 
 @pytest.fixture
+def web(settings, tmp_path, request):
+    """Start daphne web processes on the test database (`web(name)`), with the requesting
+    module's LEASE_SECONDS as their lease timeout; every one is stopped afterwards."""
+    from pathlib import Path
+
+    from tests.webprocs import WebProcess
+
+    env = {
+        "HAL_DATA_DIR": str(settings.DATA_DIR),  # the vault key file of this process
+        "HAL_VAULT_KEY_FILE": str(settings.HAL_VAULT_KEY_FILE),
+        "HAL_CHAT_LEASE_TIMEOUT": str(getattr(request.module, "LEASE_SECONDS", 15.0)),
+        "HAL_PROVIDER_MAX_RETRIES": "0",
+    }
+    started: list[WebProcess] = []
+
+    def start(name: str, *, wait: bool = True, extra: dict[str, str] | None = None) -> WebProcess:
+        folder = Path(tmp_path / name)
+        folder.mkdir()
+        process = WebProcess(folder, {**env, **(extra or {})})
+        started.append(process)
+        if wait:
+            process.wait_ready()
+        return process
+
+    yield start
+    for process in started:
+        if process.proc.poll() is None:
+            process.stop()
+
+
+@pytest.fixture
 async def aclient(operator) -> AsyncClient:
     client = AsyncClient()
     await client.aforce_login(operator)
