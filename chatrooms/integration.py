@@ -167,6 +167,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     proposal: Any = None
+    unknown: bool = False  # HAL has no tool of the name the model asked for
 
 
 def wrap_tool_data(source: str, payload: Any) -> str:
@@ -193,7 +194,9 @@ def run_tool_call(
     if outcome.proposal is not None:
         return ToolOutcome("", proposal=outcome.proposal)
     return ToolOutcome(
-        wrap_tool_data(f"hal.tool:{name}", outcome.as_payload()), is_error=not outcome.ok
+        wrap_tool_data(f"hal.tool:{name}", outcome.as_payload()),
+        is_error=not outcome.ok,
+        unknown=(outcome.error or {}).get("code") == "unknown_tool",
     )
 
 
