@@ -107,8 +107,8 @@ function renderHeader(li, m) {
 // The reply's tool calls as chips (every provider's, the local CLI's included): the tool's
 // name, and whether it answered, failed, was unknown, or became a proposal — whose chip
 // then follows the proposal to its end (executed, rejected, …), live and after a reload.
-const CHIP_STATES = ["ok", "error", "unknown", "pending", "executed", "failed", "rejected", "cancelled", "expired"];
 const PROPOSAL_ENDS = new Set(["executed", "failed", "rejected", "cancelled", "expired"]);
+const CHIP_STATES = ["ok", "error", "unknown", "pending", ...PROPOSAL_ENDS];
 
 function chipState(chip, status) {
   const known = CHIP_STATES.includes(status) ? status : "ok";
@@ -116,7 +116,9 @@ function chipState(chip, status) {
   chip.dataset.status = known;
   chip.title = T[`tool_call_${known}`] || known;
   // ok and error speak through colour and title; the others also say it in words.
-  const word = known === "unknown" ? T.tool_unknown : ["ok", "error"].includes(known) ? "" : T.status_labels?.[known] || known;
+  let word = "";
+  if (known === "unknown") word = T.tool_unknown || known;
+  else if (known !== "ok" && known !== "error") word = T.status_labels?.[known] || known;
   let label = chip.querySelector(".ai-tool-chip-state");
   if (!word) label?.remove();
   else {
