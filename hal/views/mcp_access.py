@@ -60,8 +60,8 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
             return done
     created: dict[str, Any] | None = None
     if request.method == "GET":
-        taken = one_time.take(request, REVEAL)
-        created = {"token": taken[0]} if taken else None
+        token = one_time.take(request, REVEAL)
+        created = {"token": token} if token else None
     rows = [
         {"row": row, "state": mcp_tokens.token_state(row)}
         for row in mcp_tokens.tokens_of(request.user)

@@ -12,8 +12,6 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cryptography.fernet import Fernet, InvalidToken
 from django.http import HttpRequest, HttpResponse
 
@@ -21,15 +19,10 @@ from django.http import HttpRequest, HttpResponse
 COOKIE_SECONDS = 120
 
 
-def hold(
-    request: HttpRequest, response: HttpResponse, slot: str, secret: str, **extra: Any
-) -> None:
+def hold(request: HttpRequest, response: HttpResponse, slot: str, secret: str) -> None:
     """Keep `secret` for the next GET of this page (`response` is the POST's redirect)."""
     key = Fernet.generate_key()
-    request.session[_name(slot)] = {
-        "sealed": Fernet(key).encrypt(secret.encode()).decode(),
-        "extra": extra,
-    }
+    request.session[_name(slot)] = Fernet(key).encrypt(secret.encode()).decode()
     response.set_cookie(
         _name(slot),
         key.decode(),
@@ -41,19 +34,17 @@ def hold(
     )
 
 
-def take(request: HttpRequest, slot: str) -> tuple[str, dict[str, Any]] | None:
-    """The held secret and its extras, once (the session's half is removed whatever is
-    found; `finish` removes the cookie's)."""
-    held = request.session.pop(_name(slot), None)
+def take(request: HttpRequest, slot: str) -> str | None:
+    """The held secret, once (the session's half is removed whatever is found; `finish`
+    removes the cookie's)."""
+    sealed = request.session.pop(_name(slot), None)
     key = request.COOKIES.get(_name(slot))
-    if not isinstance(held, dict) or not key:
+    if not isinstance(sealed, str) or not key:
         return None
     try:
-        secret = Fernet(key.encode()).decrypt(str(held.get("sealed", "")).encode())
+        return Fernet(key.encode()).decrypt(sealed.encode()).decode()
     except (InvalidToken, ValueError, TypeError):
         return None
-    extra = held.get("extra")
-    return secret.decode(), extra if isinstance(extra, dict) else {}
 
 
 def finish(request: HttpRequest, response: HttpResponse, slot: str) -> None:
