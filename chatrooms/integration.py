@@ -74,11 +74,14 @@ def recovery_hint(connection: Any) -> Any:
     return hint(connection)
 
 
-async def record_chat_failure(connection_id: int, kind: str, message: str) -> None:
-    """Leave a chat call's provider failure on the connection (last error and its time)."""
+async def record_chat_failure(
+    connection_id: int, kind: str, message: str, reason: Any = None
+) -> None:
+    """Leave a chat call's provider failure on the connection (last error and its time;
+    `reason`, the room's sentence, for /ops/ai in the operator's language)."""
     from providers.recheck import arecord_chat_failure
 
-    await arecord_chat_failure(connection_id, kind, message)
+    await arecord_chat_failure(connection_id, kind, message, reason)
 
 
 def participant(connection: Any) -> Participant:

@@ -279,7 +279,7 @@ class TurnRunner(ToolRounds, TurnEndings):
             if exc.kind in actions.CONNECTION_FAILURE_KINDS:
                 # /ops/ai shows it on the connection (off this path).
                 self.spawn(
-                    integration.record_chat_failure(prepared.connection.pk, exc.kind, exc.message),
+                    integration.record_chat_failure(connection.pk, exc.kind, exc.message, reason),
                     room_id=prepared.room_id,
                 )
             return None

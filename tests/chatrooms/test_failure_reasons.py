@@ -77,6 +77,12 @@ async def test_a_deny_rule_on_a_hal_tool_says_which_everywhere(
     # On the connection, and in the log.
     last_error = await _last_error(conn.pk)
     assert "cli_tools_denied" in last_error and "mcp__hal__open_incident" in last_error
+    # /ops/ai shows it in the operator's language.
+    await aclient.post("/language/", {"language": "ko", "next": "/"})
+    page = (await aclient.get("/ops/ai")).content.decode()
+    await aclient.post("/language/", {"language": "en", "next": "/"})
+    shown = page.split('data-field="last_error">', 1)[1].split("</span>", 1)[0]
+    assert "mcp__hal__open_incident" in shown and "규칙" in shown, shown
     assert _logged(caplog, "cody", "cli_tools_denied", "mcp__hal__open_incident")
     from hal.models import AuditEntry
 
