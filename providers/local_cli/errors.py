@@ -80,6 +80,12 @@ TOOLS_DENIED_ALL_REASON = gettext_noop(
     "(HAL_LOCAL_CLI_CONFIG_DIR)."
 )
 
+MCP_UNREACHED_REASON = gettext_noop(
+    "The Claude Code CLI on the HAL host could not connect to HAL's MCP server ({status}), "
+    "so its model would have had no tools; nothing was sent to the model. Check that "
+    "HAL_MCP_INTERNAL_URL (or the address HAL serves on) reaches this web process's /mcp."
+)
+
 # The most tools a deny-rule message names (then ", …").
 NAMED_TOOLS = 20
 
@@ -188,3 +194,12 @@ def tools_denied(missing: list[str], offered: int) -> CLIError:
         named = ", ".join(missing[:NAMED_TOOLS]) + (", …" if len(missing) > NAMED_TOOLS else "")
         reason = i18n.text(TOOLS_DENIED_SOME_REASON, tools=named)
     return CLIError("cli_tools_denied", TOOLS_DENIED.format(tools=named), reason=reason)
+
+
+def mcp_unreached(status: str) -> ProviderError:
+    """HAL's MCP server failed to connect (the init event's `mcp_servers` status)."""
+    return ProviderError(
+        "unavailable",
+        MCP_UNREACHED.format(status=status),
+        reason=i18n.text(MCP_UNREACHED_REASON, status=status),
+    )

@@ -18,7 +18,7 @@ from providers.base import (
     Usage,
     parse_tool_arguments,
 )
-from providers.local_cli.errors import MCP_UNREACHED, error_of_result, tools_denied
+from providers.local_cli.errors import error_of_result, mcp_unreached, tools_denied
 from providers.local_cli.mcp import MCP_SERVER_NAME
 
 log = logging.getLogger("hal.providers")
@@ -153,7 +153,7 @@ class _StreamParser:
         if failed and not connected:
             # Without HAL's tools the model would answer blind: fail before its request.
             status = str(failed[0].get("status"))[:40]
-            raise ProviderError("unavailable", MCP_UNREACHED.format(status=status))
+            raise mcp_unreached(status)
         missing = sorted(self.expected_tools - {str(t) for t in tools})
         if connected and missing:
             raise tools_denied(missing, len(self.expected_tools))

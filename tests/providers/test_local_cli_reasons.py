@@ -252,3 +252,21 @@ async def test_a_cli_that_ends_saying_not_logged_in_on_stderr_is_no_credential(f
         )
     )
     assert err.kind == "no_credential" and "claude login" in err.message
+
+
+def test_an_unreachable_hal_mcp_server_says_so_in_the_room():
+    """Not "the provider is unavailable": the CLI could not reach HAL's own /mcp."""
+    parser = _StreamParser(frozenset(hal_tool_names()))
+    failed = {
+        "type": "system",
+        "subtype": "init",
+        "tools": [],
+        "mcp_servers": [{"name": "hal", "status": "failed"}],
+    }
+    with pytest.raises(ProviderError) as caught:
+        parser.feed(line(failed))
+    err = caught.value
+    assert err.kind == "unavailable" and "HAL_MCP_INTERNAL_URL" in err.message
+    english = i18n.english(err.reason)
+    assert "HAL's MCP server" in english and "failed" in english
+    assert i18n.render(err.reason, "ko") != english
