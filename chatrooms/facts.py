@@ -16,11 +16,12 @@ def measure(
     usage: dict[str, int],
     began: float,
     first_token: float | None,
-    tool_calls: list[dict[str, str]] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The facts of a reply finishing now (`began`, `first_token`: perf_counter values;
-    `tool_calls`: the reply's tool calls, {"name", "status": ok|error|pending}, shown as
-    chips under it — every provider's, the local CLI's included)."""
+    `tool_calls`: the reply's tool calls, {"name", "status": ok|error|unknown|pending} and
+    a proposal's `proposal_id`, shown as chips under it — every provider's, the local
+    CLI's included; a proposal's chip later takes the proposal's final status)."""
     now = time.perf_counter()
     counted: dict[str, Any] = {
         "input_tokens": int(usage.get("input_tokens", 0)),

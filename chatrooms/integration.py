@@ -74,11 +74,14 @@ def recovery_hint(connection: Any) -> Any:
     return hint(connection)
 
 
-async def record_chat_failure(connection_id: int, kind: str, message: str) -> None:
-    """Leave a chat call's provider failure on the connection (last error and its time)."""
+async def record_chat_failure(
+    connection_id: int, kind: str, message: str, reason: Any = None
+) -> None:
+    """Leave a chat call's provider failure on the connection (last error and its time;
+    `reason`, the room's sentence, for /ops/ai in the operator's language)."""
     from providers.recheck import arecord_chat_failure
 
-    await arecord_chat_failure(connection_id, kind, message)
+    await arecord_chat_failure(connection_id, kind, message, reason)
 
 
 def participant(connection: Any) -> Participant:
@@ -167,6 +170,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     proposal: Any = None
+    unknown: bool = False  # HAL has no tool of the name the model asked for
 
 
 def wrap_tool_data(source: str, payload: Any) -> str:
@@ -193,7 +197,9 @@ def run_tool_call(
     if outcome.proposal is not None:
         return ToolOutcome("", proposal=outcome.proposal)
     return ToolOutcome(
-        wrap_tool_data(f"hal.tool:{name}", outcome.as_payload()), is_error=not outcome.ok
+        wrap_tool_data(f"hal.tool:{name}", outcome.as_payload()),
+        is_error=not outcome.ok,
+        unknown=(outcome.error or {}).get("code") == "unknown_tool",
     )
 
 

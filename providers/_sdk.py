@@ -67,7 +67,9 @@ def map_sdk_error(exc: BaseException, *secrets: str | None) -> ProviderError:
     """Translate any SDK/transport failure into a ProviderError without leaking secrets."""
     if isinstance(exc, ProviderError):
         if any(secret and secret in exc.message for secret in secrets):
-            return ProviderError(exc.kind, redact(exc.message, *secrets), status=exc.status)
+            return ProviderError(
+                exc.kind, redact(exc.message, *secrets), status=exc.status, reason=exc.reason
+            )
         return exc
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
@@ -171,10 +173,11 @@ class SDKProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            # The vault already audits and fails closed; the caller sees an auth failure.
-            raise ProviderError("auth", "the credential could not be read") from exc
+            # The vault already audits and fails closed. Nothing was presented to the
+            # provider: not a rejected credential (`auth`), a missing one.
+            raise ProviderError("no_credential", "the credential could not be read") from exc
         if not secret:
-            raise ProviderError("auth", "no credential is stored for this connection")
+            raise ProviderError("no_credential", "no credential is stored for this connection")
         return secret
 
     async def aclose(self) -> None:

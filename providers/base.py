@@ -14,9 +14,21 @@ from hal.tools.spec import ToolSpec as ToolSpec  # re-exported: it lives with th
 # exists only for the duration of one provider call and never sits on a long-lived object.
 CredentialGetter = Callable[[], Awaitable[str]]
 
-ErrorKind = Literal["auth", "rate_limited", "timeout", "bad_response", "bad_request", "unavailable"]
+ErrorKind = Literal[
+    "auth", "no_credential", "rate_limited", "timeout", "bad_response", "bad_request", "unavailable"
+]
+# `auth`: the provider rejected the credential HAL presented (HTTP 401/403); `no_credential`:
+# there was none to present (no key or token stored, or not readable; the CLI not logged in).
 ERROR_KINDS: frozenset[str] = frozenset(
-    {"auth", "rate_limited", "timeout", "bad_response", "bad_request", "unavailable"}
+    {
+        "auth",
+        "no_credential",
+        "rate_limited",
+        "timeout",
+        "bad_response",
+        "bad_request",
+        "unavailable",
+    }
 )
 
 # Normalised stop reasons; anything else is passed through as the provider named it.
@@ -26,17 +38,29 @@ STOP_MAX_TOKENS = "max_tokens"
 
 
 class ProviderError(Exception):
-    """A provider call failed; `kind` is one of ERROR_KINDS, never the model's answer."""
+    """A provider call failed; `kind` is one of ERROR_KINDS, never the model's answer.
+
+    `message` is English (logs, audit, `last_error`); `reason`, when the provider knows
+    more than its kind says (the CLI's deny rule, which login it rejected), is the
+    operator's sentence as a `hal.i18n.text()` — the room shows it in their language."""
 
     kinds: frozenset[str] = ERROR_KINDS
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: dict[str, Any] | None = None,
+    ) -> None:
         if kind not in self.kinds:
             raise ValueError(f"unknown provider error kind {kind!r}")
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
         self.status = status
+        self.reason = reason
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -105,6 +129,8 @@ class ToolRan:
     content: str
     is_error: bool = False
     proposal_id: int | None = None
+    # The provider has no tool of that name (the CLI answered "No such tool available").
+    unknown: bool = False
 
 
 @dataclass(frozen=True)

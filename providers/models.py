@@ -96,6 +96,10 @@ class AIConnection(models.Model):
     last_error = models.CharField(max_length=500, blank=True)
     # When last_error happened (a verify, a re-check or a chat call that failed).
     last_error_at = models.DateTimeField(null=True, blank=True)
+    # The operator's sentence for last_error when HAL has one (a chat failure's reason):
+    # {"for": <the last_error it describes>, "text": <hal.i18n.text>}. Shown only while
+    # last_error is still that text, so a writer that changes last_error needs not clear it.
+    last_error_i18n = models.JSONField(null=True, blank=True)
     position = models.PositiveIntegerField(default=0)
     oauth_authorize_url = models.CharField(max_length=500, blank=True)
     oauth_token_url = models.CharField(max_length=500, blank=True)
@@ -125,6 +129,22 @@ class AIConnection(models.Model):
 
     def __str__(self) -> str:
         return f"@{self.name}"
+
+    def last_error_text(self) -> str:
+        """last_error in the active language: its stored sentence while it still describes
+        it, else the text itself (translated when it is one of HAL's fixed msgids)."""
+        from django.utils.translation import gettext
+
+        from hal import i18n
+
+        stored = self.last_error_i18n
+        if (
+            isinstance(stored, dict)
+            and stored.get("for") == self.last_error
+            and i18n.is_text(stored.get("text"))
+        ):
+            return i18n.render(stored["text"])
+        return gettext(self.last_error) if self.last_error else ""
 
     @property
     def scopes(self) -> list[str]:

@@ -13,7 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
+from hal import i18n
 from hal.actions.base import Actor, record_audit
 from providers.models import AIConnection
 
@@ -84,9 +86,17 @@ def run_loop(stop: threading.Event, tick: float = 5.0) -> None:
             log.exception("connection re-check failed")
 
 
-def do_record_chat_failure(connection_id: int, kind: str, message: str) -> AIConnection | None:
-    """A chat call found the provider `kind` (unavailable): keep it as the connection's last
-    error with its time, so /ops/ai shows it (the status is left to verify and re-check)."""
+CHAT_FAILED = gettext_noop("Chat failed ({kind}): {reason}")
+
+
+def do_record_chat_failure(
+    connection_id: int, kind: str, message: str, reason: Any = None
+) -> AIConnection | None:
+    """A chat call failed with provider error `kind` (one a person must fix: the provider
+    unavailable, a credential rejected or missing, a refused request, the CLI's deny rule):
+    keep it as the connection's last error with its time, so /ops/ai shows it (the status
+    is left to verify and re-check). `message` is the provider's English; `reason`, the
+    room's sentence for it (a msgid or hal.i18n.text), is what /ops/ai shows translated."""
     from providers.actions.status import _changed, _locked
 
     with transaction.atomic():
@@ -96,7 +106,14 @@ def do_record_chat_failure(connection_id: int, kind: str, message: str) -> AICon
         conn = _locked(conn)
         conn.last_error = f"Chat failed ({kind}): {message}"[:500]
         conn.last_error_at = timezone.now()
-        conn.save(update_fields=["last_error", "last_error_at", "updated_at"])
+        conn.last_error_i18n = None
+        if reason:
+            said = reason if i18n.is_text(reason) else i18n.text(str(reason))
+            conn.last_error_i18n = {
+                "for": conn.last_error,
+                "text": i18n.text(CHAT_FAILED, kind=kind, reason=said),
+            }
+        conn.save(update_fields=["last_error", "last_error_at", "last_error_i18n", "updated_at"])
         record_audit(
             Actor.for_system("task", label="chat"),
             "connections.chat_failure",
@@ -109,12 +126,16 @@ def do_record_chat_failure(connection_id: int, kind: str, message: str) -> AICon
     return conn
 
 
-async def arecord_chat_failure(connection_id: int, kind: str, message: str) -> Any:
+async def arecord_chat_failure(
+    connection_id: int, kind: str, message: str, reason: Any = None
+) -> Any:
     """do_record_chat_failure for the orchestrator (never raises: bookkeeping only)."""
     from channels.db import database_sync_to_async
 
     try:
-        return await database_sync_to_async(do_record_chat_failure)(connection_id, kind, message)
+        return await database_sync_to_async(do_record_chat_failure)(
+            connection_id, kind, message, reason
+        )
     except Exception:
         log.exception("could not record the chat failure of connection %s", connection_id)
         return None

@@ -261,9 +261,12 @@ def ops_ai(request: HttpRequest) -> HttpResponse:
     elif request.method != "GET":
         return HttpResponse(status=405)
     connections = _listing()
+    conns = list(AIConnection.objects.all())
+    shown = {conn.pk: conn.last_error_text() for conn in conns}
     for c in connections:
         c["chart"] = chart_bars(c["usage"]["last_30_days"])
-    conns = list(AIConnection.objects.all())
+        # last_error in the operator's language (a chat failure's reason, a fixed msgid).
+        c["last_error_text"] = shown.get(c["id"], "")
     response = render(
         request,
         "providers/ops_ai.html",

@@ -19,6 +19,7 @@ from chatrooms.actions.history import (
 )
 from chatrooms.actions.notices import (
     CLI_FAILURE_REASONS,
+    CONNECTION_FAILURE_KINDS,
     FAILURE_REASONS,
     PROVIDER_FAILURE_REASONS,
     do_post_notice,
@@ -81,6 +82,7 @@ from chatrooms.actions.web_context import (
 
 __all__ = [
     "CLI_FAILURE_REASONS",
+    "CONNECTION_FAILURE_KINDS",
     "CONTEXT_KEYS",
     "CONTEXT_SELECTION_MAX",
     "FAILURE_REASONS",

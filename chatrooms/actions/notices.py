@@ -16,6 +16,10 @@ PROVIDER_FAILURE_REASONS = {
     "auth": gettext_noop(
         "The provider refused the credential (re-authorize the connection on /ops/ai)."
     ),
+    "no_credential": gettext_noop(
+        "HAL has no usable API key or OAuth token for this connection: set a key or connect "
+        "with OAuth on /ops/ai."
+    ),
     "rate_limited": gettext_noop(
         "The provider is rate-limiting this connection; try again shortly."
     ),
@@ -25,14 +29,44 @@ PROVIDER_FAILURE_REASONS = {
     "unavailable": gettext_noop("The provider is unavailable right now."),
 }
 
+# A credential the provider rejected (HTTP 401/403), by the connection's auth method: not
+# "re-authorize" for a key, and never "not logged in" (that is `no_credential`).
+AUTH_FAILURE_REASONS = {
+    "api_key": gettext_noop(
+        "The provider rejected this connection's API key (invalid, expired or revoked): set "
+        "a new key on /ops/ai."
+    ),
+    "oauth": gettext_noop(
+        "The provider rejected this connection's OAuth access token (expired or revoked): "
+        "connect it again with OAuth on /ops/ai."
+    ),
+}
+
+# A request the provider refused (another 4xx): its own words say why (an unknown model,
+# a request too large), so they follow HAL's sentence.
+REFUSED_REASON = gettext_noop("The provider refused the request: {detail}")
+
 
 # A local CLI connection has no credential in HAL: its login belongs to the service user.
+# (The CLI's own reasons — which key or login the API rejected, which tools a deny rule
+# removed — come with its errors: providers/local_cli/errors.py.)
 CLI_FAILURE_REASONS = {
-    "auth": gettext_noop(
+    "no_credential": gettext_noop(
         "The Claude Code CLI on the HAL host is not logged in (log the HAL service user in: "
         "run `claude login` as that user)."
     ),
+    "auth": gettext_noop(
+        "The API rejected the login of the Claude Code CLI on the HAL host: log the HAL "
+        "service user in again (run `claude login` as that user)."
+    ),
 }
+
+
+# The failures a person must fix on the connection (or the host), not by asking again:
+# recorded as its `last_error` (providers.recheck.do_record_chat_failure) for /ops/ai.
+CONNECTION_FAILURE_KINDS = frozenset(
+    {"unavailable", "auth", "no_credential", "bad_request", "cli_tools_denied"}
+)
 
 
 FAILURE_REASONS = (
@@ -40,16 +74,39 @@ FAILURE_REASONS = (
     gettext_noop("HAL could not finish this reply."),
     IDLE_REASON,
     *PROVIDER_FAILURE_REASONS.values(),
+    *AUTH_FAILURE_REASONS.values(),
     *CLI_FAILURE_REASONS.values(),
 )
 
 
-def provider_failure_reason(error: Any, provider: str) -> str:
-    """The English reason stored on a reply failed with ProviderError `error`."""
+def provider_failure_reason(error: Any, provider: str, auth_method: str = "") -> Any:
+    """What a reply failed with ProviderError `error` says: the provider's own reason when
+    it gave one (a `hal.i18n.text`), else HAL's sentence for its kind (a msgid, or a text
+    with the provider's words). Stored English; each operator reads their language."""
+    reason = getattr(error, "reason", None)
+    if i18n.is_text(reason):
+        return reason
     if provider == "local_cli" and error.kind in CLI_FAILURE_REASONS:
         return CLI_FAILURE_REASONS[error.kind]
-    reason: str = PROVIDER_FAILURE_REASONS.get(error.kind, error.message)
-    return reason
+    if error.kind == "auth" and auth_method in AUTH_FAILURE_REASONS:
+        return AUTH_FAILURE_REASONS[auth_method]
+    if error.kind == "bad_request" and error.message:
+        return i18n.text(REFUSED_REASON, detail=str(error.message)[:300])
+    return PROVIDER_FAILURE_REASONS.get(error.kind, error.message)
+
+
+def with_failure(reply: Message, code: str, message: Any) -> dict[str, Any]:
+    """Mark `reply` failed with `code` and `message` (English, or a hal.i18n.text whose
+    English is stored and whose msgid and params go to `meta["error_i18n"]`, which
+    Message.as_dict() renders in each reader's language); returns its new meta."""
+    reply.error_code = code[:64]
+    reply.error_message = i18n.english(message)[:500]
+    meta = dict(reply.meta or {})
+    if i18n.is_text(message):
+        meta["error_i18n"] = message
+    else:
+        meta.pop("error_i18n", None)
+    return meta
 
 
 def notice_interrupted(name: str | None) -> dict[str, Any]:

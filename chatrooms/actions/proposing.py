@@ -18,7 +18,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatrooms import integration
-from chatrooms.actions.notices import do_post_notice, notice_proposals_outlive_reply
+from chatrooms.actions.notices import (
+    do_post_notice,
+    notice_proposals_outlive_reply,
+    with_failure,
+)
 from chatrooms.facts import with_facts
 from chatrooms.models import Message, Turn
 from chatrooms.reply_hooks import reply_failed
@@ -26,7 +30,7 @@ from chatrooms.reply_hooks import reply_failed
 
 def _round(
     transcript: list[dict[str, Any]], round_text: str, ran: list[Any], proposals: list[Any]
-) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The run's unrecorded round (its calls, their results and its pending proposals) and
     the chips of the proposals the stream never showed."""
     by_pk = {p.pk: p for p in proposals}
@@ -42,13 +46,13 @@ def _round(
             by_pk.pop(proposal.pk, None)
         else:
             results.append({"tool_call_id": r.id, "content": r.content, "is_error": r.is_error})
-    unseen: list[dict[str, str]] = []
+    unseen: list[dict[str, Any]] = []
     for proposal in by_pk.values():  # made, but its result never reached the stream
         calls.append(
             {"id": proposal.tool_call_id, "name": proposal.tool, "arguments": proposal.arguments}
         )
         pending.append({"tool_call_id": proposal.tool_call_id, "proposal_id": proposal.pk})
-        unseen.append({"name": proposal.tool, "status": "pending"})
+        unseen.append({"name": proposal.tool, "status": "pending", "proposal_id": proposal.pk})
     entry: dict[str, Any] = {"role": "tool_result", "results": results, "pending": pending}
     return [
         *transcript,
@@ -67,7 +71,7 @@ def do_wait_after_ending(
     usage: dict[str, Any],
     rounds: int,
     facts: dict[str, Any],
-    failure: tuple[str, str] | None = None,
+    failure: tuple[str, Any] | None = None,
 ) -> tuple[Message, Message, list[int]] | None:
     """If the turn's run made proposals not yet in its transcript: the reply ends (failed
     with `failure` = (code, reason), else stopped), the turn waits for the proposals;
@@ -107,8 +111,7 @@ def do_wait_after_ending(
             meta["stopped"] = True
         else:
             reply.status = Message.FAILED
-            reply.error_code = failure[0][:64]
-            reply.error_message = failure[1][:500]
+            meta = {**with_failure(reply, *failure), "turn": turn.pk, "proposals": ids}
         reply.meta = with_facts(meta, facts)
         reply.save()
         turn.status = Turn.WAITING_APPROVAL

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chatrooms import holds, integration
-from chatrooms.actions.notices import do_post_notice, notice_interrupted
+from chatrooms.actions.notices import do_post_notice, notice_interrupted, with_failure
 from chatrooms.actions.proposing import do_wait_after_ending
 from chatrooms.actions.rooms import room_group
 from chatrooms.facts import with_facts
@@ -178,13 +178,14 @@ def do_fail_turn(
     text: str | None,
     *,
     code: str,
-    message: str,
+    message: Any,
     status: str = Turn.FAILED,
     facts: dict[str, Any] | None = None,
     settle: holds.Settlement | None = None,
 ) -> Message | None:
     """A provider or internal failure: the reply is marked failed with a code, never dressed
-    up as an answer; the turn can be retried. `text=None` keeps the text saved so far."""
+    up as an answer; the turn can be retried. `text=None` keeps the text saved so far;
+    `message` is English or a hal.i18n.text (chatrooms/actions/notices.py: with_failure)."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status not in Turn.RUNNING:
@@ -196,11 +197,8 @@ def do_fail_turn(
             if text is not None:
                 reply.text = text
             reply.status = Message.FAILED
-            reply.error_code = code[:64]
-            reply.error_message = message[:500]
-            reply.meta = with_facts(
-                {**(reply.meta or {}), "turn": turn.pk, "retry_turn": turn.pk}, facts
-            )
+            meta = with_failure(reply, code, message)
+            reply.meta = with_facts({**meta, "turn": turn.pk, "retry_turn": turn.pk}, facts)
             reply.save()
         turn.status = status
         turn.error_code = code[:64]

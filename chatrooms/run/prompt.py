@@ -64,8 +64,9 @@ class Prepared:
     credential: Any = None  # checked in this trip, for the first call (no trip of its own)
     launched: Any = None  # ends this turn's launch (hal/live/launch.py) once its request is sent
     opened: Any = None  # its first call, opened before the send's writes (run/opening.py)
-    # This reply's tool calls as the room shows them ({"name", "status"}: reply facts).
-    tool_log: list[dict[str, str]] = field(default_factory=list)
+    # This reply's tool calls as the room shows them ({"name", "status"[, "proposal_id"]}:
+    # reply facts).
+    tool_log: list[dict[str, Any]] = field(default_factory=list)
     tool_slots: dict[str, int] = field(default_factory=dict)  # call id → its tool_log entry
     current: RoundState | None = None  # set by the turn's run (chatrooms/run/turn.py)
 

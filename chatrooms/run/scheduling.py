@@ -23,6 +23,7 @@ import anyio._backends._asyncio  # noqa: F401
 from channels.layers import get_channel_layer
 
 from chatrooms import actions, integration, leases
+from chatrooms.actions.chips import do_settle_proposal_chip
 from chatrooms.actions.sending import names_urls
 from chatrooms.models import Message, Turn
 from chatrooms.run import prompt
@@ -418,6 +419,10 @@ class Orchestrator(TurnRunner, Recovery):
         """Called after commit: hand the decision to the waiting turn and continue it."""
         if not integration.proposal_is_final(proposal):
             return
+        try:
+            do_settle_proposal_chip(proposal)  # the reply's chip shows how it ended
+        except Exception:  # bookkeeping: the decision still reaches its turn
+            log.exception("could not settle the chip of proposal %s", proposal.pk)
         outcome = integration.proposal_tool_result(proposal, result)
         turn_id = actions.do_record_decision(
             proposal.pk,

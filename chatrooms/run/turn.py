@@ -196,8 +196,12 @@ class TurnRunner(ToolRounds, TurnEndings):
                             elif isinstance(event, ToolRan):
                                 ran.append(event)
                                 # A call the provider ran itself: its chip as it ends.
-                                status = chip_status(event.is_error, event.proposal_id)
-                                if note_tool(prepared, event.id, event.name, status):
+                                status = chip_status(
+                                    event.is_error, event.proposal_id, event.unknown
+                                )
+                                if note_tool(
+                                    prepared, event.id, event.name, status, event.proposal_id
+                                ):
                                     show_tools(prepared)
                             elif isinstance(event, Usage):
                                 prepared.charge[0] += event.input_tokens
@@ -270,11 +274,18 @@ class TurnRunner(ToolRounds, TurnEndings):
             await self._end(turn_id, self._fail(prepared, framer, exc.code, str(exc.message)))
             return None
         except ProviderError as exc:
-            reason = actions.provider_failure_reason(exc, prepared.connection.provider)
+            connection = prepared.connection
+            log.warning(
+                "turn %s of @%s failed: %s: %s", turn_id, connection.name, exc.kind, exc.message
+            )
+            reason = actions.provider_failure_reason(
+                exc, connection.provider, getattr(connection, "auth_method", "")
+            )
             await self._end(turn_id, self._fail(prepared, framer, exc.kind, reason))
-            if exc.kind == "unavailable":  # /ops/ai shows it on the connection (off this path)
+            if exc.kind in actions.CONNECTION_FAILURE_KINDS:
+                # /ops/ai shows it on the connection (off this path).
                 self.spawn(
-                    integration.record_chat_failure(prepared.connection.pk, exc.kind, exc.message),
+                    integration.record_chat_failure(connection.pk, exc.kind, exc.message, reason),
                     room_id=prepared.room_id,
                 )
             return None

@@ -130,9 +130,10 @@ class TurnEndings:
         prepared: Prepared,
         framer: Framer,
         code: str,
-        reason: str,
+        reason: Any,
         status: str = Turn.FAILED,
     ) -> None:
+        """End the turn failed with `code` and `reason` (English, or a hal.i18n.text)."""
         framer.flush()
         if status == Turn.FAILED and await self._wait_after_ending(
             prepared, framer, failure=(code, reason)
@@ -183,7 +184,7 @@ class TurnEndings:
             framer.close()
 
     async def _wait_after_ending(
-        self, prepared: Prepared, framer: Framer, *, failure: tuple[str, str] | None
+        self, prepared: Prepared, framer: Framer, *, failure: tuple[str, Any] | None
     ) -> bool:
         """A run that made proposals and then failed or was stopped (the local CLI proposes
         while it runs): its turn waits for their decision instead of ending, the reply

@@ -11,23 +11,38 @@ from hal.db.threads import db
 from providers.base import ToolCall, ToolRan
 
 
-def chip_status(is_error: bool, proposal_id: int | None) -> str:
-    return "pending" if proposal_id is not None else "error" if is_error else "ok"
+def chip_status(is_error: bool, proposal_id: int | None, unknown: bool = False) -> str:
+    """A call's chip: `pending` (a proposal), `unknown` (no tool of that name), `error`, `ok`
+    (a proposal's chip takes its final status later: chatrooms/actions/chips.py)."""
+    if proposal_id is not None:
+        return "pending"
+    if unknown:
+        return "unknown"
+    return "error" if is_error else "ok"
 
 
-def note_tool(prepared: Prepared, call_id: str, name: str, status: str) -> bool:
+def note_tool(
+    prepared: Prepared, call_id: str, name: str, status: str, proposal_id: int | None = None
+) -> bool:
     """Put a tool call's chip in the reply's tool log (once per call id; a later status
-    replaces an earlier one); True when it changed."""
+    replaces an earlier one); True when it changed. A proposal's chip names it."""
     slot = prepared.tool_slots.get(call_id) if call_id else None
     if slot is None:
         if call_id:
             prepared.tool_slots[call_id] = len(prepared.tool_log)
-        prepared.tool_log.append({"name": name, "status": status})
+        entry: dict[str, Any] = {"name": name, "status": status}
+        if proposal_id is not None:
+            entry["proposal_id"] = proposal_id
+        prepared.tool_log.append(entry)
         return True
     entry = prepared.tool_log[slot]
-    if entry["status"] == status:
+    if entry["status"] == status and entry.get("proposal_id") == proposal_id:
         return False
     entry["status"] = status
+    if proposal_id is not None:
+        entry["proposal_id"] = proposal_id
+    else:
+        entry.pop("proposal_id", None)
     return True
 
 
@@ -57,6 +72,7 @@ class _Done(NamedTuple):
     proposal_id: int | None
     content: Any
     is_error: bool
+    unknown: bool = False
 
 
 def _record_round(
@@ -83,7 +99,8 @@ def _record_round(
         else:
             results.append({"tool_call_id": d.id, "content": d.content, "is_error": d.is_error})
         # Shown live as each call ended; a provider's own claim of a proposal is settled here.
-        note_tool(prepared, d.id, d.name, chip_status(d.is_error, d.proposal_id))
+        status = chip_status(d.is_error, d.proposal_id, d.unknown)
+        note_tool(prepared, d.id, d.name, status, d.proposal_id)
     entry: dict[str, Any] = {"role": "tool_result", "results": results}
     if pending:
         entry["pending"] = pending
@@ -116,8 +133,12 @@ class ToolRounds:
             )
             # A proposal: hal.actions.proposals publishes proposal.created to the room.
             proposal_id = outcome.proposal.pk if outcome.proposal is not None else None
-            done.append(_Done(call.id, call.name, proposal_id, outcome.content, outcome.is_error))
-            note_tool(prepared, call.id, call.name, chip_status(outcome.is_error, proposal_id))
+            unknown = outcome.unknown
+            done.append(
+                _Done(call.id, call.name, proposal_id, outcome.content, outcome.is_error, unknown)
+            )
+            status = chip_status(outcome.is_error, proposal_id, unknown)
+            note_tool(prepared, call.id, call.name, status, proposal_id)
             show_tools(prepared)
         waits = _record_round(
             prepared, transcript, round_text, [(c.id, c.name, c.arguments) for c in calls], done
@@ -147,6 +168,7 @@ class ToolRounds:
                 r.proposal_id if r.proposal_id in ours else None,
                 r.content,
                 r.is_error,
+                r.unknown,
             )
             for r in ran
         ]

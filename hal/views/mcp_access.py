@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from hal.actions import mcp_tokens
 from hal.errors import HalError, InvalidInput
 from hal.mcp.http import MCP_PATH
+from hal.views import one_time
 from hal.views.ops.request import render_page, request_actor
 from hal.web.api import dispatch, json_body
 
@@ -21,34 +23,50 @@ def _endpoint(request: HttpRequest) -> str:
     return request.build_absolute_uri(MCP_PATH)
 
 
+# The one-time slot of a new token between its POST and the GET that shows it.
+REVEAL = "mcp_reveal"
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def mcp_access_page(request: HttpRequest) -> HttpResponse:
-    """List the operator's MCP tokens; create one (shown once, needs a re-auth) or revoke."""
+    """List the operator's MCP tokens; create one (needs a re-auth) or revoke one.
+
+    POST/redirect/GET: a change answers 303 to this page, so a reload never creates a
+    second token; the new token is shown by that GET, once (hal/views/one_time.py: held
+    encrypted in the session, its key in this browser's one-use cookie)."""
     actor = request_actor(request)
     error: HalError | None = None
-    created: dict[str, Any] | None = None
     if request.method == "POST":
         op = request.POST.get("op")
+        raw = ""
         try:
             if op == "create":
-                row, raw = mcp_tokens.check_create_mcp_token(
+                _row, raw = mcp_tokens.check_create_mcp_token(
                     actor=actor,
                     name=request.POST.get("name", ""),
                     ttl_days=request.POST.get("ttl_days", ""),
                 )
-                created = {"token": raw, "row": row}
             elif op == "revoke":
                 mcp_tokens.check_revoke_mcp_token(actor=actor, token_id=request.POST.get("id"))
             else:
                 raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
-            error = exc
+            error = exc  # nothing changed: the page again, with the error
+        else:
+            done = HttpResponseRedirect(reverse("hal:mcp_access"), status=303)
+            if raw:
+                one_time.hold(request, done, REVEAL, raw)
+            return done
+    created: dict[str, Any] | None = None
+    if request.method == "GET":
+        token = one_time.take(request, REVEAL)
+        created = {"token": token} if token else None
     rows = [
         {"row": row, "state": mcp_tokens.token_state(row)}
         for row in mcp_tokens.tokens_of(request.user)
     ]
-    return render_page(
+    response = render_page(
         request,
         "hal/mcp_access.html",
         {
@@ -61,6 +79,10 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
         },
         error,
     )
+    one_time.finish(request, response, REVEAL)
+    if created:
+        add_never_cache_headers(response)  # the token never sits in a cache or history
+    return response
 
 
 def _api_list(request: HttpRequest) -> dict:

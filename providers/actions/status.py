@@ -121,7 +121,9 @@ def check_set_connection_enabled(*, actor: Actor, connection: Any, enabled: bool
 
 
 def _failure_status(conn: AIConnection, kind: str) -> str:
-    if kind in ("auth", "vault"):
+    # A credential rejected (auth), none to present (no_credential: no key, the CLI not
+    # logged in) or one the vault cannot read: a person must give it one again.
+    if kind in ("auth", "no_credential", "vault"):
         return AIConnection.REAUTH_REQUIRED
     if kind == "unavailable" and conn.provider == AIConnection.LOCAL_CLI:
         return AIConnection.UNAVAILABLE

@@ -127,7 +127,8 @@ def _credential_failure(exc: HalError) -> dict[str, str]:
     if exc.code == vault.VaultError.code:
         # The vault, not the credential: providers/vault_recheck.py retries it on its own.
         return {"kind": "vault", "message": verification.VAULT_UNAVAILABLE_ERROR}
-    return {"kind": "auth", "message": exc.message}
+    # Nothing to present (no key or token stored): not a credential the provider rejected.
+    return {"kind": "no_credential", "message": exc.message}
 
 
 def do_record_verification(

@@ -39,7 +39,7 @@ from providers.local_cli.errors import (
     NOT_FOUND,
     OUTDATED,
     CLIError,
-    _kind_of_text,
+    error_without_result,
 )
 from providers.local_cli.mcp import MCP_SERVER_NAME, default_mcp_command, hal_tool_names
 from providers.local_cli.process import (
@@ -312,7 +312,7 @@ class LocalCLIProvider:
             detail = err.decode(errors="replace").strip()[-200:] or f"exit status {status}"
             raise ProviderError("unavailable", f"claude auth status failed: {detail}")
         if not answer.get("loggedIn"):
-            raise ProviderError("auth", LOGIN_HINT)
+            raise ProviderError("no_credential", LOGIN_HINT)
         if self.probe:
             await self._probe(binary)
         return list(self.models)
@@ -453,16 +453,7 @@ class LocalCLIProvider:
                     await run.kill()
                     await asyncio.wait({drainer}, timeout=1)
                     detail = run.stderr_tail.decode(errors="replace").strip()[-200:]
-                    kind = _kind_of_text(detail) if detail else "bad_response"
-                    if kind == "auth":
-                        detail = f"{detail} ({LOGIN_HINT})"
-                    raise ProviderError(
-                        kind,
-                        "claude CLI ended without a result"
-                        + (
-                            f" ({detail})" if detail else f" (exit status {run.process.returncode})"
-                        ),
-                    )
+                    raise error_without_result(detail, run.process.returncode)
                 for event in parser.finish():
                     yield event
             finally:

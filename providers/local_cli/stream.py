@@ -18,7 +18,7 @@ from providers.base import (
     Usage,
     parse_tool_arguments,
 )
-from providers.local_cli.errors import MCP_UNREACHED, TOOLS_DENIED, error_of_result
+from providers.local_cli.errors import error_of_result, mcp_unreached, tools_denied
 from providers.local_cli.mcp import MCP_SERVER_NAME
 
 log = logging.getLogger("hal.providers")
@@ -97,6 +97,11 @@ class _StreamParser:
         self.tool_blocks: dict[int, dict[str, Any]] = {}
         self.tool_uses: list[tuple[str, dict[str, Any]]] = []
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id → name, args
+        self.answered: set[str] = set()  # tool_use ids whose result the CLI handed back
+        # From the init event: the tools the CLI offers its model (None: not reported) and
+        # where its API key comes from (`apiKeySource`; "none" with an OAuth login).
+        self.offered: frozenset[str] | None = None
+        self.key_source: str | None = None
 
     def feed(self, line: bytes) -> list[StreamEvent]:
         try:
@@ -120,6 +125,9 @@ class _StreamParser:
             return []
         if etype == "user" and not event.get("parent_tool_use_id"):
             return self._tool_results(event)
+        if etype == "assistant" and not event.get("parent_tool_use_id"):
+            self._note_calls(event)
+            return []
         if etype != "stream_event" or event.get("parent_tool_use_id"):
             return []
         inner = event.get("event")
@@ -133,6 +141,10 @@ class _StreamParser:
         `permissions.deny` does, silently)."""
         servers = init.get("mcp_servers")
         tools = init.get("tools")
+        if isinstance(tools, list):
+            self.offered = frozenset(str(t) for t in tools)
+        if isinstance(init.get("apiKeySource"), str):
+            self.key_source = init["apiKeySource"][:80]
         if not self.expected_tools or not isinstance(servers, list) or not isinstance(tools, list):
             return
         hal = [s for s in servers if isinstance(s, dict) and s.get("name") == MCP_SERVER_NAME]
@@ -141,10 +153,10 @@ class _StreamParser:
         if failed and not connected:
             # Without HAL's tools the model would answer blind: fail before its request.
             status = str(failed[0].get("status"))[:40]
-            raise ProviderError("unavailable", MCP_UNREACHED.format(status=status))
+            raise mcp_unreached(status)
         missing = sorted(self.expected_tools - {str(t) for t in tools})
         if connected and missing:
-            raise ProviderError("bad_request", TOOLS_DENIED.format(tools=", ".join(missing[:5])))
+            raise tools_denied(missing, len(self.expected_tools))
 
     def _api_event(self, inner: dict[str, Any]) -> list[StreamEvent]:
         itype = inner.get("type")
@@ -154,11 +166,12 @@ class _StreamParser:
         elif itype == "content_block_start":
             block = inner.get("content_block") or {}
             if block.get("type") == "tool_use":
-                self.tool_blocks[inner.get("index", 0)] = {
-                    "id": str(block.get("id") or ""),
-                    "name": str(block.get("name") or ""),
-                    "json": [],
-                }
+                call_id, name = str(block.get("id") or ""), str(block.get("name") or "")
+                self.tool_blocks[inner.get("index", 0)] = {"id": call_id, "name": name, "json": []}
+                if call_id and call_id not in self.calls:
+                    # Known by name at once: the CLI may answer a tool it does not have
+                    # before this block's stop (it does, for an unknown one).
+                    self.calls[call_id] = (name, {})
             elif block.get("type") == "text" and block.get("text"):
                 return self._text(str(block["text"]))
         elif itype == "content_block_delta":
@@ -174,7 +187,7 @@ class _StreamParser:
             if slot is not None:
                 arguments = parse_tool_arguments("".join(slot["json"]), tool=slot["name"])
                 self.tool_uses.append((slot["name"], arguments))
-                if slot["id"]:
+                if slot["id"] and slot["id"] not in self.answered:
                     self.calls[slot["id"]] = (slot["name"], arguments)
                 log.info("claude CLI calls %s", slot["name"])
         return []
@@ -191,18 +204,44 @@ class _StreamParser:
                 continue
             call_id = str(block.get("tool_use_id") or "")
             name, arguments = self.calls.pop(call_id, ("", {}))
+            self.answered.add(call_id)
             text = _result_text(block.get("content"))
+            is_error = bool(block.get("is_error"))
             out.append(
                 ToolRan(
                     id=call_id,
                     name=_hal_name(name),
                     arguments=arguments,
                     content=text,
-                    is_error=bool(block.get("is_error")),
+                    is_error=is_error,
                     proposal_id=_pending_proposal(text) if name.startswith(HAL_PREFIX) else None,
+                    unknown=is_error and self._unknown(name, text),
                 )
             )
         return out
+
+    def _unknown(self, name: str, text: str) -> bool:
+        """A tool the CLI does not offer its model (not in the init event's list; without
+        that list, its own "No such tool available" answer)."""
+        if self.offered is not None and name:
+            return name not in self.offered
+        return "no such tool available" in text.lower()
+
+    def _note_calls(self, event: dict[str, Any]) -> None:
+        """A complete top-level `assistant` message: its tool calls with their whole input
+        (it comes before the CLI runs them; a block's stop may come after the result)."""
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            call_id = str(block.get("id") or "")
+            arguments = block.get("input")
+            if call_id and call_id not in self.answered:
+                self.calls[call_id] = (
+                    str(block.get("name") or ""),
+                    arguments if isinstance(arguments, dict) else {},
+                )
 
     def _text(self, text: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -216,7 +255,7 @@ class _StreamParser:
     def finish(self) -> list[StreamEvent]:
         result = self.result or {}
         if result.get("is_error") or result.get("subtype") != "success":
-            raise error_of_result(result)
+            raise error_of_result(result, key_source=self.key_source)
         usage = result.get("usage") or {}
         if not isinstance(usage, dict):
             raise ProviderError("bad_response", "claude CLI usage is not an object")

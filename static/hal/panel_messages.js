@@ -107,7 +107,32 @@ function renderHeader(li, m) {
 }
 
 // The reply's tool calls as chips (every provider's, the local CLI's included): the tool's
-// name, and whether it answered, failed or became a proposal.
+// name, and whether it answered, failed, was unknown, or became a proposal — whose chip
+// then follows the proposal to its end (executed, rejected, …), live and after a reload.
+const PROPOSAL_ENDS = new Set(["executed", "failed", "rejected", "cancelled", "expired"]);
+const CHIP_STATES = ["ok", "error", "unknown", "pending", ...PROPOSAL_ENDS];
+
+function chipState(chip, status) {
+  const known = CHIP_STATES.includes(status) ? status : "ok";
+  chip.className = `ai-tool-chip ${known}`;
+  chip.dataset.status = known;
+  chip.title = T[`tool_call_${known}`] || known;
+  // ok and error speak through colour and title; the others also say it in words.
+  let word = "";
+  if (known === "unknown") word = T.tool_unknown || known;
+  else if (known !== "ok" && known !== "error") word = T.status_labels?.[known] || known;
+  let label = chip.querySelector(".ai-tool-chip-state");
+  if (!word) label?.remove();
+  else {
+    if (!label) {
+      label = document.createElement("span");
+      label.className = "ai-tool-chip-state";
+      chip.append(label);
+    }
+    label.textContent = word;
+  }
+}
+
 function renderToolCalls(li, m) {
   const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
   let box = li.querySelector(":scope > .ai-tool-calls");
@@ -123,13 +148,30 @@ function renderToolCalls(li, m) {
   box.replaceChildren(
     ...calls.map((c) => {
       const chip = document.createElement("span");
-      const status = ["ok", "error", "pending"].includes(c.status) ? c.status : "ok";
-      chip.className = `ai-tool-chip ${status}`;
-      chip.textContent = String(c.name || "");
-      chip.title = T[`tool_call_${status}`] || status;
+      const name = document.createElement("span");
+      name.className = "ai-tool-chip-name";
+      name.textContent = String(c.name || "");
+      chip.append(name);
+      let status = c.status;
+      if (c.proposal_id !== undefined && c.proposal_id !== null) {
+        chip.dataset.proposalId = c.proposal_id;
+        // The card may know its end already (its event came before this reply's).
+        const card = state.proposals.get(Number(c.proposal_id))?.dataset.status;
+        if (status === "pending" && PROPOSAL_ENDS.has(card)) status = card;
+      }
+      chipState(chip, status);
       return chip;
     }),
   );
+}
+
+// A proposal changed (`proposal.updated`, or the card's own answer): the chip of its call
+// takes its final status.
+export function settleChips(p) {
+  if (!p || !PROPOSAL_ENDS.has(p.status)) return;
+  for (const chip of logEl.querySelectorAll(`.ai-tool-chip[data-proposal-id="${Number(p.id)}"]`)) {
+    chipState(chip, p.status);
+  }
 }
 
 // A streaming reply's tool calls as each one ends (`message.tools`, every provider's): the

@@ -3,6 +3,7 @@ import { api } from "./app.js";
 import { fetchProposal, renderCard } from "./proposal_card.js";
 import { list, logEl, state } from "./panel_state.js";
 import { stickToEnd } from "./panel_scroll.js";
+import { settleChips } from "./panel_messages.js";
 
 export async function loadProposals(roomId) {
   try {
@@ -34,6 +35,7 @@ export function renderProposal(p) {
     else logEl.append(card);
   }
   renderCard(card, p, { onChange: renderProposal });
+  settleChips({ ...p, status: card.dataset.status });
   if (p.status === "pending" && p.precheck === undefined) {
     fetchProposal(p.id).then((fresh) => fresh && renderProposal(fresh), () => {});
   }

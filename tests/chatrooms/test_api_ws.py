@@ -10,6 +10,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from chatrooms.models import Message, Room
 from chatrooms.routing import websocket_urlpatterns
+from hal.models.proposals import Proposal
 from tests.fakes.script import Reply, ScriptedToolCall
 from tests.wsauth import logged_in_session
 
@@ -216,6 +217,7 @@ async def test_socket_shows_tool_calls_while_the_reply_streams(
     finally:
         await comm.disconnect()
     reply_id = events[-1]["data"]["id"]
+    proposal = await Proposal.objects.aget()
     live = [e["data"] for e in events if e["type"] == "message.tools"]
     assert all(d["id"] == reply_id and d["room_id"] == room for d in live)
     assert [d["tool_calls"] for d in live] == [
@@ -224,7 +226,8 @@ async def test_socket_shows_tool_calls_while_the_reply_streams(
         [
             {"name": "list_servers", "status": "ok"},
             {"name": "get_server", "status": "error"},
-            {"name": "open_incident", "status": "pending"},
+            # A proposal's chip names it: it follows the proposal to its end (issue 41).
+            {"name": "open_incident", "status": "pending", "proposal_id": proposal.pk},
         ],
     ]
     types = [e["type"] for e in events]

@@ -53,3 +53,37 @@ def test_recheck_leaves_other_states_alone(reauthed, make_connection, fake_anthr
     )
     assert Rechecker().run_once(now=0.0) == []
     assert AIConnection.objects.get(pk=c["id"]).status == "reauth_required"
+
+
+def test_a_chat_failures_last_error_shows_in_the_operators_language_while_it_stands(
+    reauthed, make_connection, fake_anthropic
+):
+    """Issue 41: /ops/ai shows a chat failure's reason translated — and never a stale one
+    once anything else (a verify, a new key) has written another last_error."""
+    from django.utils import translation
+
+    from hal import i18n
+    from providers.recheck import do_record_chat_failure
+
+    c = make_connection(base_url=fake_anthropic.base_url)
+    reason = i18n.text(
+        "The provider rejected this connection's API key (invalid, expired or revoked): set "
+        "a new key on /ops/ai."
+    )
+    conn = do_record_chat_failure(c["id"], "auth", "HTTP 401: invalid x-api-key", reason)
+    assert conn.last_error == "Chat failed (auth): HTTP 401: invalid x-api-key"
+    with translation.override("ko"):
+        korean = conn.last_error_text()
+    assert korean.startswith("채팅 실패(auth): ") and "API 키" in korean
+    with translation.override("en"):
+        assert "rejected this connection's API key" in conn.last_error_text()
+    page = reauthed.get("/ops/ai").content.decode()
+    assert "rejected this connection&#x27;s API key" in page
+
+    # Another writer changes last_error (here a verify without a key): the stored sentence
+    # no longer describes it and is not shown.
+    assert reauthed.post(f"/api/ai/connections/{c['id']}/verify").status_code == 502
+    conn.refresh_from_db()
+    assert "rejected" not in conn.last_error
+    with translation.override("ko"):
+        assert conn.last_error_text() == translation.gettext(conn.last_error)

@@ -156,10 +156,13 @@ def test_verify_500_is_error_with_last_error(
 
 
 def test_verify_without_key_is_reported(reauthed, make_connection, fake_anthropic):
+    """No key to present is not a key the provider rejected (issue 41): its own code."""
     c = make_connection(base_url=fake_anthropic.base_url)
     response = call(reauthed, "POST", f"{API}/{c['id']}/verify")
-    assert response.status_code == 502 and error_code(response) == "provider_auth"
-    assert AIConnection.objects.get(pk=c["id"]).last_error
+    assert response.status_code == 502 and error_code(response) == "provider_no_credential"
+    conn = AIConnection.objects.get(pk=c["id"])
+    assert conn.last_error and conn.status == "reauth_required"
+    assert fake_anthropic.requests_to("/v1/models") == []  # nothing was sent
 
 
 def test_new_key_clears_reauth_required(
@@ -218,6 +221,21 @@ def test_deleting_a_key_needs_reauth(client_op, operator, make_connection, canar
     response = call(client_op, "DELETE", f"{API}/{c['id']}/secret")
     assert response.status_code == 403 and error_code(response) == "reauth_required"
     assert Secret.objects.count() == 1
+
+
+def test_local_cli_not_logged_in_is_no_credential_not_a_rejected_key(
+    reauthed, make_connection, fake_claude
+):
+    """The CLI without a login (issue 41): `provider_no_credential`, reauth_required, and
+    /ops/ai says to log the service user in — never that a key was rejected."""
+    fake_claude.script(logged_in=False)
+    c = make_connection(name="cli", provider="local_cli", auth_method="login")
+    response = call(reauthed, "POST", f"{API}/{c['id']}/verify")
+    assert response.status_code == 502 and error_code(response) == "provider_no_credential"
+    conn = AIConnection.objects.get(pk=c["id"])
+    assert conn.status == "reauth_required"
+    assert "not logged in" in conn.last_error and "claude login" in conn.last_error
+    assert "reject" not in conn.last_error
 
 
 def test_local_cli_verify_reports_its_version(reauthed, make_connection, fake_claude):

@@ -77,6 +77,8 @@ else:
     init["tools"] = behaviour["init_tools"]
     if behaviour.get("init_mcp_servers") is not None:
         init["mcp_servers"] = behaviour["init_mcp_servers"]
+    if behaviour.get("init_key_source") is not None:
+        init["apiKeySource"] = behaviour["init_key_source"]
     emit(init)
     text = behaviour.get("result", "")
     if not behaviour.get("is_error"):
@@ -159,6 +161,7 @@ class FakeClaudeCLI:
         version: str | None = None,
         init_tools: list[str] | None = None,
         init_mcp_servers: list[dict[str, Any]] | None = None,
+        init_key_source: str | None = None,
     ) -> None:
         """Set what the next runs print (stream-json events, as the real CLI does)."""
         behaviour: dict[str, Any] = {
@@ -181,6 +184,8 @@ class FakeClaudeCLI:
             "version": version or _pinned(),
             "init_tools": list(init_tools or []),
             "init_mcp_servers": init_mcp_servers,
+            # the init event's `apiKeySource` (the real CLI: "ANTHROPIC_API_KEY", "none", …)
+            "init_key_source": init_key_source,
             "usage": usage
             if usage is not None
             else {

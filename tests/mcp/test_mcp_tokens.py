@@ -86,21 +86,72 @@ def test_only_the_owner_or_an_administrator_revokes(client, django_user_model, o
     )
 
 
+def _shown_token(html: str) -> str | None:
+    if 'id="mcp-token-value">' not in html:
+        return None
+    return html.split('id="mcp-token-value">', 1)[1].split("<", 1)[0]
+
+
 def test_the_page_creates_shows_once_and_revokes(reauthed):
+    """POST/redirect/GET (issue 41): the create answers with a redirect, the token is shown
+    by the one GET that follows, and neither a reload nor the session at rest holds it."""
+    from django.contrib.sessions.models import Session
+
     client = reauthed
     page = client.get("/mcp-access/")
     assert page.status_code == 200 and b'id="mcp-token-create"' in page.content
     r = client.post("/mcp-access/", {"op": "create", "name": "desktop", "ttl_days": "30"})
-    assert r.status_code == 200
+    assert r.status_code == 303 and r["Location"] == "/mcp-access/"
+    assert b"hal-mcp-" not in r.content
     row = McpToken.objects.get()
-    text = r.content.decode()
-    raw = text.split('id="mcp-token-value">', 1)[1].split("<", 1)[0]
-    assert authenticate_mcp_token(raw) == row
+    # Between the POST and its GET the session row holds no clear token, nor its hash's
+    # input: only a ciphertext whose key is the browser's one-use cookie.
+    stored = "".join(s.session_data for s in Session.objects.all())
+    decoded = repr([s.get_decoded() for s in Session.objects.all()])
+    assert "hal-mcp-" not in decoded and "hal_mcp_reveal" in decoded
+    reveal_key = client.cookies["hal_mcp_reveal"].value
+    assert reveal_key and reveal_key not in stored
+    shown = client.get("/mcp-access/")
+    text = shown.content.decode()
+    raw = _shown_token(text)
+    assert raw and raw.startswith("hal-mcp-") and authenticate_mcp_token(raw) == row
+    for session in Session.objects.all():
+        assert raw not in session.get_decoded().__repr__() and raw not in session.session_data
     assert "claude mcp add --transport http hal" in text
+    assert "no-store" in shown["Cache-Control"]
+    # The one-use cookie is gone with the read.
+    assert client.cookies["hal_mcp_reveal"].value == ""
+    # A reload: nothing created, nothing shown again.
     again = client.get("/mcp-access/").content.decode()
-    assert raw not in again and f"…{row.hint}" in again
-    client.post("/mcp-access/", {"op": "revoke", "id": str(row.pk)})
+    assert _shown_token(again) is None and raw not in again and f"…{row.hint}" in again
+    assert McpToken.objects.count() == 1
+    revoked = client.post("/mcp-access/", {"op": "revoke", "id": str(row.pk)})
+    assert revoked.status_code == 303
     assert authenticate_mcp_token(raw) is None
+
+
+def test_a_reload_after_creating_creates_nothing(reauthed):
+    """The browser's reload after POST/redirect/GET repeats the GET, never the POST."""
+    r = reauthed.post(
+        "/mcp-access/", {"op": "create", "name": "laptop", "ttl_days": "30"}, follow=True
+    )
+    assert r.redirect_chain == [("/mcp-access/", 303)]
+    assert _shown_token(r.content.decode())
+    for _ in range(2):
+        reloaded = reauthed.get("/mcp-access/")
+        assert reloaded.status_code == 200 and _shown_token(reloaded.content.decode()) is None
+    assert McpToken.objects.count() == 1
+    assert AuditEntry.objects.filter(action="mcp_token.create", result="ok").count() == 1
+
+
+def test_the_token_is_never_shown_without_its_cookie(reauthed, client, operator):
+    """The session alone (another browser of the same session, a copied session row) cannot
+    show the token: the key is in the creating browser's cookie only."""
+    reauthed.post("/mcp-access/", {"op": "create", "name": "laptop", "ttl_days": "30"})
+    reauthed.cookies.pop("hal_mcp_reveal")
+    page = reauthed.get("/mcp-access/").content.decode()
+    assert _shown_token(page) is None
+    assert McpToken.objects.count() == 1
 
 
 def test_the_page_in_korean(reauthed):

@@ -15,6 +15,7 @@ import pytest
 
 from providers.base import ChatMessage
 from providers.local_cli.errors import TOOLS_DENIED
+from providers.local_cli.mcp import hal_tool_names
 from tests.fakes.script import Reply
 
 from .helpers import collect, raises_provider_error, text_of
@@ -112,9 +113,11 @@ async def test_a_users_deny_rule_in_home_refuses_the_run_before_any_model_call(
     err = await raises_provider_error(
         lambda: collect(ask(provider(home), operator=operator.username))
     )
-    assert err.kind == "bad_request"
+    assert err.kind == "cli_tools_denied"
     assert err.message.startswith(TOOLS_DENIED.split("(")[0])
     assert "HAL_LOCAL_CLI_CONFIG_DIR" in err.message
+    # The rule denies `mcp__hal`: the CLI's init offers none of HAL's tools, and says so.
+    assert f"all {len(hal_tool_names())} of HAL's tools" in err.message
     assert fake_anthropic.message_requests == [], "no tokens spent without HAL's tools"
 
 

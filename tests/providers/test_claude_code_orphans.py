@@ -141,7 +141,8 @@ async def test_a_cli_run_failing_after_its_proposal_leaves_the_card_valid(
         assert reply["status"] == Message.FAILED and reply["error"]["code"], reply
         assert reply["proposal_ids"] == [proposal.pk]  # the card is the reply's
         assert "retry_url" not in reply  # a retry would run the model beside the proposal
-        assert {"name": "open_incident", "status": "pending"} in reply["tool_calls"]
+        pending = {"name": "open_incident", "status": "pending", "proposal_id": proposal.pk}
+        assert pending in reply["tool_calls"]
         await _notice_of(client, room)
         listed = await client.get("/api/ai/proposals?status=pending")
         assert [p["id"] for p in listed.json()["proposals"]] == [proposal.pk]

@@ -173,10 +173,12 @@ async def test_an_oauth_login_works_and_stays_sandboxed(fake_anthropic, outbound
     assert_sandboxed(fake_anthropic, outbound, tmp_path, allowed_hosts=("api.anthropic.com",))
 
 
-async def test_logged_out_verify_is_auth_with_the_login_hint(fake_anthropic, outbound, tmp_path):
+async def test_logged_out_verify_is_no_credential_with_the_login_hint(
+    fake_anthropic, outbound, tmp_path
+):
     home = make_home(tmp_path, fake_anthropic, outbound, login="none")
     err = await raises_provider_error(provider(home).list_models)
-    assert err.kind == "auth"
+    assert err.kind == "no_credential"
     assert "claude login" in err.message
 
 

@@ -118,7 +118,7 @@ async def test_a_cli_model_proposes_waits_and_continues_after_approval(
         assert reply["proposal_ids"] == [proposal.pk]  # the card is the reply's
         assert reply["tool_calls"] == [
             {"name": "list_servers", "status": "ok"},
-            {"name": "open_incident", "status": "pending"},
+            {"name": "open_incident", "status": "pending", "proposal_id": proposal.pk},
         ]
         listed = await client.get("/api/ai/proposals?status=pending")
         assert [p["id"] for p in listed.json()["proposals"]] == [proposal.pk]
@@ -146,6 +146,13 @@ async def test_a_cli_model_proposes_waits_and_continues_after_approval(
         assert "toolu_inc" in resumed and "executed" in resumed
         rows = await messages(client, room)
         assert rows[-1]["text"] == "The incident is open." and rows[-1]["author"] == "cody"
+        # The proposing reply's chip shows how its proposal ended (issue 41).
+        proposing = next(m for m in rows if m["id"] == reply["id"])
+        assert proposing["tool_calls"][1] == {
+            "name": "open_incident",
+            "status": "executed",
+            "proposal_id": proposal.pk,
+        }
         assert (await Turn.objects.aget()).status == Turn.COMPLETE
         assert await McpToken.objects.filter(kind=McpToken.TURN).acount() == 2
         assert not await McpToken.objects.filter(

@@ -214,10 +214,10 @@ async def test_verify_checks_the_login_and_returns_configured_aliases(fake_claud
     assert provider.version == (ROOT / "deploy" / "claude-code.version").read_text().strip()
 
 
-async def test_verify_of_a_logged_out_cli_is_auth_with_the_login_hint(fake_claude):
+async def test_verify_of_a_logged_out_cli_is_no_credential_with_the_login_hint(fake_claude):
     fake_claude.script(logged_in=False)
     err = await raises_provider_error(make().list_models)
-    assert err.kind == "auth"
+    assert err.kind == "no_credential"
     assert "claude login" in err.message and "/ops/ai" not in err.message
 
 
@@ -404,7 +404,7 @@ async def test_a_run_whose_tools_were_denied_is_refused_at_init(fake_claude, tmp
             )
         )
     )
-    assert err.kind == "bad_request"
+    assert err.kind == "cli_tools_denied"
     assert "mcp__hal__list_servers" in err.message and "permissions.deny" in err.message
     with pytest.raises(ProcessLookupError):
         os.kill(fake_claude.calls[0]["pid"], 0)
