@@ -10,8 +10,10 @@ import asyncio
 # note). The wait here is bounded and names the task instead, so the suite reports it.
 import asyncio.runners as _runners
 import os
+import re
 import secrets
 import sys as _sys
+from pathlib import Path
 
 import pytest
 
@@ -69,9 +71,58 @@ LONG_FILES_FIRST = (
 )
 
 
+# CI runs the suite twice (.ci/run): on SQLite + the in-memory channel layer, then on
+# PostgreSQL + Redis with HAL_TEST_PASS=second. The second pass repeats what the backend can
+# change (issue 43): tests that use the database, and modules that start HAL processes or
+# open sockets and channel layers on the configured backend. Browser tests drive the same
+# HTTP and WebSocket API whose backend behaviour the API tests cover on both; the few that
+# cross processes through the channel layer are marked `both_passes`. Everything else —
+# pure functions, static files, packaging, the architecture — runs once, in the first pass.
+SECOND_PASS = os.environ.get("HAL_TEST_PASS") == "second"
+_DB_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+}
+_BACKEND_WORDS = re.compile(
+    r"subprocess|Popen|daphne|LiveServer|Communicator|channel_layer|get_channel_layer|REDIS"
+)
+_module_uses_backend: dict[str, bool] = {}
+
+
+def runs_in_second_pass(item: pytest.Item) -> bool:
+    """Whether the PostgreSQL + Redis pass runs this test (see SECOND_PASS)."""
+    if item.get_closest_marker("both_passes"):
+        return True
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith("tests/browser/"):
+        return False
+    if item.get_closest_marker("django_db") or _DB_FIXTURES & set(item.fixturenames):
+        return True
+    if path not in _module_uses_backend:
+        text = Path(str(item.path)).read_text(encoding="utf-8")
+        _module_uses_backend[path] = bool(_BACKEND_WORDS.search(text))
+    return _module_uses_backend[path]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "both_passes: run in CI's PostgreSQL + Redis pass too (a browser test that crosses "
+        "processes through the channel layer)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long files first; then, as xdist would, the files with the most tests first;
-    the order of a file's own tests unchanged."""
+    """The second pass keeps what the backend can change; then the long files first and, as
+    xdist would, the files with the most tests first; a file's own order unchanged."""
+    if SECOND_PASS:
+        once = [item for item in items if not runs_in_second_pass(item)]
+        if once:
+            config.hook.pytest_deselected(items=once)
+            items[:] = [item for item in items if runs_in_second_pass(item)]
+            print(f"\nsecond pass: {len(once)} tests the backend cannot change ran in the first")
     rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
     counts: dict[str, int] = {}
     for item in items:

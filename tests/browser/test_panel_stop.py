@@ -62,6 +62,7 @@ def test_stop_button_and_escape(
     expect(second.locator(".ai-status.stopped")).to_be_visible()
 
 
+@pytest.mark.both_passes  # the stop crosses processes through the channel layer (Redis)
 def test_stop_received_by_another_web_process(
     live_asgi, page_factory, operator, fake_anthropic, provider_api_key, tmp_path
 ):
