@@ -54,9 +54,10 @@ server_stop.install()
 
 # The restart itself recovers the chat (a dead process's replies interrupted, its waiting
 # continuations adopted), and a SIGTERM gives this process's lease up: chatrooms/run/recovery.py.
+from chatrooms.orchestrator import get_orchestrator  # noqa: E402
 from chatrooms.run.recovery import recover_at_start  # noqa: E402
 
-recover_at_start()
+recover_at_start(get_orchestrator)
 
 import gc  # noqa: E402
 

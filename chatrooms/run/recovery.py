@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, integration, leases
@@ -69,20 +69,19 @@ class Recovery:
         await self.fail_turns([turn_id], IDLE_CODE, IDLE_REASON)
 
 
-def recover_at_start() -> None:
+def recover_at_start(get_orchestrator: Callable[[], Any]) -> None:
     """(hal/asgi.py) The restart itself recovers: once daphne's loop runs, the process
     takes its lease, adopts dead processes' continuations, sweeps their turns (and the
     tokens of those turns) — not the first console that connects or the first send. At
     its shutdown (SIGTERM) it gives its lease up, so its turns are anyone's at once.
-    Nothing to do outside a Twisted server (tests, commands)."""
+    Nothing to do outside a Twisted server (tests, commands). The orchestrator comes
+    from the caller: it imports this module, so importing it here would close a circle."""
     reactor = sys.modules.get("twisted.internet.reactor")
     loop = getattr(reactor, "_asyncioEventloop", None)
     if reactor is None or loop is None:
         return
 
     def start() -> None:
-        from chatrooms.orchestrator import get_orchestrator
-
         orchestrator = get_orchestrator()
         loop.call_soon(lambda: orchestrator.spawn(orchestrator.ensure_recovered()))
 

@@ -18,12 +18,13 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
+from hal.actions.mcp_turn_tokens import running_turns
 from hal.actions.oneline import check_one_line
 from hal.errors import InvalidInput, NotFound
 from hal.models import McpToken
-from hal.models.fleet import hash_token
+from hal.models.fleet import MCP_TOKEN_PREFIX, hash_token
 
-PREFIX = "hal-mcp-"
+PREFIX = MCP_TOKEN_PREFIX
 NAME_MAX = 100
 TTL_DAYS_DEFAULT = 90
 TTL_DAYS_MAX = 365
@@ -154,8 +155,6 @@ def authenticate_mcp_token(raw: str | None) -> McpToken | None:
     is live only while its turn runs (hal/actions/mcp_turn_tokens.py). One query, on every
     request: a revoked token, a disabled or deleted owner, a turn that ended are refused
     at once, on every web process."""
-    from hal.actions.mcp_turn_tokens import running_turns
-
     if not raw or not raw.startswith(PREFIX) or len(raw) > 200:
         return None
     digest = hash_token(raw)

@@ -22,8 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from hal.actions.base import Actor, record_audit
-from hal.actions.mcp_tokens import PREFIX
 from hal.models import McpToken
+from hal.models.fleet import MCP_TOKEN_PREFIX as PREFIX
 from hal.models.fleet import hash_token
 
 # Past its turn's longest run: a token outlives its run only if the process died.

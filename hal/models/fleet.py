@@ -19,6 +19,11 @@ def agent_stale_seconds() -> int:
     return int(getattr(settings, "HAL_AGENT_STALE_SECONDS", DEFAULT_AGENT_STALE_SECONDS))
 
 
+# Every MCP bearer (personal and per-turn) starts with it, so a log line or a scanner can
+# tell one at sight and the server rejects anything else before a query.
+MCP_TOKEN_PREFIX = "hal-mcp-"
+
+
 def hash_token(raw: str) -> str:
     """The stored form of a token (high-entropy random tokens: a plain sha256 suffices)."""
     return hashlib.sha256(raw.encode()).hexdigest()
