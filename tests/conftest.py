@@ -89,6 +89,12 @@ _BACKEND_WORDS = re.compile(
     r"subprocess|Popen|daphne|LiveServer|Communicator|channel_layer|get_channel_layer|REDIS"
 )
 _module_uses_backend: dict[str, bool] = {}
+# The deploy tests build, sign, ship and install releases into hosts of their own, from a
+# clean environment (tests/deploy/install_host.py clean_env: no DATABASE_URL or REDIS_URL
+# from the outer run): on the second pass they would only repeat the first. The exceptions:
+# the §6 layout runs (on PostgreSQL + Redis of its own) only in the second pass, and the
+# proxy test serves HAL's daphne on the configured backend.
+_DEPLOY_ON_BACKEND = {"tests/deploy/test_layout_e2e.py", "tests/deploy/test_proxy_client_ip.py"}
 
 
 def runs_in_second_pass(item: pytest.Item) -> bool:
@@ -97,6 +103,8 @@ def runs_in_second_pass(item: pytest.Item) -> bool:
         return True
     path = item.nodeid.split("::", 1)[0]
     if path.startswith("tests/browser/"):
+        return False
+    if path.startswith("tests/deploy/") and path not in _DEPLOY_ON_BACKEND:
         return False
     if item.get_closest_marker("django_db") or _DB_FIXTURES & set(item.fixturenames):
         return True
