@@ -12,7 +12,7 @@ import os
 import pytest
 from channels.layers import get_channel_layer
 
-from tests.bounds import WAIT
+from tests.bounds import WAIT, eventually
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL): the in-memory layer"
@@ -143,8 +143,10 @@ async def test_the_receive_task_ends_when_cancelled_even_if_redis_raises_instead
     layer = get_channel_layer()
     channel = await layer.new_channel("cancel.")
     receive = asyncio.ensure_future(layer.receive(channel))
-    await asyncio.sleep(0.3)  # subscribed, the shard's receive task reading
-    shard = next(s for s in layer._get_layer()._shards if s._receive_task is not None)
+    shard = await eventually(  # subscribed, the shard's receive task reading
+        lambda: next((s for s in layer._get_layer()._shards if s._receive_task is not None), None),
+        "the shard's receive task",
+    )
 
     async def read_that_turns_cancel_into_connection_error(**_kwargs):
         try:
