@@ -41,6 +41,29 @@ def _cancel_all_tasks_bounded(loop: asyncio.AbstractEventLoop) -> None:
 
 _runners._cancel_all_tasks = _cancel_all_tasks_bounded
 
+
+def _generous_communicator_bounds() -> None:
+    """channels' and asgiref's test communicators wait 1 s by default (connect, receive,
+    disconnect, an application's end): a hidden clock on a busy machine (issue 43). Their
+    default becomes the suite's bound (tests/bounds.py): a wait fails only for a hang. An
+    explicit timeout= still wins; receive_nothing keeps its short look (waiting longer
+    there could only make a test pass later, never fail)."""
+    from asgiref.testing import ApplicationCommunicator
+    from channels.testing import HttpCommunicator, WebsocketCommunicator
+
+    from tests.bounds import WAIT
+
+    ApplicationCommunicator.wait.__defaults__ = (WAIT,)
+    ApplicationCommunicator.receive_output.__defaults__ = (WAIT,)
+    WebsocketCommunicator.connect.__defaults__ = (WAIT,)
+    WebsocketCommunicator.receive_from.__defaults__ = (WAIT,)
+    WebsocketCommunicator.receive_json_from.__defaults__ = (WAIT,)
+    WebsocketCommunicator.disconnect.__defaults__ = (1000, WAIT)
+    HttpCommunicator.get_response.__defaults__ = (WAIT,)
+
+
+_generous_communicator_bounds()
+
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 # Under pytest-xdist each worker has its own test database (pytest-django) and its own

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.bounds import WAIT
+
 BOUND = 900.0  # a generous bound for anything a busy machine does
 
 
@@ -40,7 +42,7 @@ class Session:
         self.base = base
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-        page = self.opener.open(base + "/login/", timeout=30).read().decode()
+        page = self.opener.open(base + "/login/", timeout=WAIT).read().decode()
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         assert token, "no CSRF token on the login page"
         form = urllib.parse.urlencode(
@@ -51,7 +53,7 @@ class Session:
             }
         ).encode()
         request = urllib.request.Request(base + "/login/", data=form, headers={"Referer": base})
-        self.opener.open(request, timeout=30).read()
+        self.opener.open(request, timeout=WAIT).read()
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         csrf = next((c.value for c in self.jar if c.name == "csrftoken"), "")
@@ -62,7 +64,7 @@ class Session:
             headers={"Content-Type": "application/json", "X-CSRFToken": csrf, "Referer": self.base},
         )
         try:
-            with self.opener.open(request, timeout=60) as response:
+            with self.opener.open(request, timeout=WAIT) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")

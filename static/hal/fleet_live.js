@@ -1,5 +1,7 @@
-// Live server status and metrics over /ws/ops/ ("server.heartbeat", "server.updated").
-const scheme = location.protocol === "https:" ? "wss" : "ws";
+// Live server status and metrics over /ws/ops/ ("server.heartbeat", "server.updated"); what
+// changed between the page's render and the socket's open is read again (live_sync.js).
+import { copyFrom, opsSocket, swap } from "./live_sync.js";
+
 // "just now" in the operator's language, from the servers table (templates/hal/fleet/servers.html).
 const JUST_NOW = document.getElementById("servers-table")?.dataset.justNow || "just now";
 // Status words in the operator's language (hal/i18n/labels.py, rendered by the base page).
@@ -29,12 +31,12 @@ function update(data) {
   if (badge) { badge.textContent = label(data.status); badge.className = `badge ${data.status}`; }
 }
 
-function connect() {
-  const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
-  ws.addEventListener("message", (ev) => {
-    const msg = JSON.parse(ev.data);
+opsSocket(
+  (msg) => {
     if (msg.type === "server.heartbeat" || msg.type === "server.updated") update(msg.data);
-  });
-  ws.addEventListener("close", () => setTimeout(connect, 3000));
-}
-connect();
+  },
+  (doc) => {
+    swap(doc, "#servers-table > tbody");
+    copyFrom(doc, "[data-server-status]");
+  },
+);

@@ -1,8 +1,11 @@
 // The incident room "Incident #N" and the incident page's investigation section, live over
 // /ws/ai/: the socket watches the room ("room.watch") and gets the chat rooms' own events
 // for it — "message.created" for each investigator message and tool call, and
-// "investigation.updated" for each status change. No polling; a dropped socket reconnects
-// and reloads the page once to pick up what it missed.
+// "investigation.updated" for each status change. No polling; the first watch reads the
+// page again (what happened since its render), a dropped socket reconnects and reloads the
+// page once to pick up what it missed.
+import { catchUp, swap } from "./live_sync.js";
+
 const root = document.querySelector("[data-incident-room]");
 const labels = JSON.parse(document.getElementById("incident-room-labels")?.textContent || "{}");
 const ACTIVE = new Set(["queued", "running"]);
@@ -148,9 +151,42 @@ function setStatus(inv) {
   }
 }
 
+// What happened between the page's render and the first watch (live_sync.js): once the
+// room is watched, the page is read again and what it shows now is taken from it — room
+// entries not shown yet, the investigations, the incident page's section and timeline.
+function syncRoom(doc) {
+  const list = document.getElementById("incident-room");
+  const fresh = doc.getElementById("incident-room");
+  if (list && fresh) {
+    for (const li of fresh.querySelectorAll(":scope > li[data-message-id]")) {
+      const id = Number(li.dataset.messageId);
+      if (list.querySelector(`[data-message-id="${id}"]`)) continue;
+      const later = [...list.querySelectorAll(":scope > li[data-message-id]")].find(
+        (shown) => Number(shown.dataset.messageId) > id,
+      );
+      list.insertBefore(document.importNode(li, true), later || null);
+      document.getElementById("incident-room-empty")?.remove();
+    }
+  }
+  const hint = document.getElementById("investigation-running");
+  const freshHint = doc.getElementById("investigation-running");
+  if (hint && freshHint) hint.hidden = freshHint.hidden;
+  swap(doc, "#investigations > tbody", "#investigation-panel", "#incident-timeline");
+}
+
+function onEvent(roomId, msg) {
+  if (msg.type === "message.created" && msg.data.room_id === roomId) {
+    const list = document.getElementById("incident-room");
+    if (list) addEntry(list, msg.data);
+  } else if (msg.type === "investigation.updated" && msg.data.investigation.room_id === roomId) {
+    setStatus(msg.data.investigation);
+  }
+}
+
 function connect(roomId, reconnecting) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${scheme}://${location.host}/ws/ai/`);
+  const live = catchUp((msg) => onEvent(roomId, msg), syncRoom);
   ws.addEventListener("open", () => {
     ws.send(JSON.stringify({ type: "room.watch", room_id: roomId, ref: "watch" }));
   });
@@ -159,12 +195,8 @@ function connect(roomId, reconnecting) {
     if (msg.type === "room.watching" && msg.data.room_id === roomId) {
       if (reconnecting) location.reload(); // events may have been missed while away
       root.dataset.live = "on";
-    } else if (msg.type === "message.created" && msg.data.room_id === roomId) {
-      const list = document.getElementById("incident-room");
-      if (list) addEntry(list, msg.data);
-    } else if (msg.type === "investigation.updated" && msg.data.investigation.room_id === roomId) {
-      setStatus(msg.data.investigation);
-    }
+      live.begin();
+    } else live.take(msg);
   });
   ws.addEventListener("close", (ev) => {
     const wasLive = root.dataset.live === "on";

@@ -1,5 +1,7 @@
 // Live console counters over /ws/ops/ ("counters.updated"): the overview cards, the
 // Approvals menu entry and the AI button's badge never show a stale number.
+import { catchUp } from "./live_sync.js";
+
 const labels = JSON.parse(document.getElementById("hal-status-labels")?.textContent || "{}");
 
 function setCount(name, value) {
@@ -37,13 +39,25 @@ export function applyCounters(data) {
   document.documentElement.dataset.countersAt = String(Date.now());
 }
 
+// What moved between the page's render and the socket's open: the counters as they are
+// once the socket is in (held events replayed over them, live_sync.js).
+async function readCounters() {
+  try {
+    const response = await fetch("/api/counters", { credentials: "same-origin" });
+    if (response.ok) applyCounters(await response.json());
+  } catch {
+    // Offline for a moment: the next event or open brings them.
+  }
+}
+
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
-  ws.addEventListener("message", (ev) => {
-    const msg = JSON.parse(ev.data);
+  const live = catchUp((msg) => {
     if (msg.type === "counters.updated") applyCounters(msg.data);
-  });
+  }, () => {});
+  ws.addEventListener("open", () => live.begin(readCounters));
+  ws.addEventListener("message", (ev) => live.take(JSON.parse(ev.data)));
   ws.addEventListener("close", (ev) => {
     if (ev.code !== 4401) setTimeout(connect, 3000); // 4401: logged out, stop trying
   });

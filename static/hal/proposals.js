@@ -1,6 +1,7 @@
 // The Approvals page: every proposal drawn by the panel's own card component
 // (proposal_card.js), kept live over /ws/ops/. The socket carries only the summary; the
 // details this operator may see (and the precheck in their language) come from the API.
+import { opsSocket } from "./live_sync.js";
 import { fetchProposal, renderCard } from "./proposal_card.js";
 
 const pendingEl = document.getElementById("proposals-pending");
@@ -59,16 +60,18 @@ await showLinked();
 window.addEventListener("hashchange", showLinked);
 document.body.dataset.proposalsReady = "true";
 
-const scheme = location.protocol === "https:" ? "wss" : "ws";
-function connect() {
-  const ws = new WebSocket(`${scheme}://${location.host}/ws/ops/`);
-  ws.addEventListener("message", (ev) => {
-    const msg = JSON.parse(ev.data);
+// Live over /ws/ops/; what changed between the page's render and the socket's open is
+// read again from the page's proposal lists (live_sync.js).
+opsSocket(
+  (msg) => {
     // proposal.review: the second opinion moved on (the socket has only its summary).
     if (!["proposal.created", "proposal.updated", "proposal.review"].includes(msg.type)) return;
     // What this operator may see (details, precheck in their language); the summary if not.
     fetchProposal(msg.data.id).then(place, () => place(msg.data));
-  });
-  ws.addEventListener("close", () => setTimeout(connect, 3000));
-}
-connect();
+  },
+  (doc) => {
+    for (const id of ["proposals-pending-data", "proposals-recent-data"]) {
+      for (const p of JSON.parse(doc.getElementById(id)?.textContent || "[]")) place(p);
+    }
+  },
+);

@@ -13,6 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from tests.bounds import WAIT_MS
+
+# Playwright's expect waits 5 s by default: a hidden clock on a busy machine (issue 43).
+expect.set_options(timeout=WAIT_MS)
 
 CHROMIUM = os.environ.get("HAL_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -285,7 +291,7 @@ def page_factory(browser, request, transactional_db):
         )
         contexts.append((context, _InFlight(context)))
         page = context.new_page()
-        page.set_default_timeout(10_000)
+        page.set_default_timeout(WAIT_MS)  # a bound for a hang: a busy machine is slow
         return page
 
     yield make

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.bounds import WAIT
 from tests.fakes.anthropic_api import FakeAnthropic
 
 
@@ -93,7 +94,7 @@ def watch_console(page) -> list[str]:
     return problems
 
 
-def wait_until(check, timeout: float = 10.0, interval: float = 0.1):
+def wait_until(check, timeout: float = WAIT, interval: float = 0.1):
     """Poll a Python check until it returns a truthy value (or fail after `timeout`)."""
     import time
 

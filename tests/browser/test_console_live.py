@@ -9,6 +9,7 @@ import secrets
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import call, connect_model, reauth, watch_console
 from tests.fakes.script import Reply, ScriptedToolCall
@@ -112,7 +113,7 @@ def test_pending_approvals_count_live_on_menu_ai_button_and_overview(
     room = next(r for r in rooms if r["connection_id"] == conn["id"])
     call(page, base, "POST", f"/api/ai/rooms/{room['id']}/messages", {"text": "disk is full"})
     expect(page.locator('#card-approvals [data-count="pending_approvals"]')).to_have_text(
-        "1", timeout=15_000
+        "1", timeout=WAIT_MS
     )
     expect(page.locator("#menu").locator('[data-count="pending_approvals"]')).to_have_text("1")
     expect(page.locator("#ai-panel-toggle [data-count]")).to_have_text("1")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from tests.bounds import SLOW
 from tests.browser.conftest import HARNESS_GONE, _driver_pids
 
 
@@ -62,7 +63,7 @@ def test_own_failure():
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SLOW,
     )
     assert "1 failed, 1 passed, 1 rerun" in done.stdout, done.stdout
     assert "FAILED test_inner.py::test_own_failure" in done.stdout

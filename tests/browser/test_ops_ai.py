@@ -7,6 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import call, expire_reauth, watch_console
 
@@ -34,7 +35,7 @@ def test_add_key_verify_and_choose_a_model(
     form.locator("input[name=role]").fill("release manager")
     # The first create after the server starts was seen taking 11-16 s on a machine at load
     # 10+ (later ones ~0.06 s); a generous wait keeps this a test of behaviour, not speed.
-    with page.expect_navigation(timeout=45_000):
+    with page.expect_navigation(timeout=WAIT_MS):
         form.locator("button[type=submit]").click()
     row = page.locator("#connections tbody tr[data-id]")
     expect(row).to_have_count(1)
@@ -95,7 +96,7 @@ def test_wrong_key_shows_the_failure_and_disable(
     row.locator("form[data-op=verify] button").click()
     # The failure is shown (status line, then the row's last error after the reload).
     expect(page.locator("#ops-ai-status")).to_be_visible()
-    expect(row.locator("[data-field=last_error]")).to_be_visible(timeout=8000)
+    expect(row.locator("[data-field=last_error]")).to_be_visible(timeout=WAIT_MS)
     # Disable: the panel tab gets an inactive badge.
     with page.expect_navigation():
         row.locator("form[data-op=disable] button").click()

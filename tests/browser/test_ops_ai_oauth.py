@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from providers.base import secret_hint
 from providers.models import AIConnection, OAuthState
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import call, expire_reauth, reauth, watch_console
 from tests.fakes.oauth_server import s256
@@ -193,7 +194,7 @@ def test_connect_with_oauth_without_javascript(
         assert form_action.split()[1:] == ["'self'", fake_oauth.origin], policy
         fake_openai.accepted_credentials = set()  # the connect verifies with the new token
         plain.locator(f"#connection-{conn['id']} form[data-op=oauth] button").click()
-        plain.wait_for_url(base + "/ops/ai?oauth=connected", timeout=5_000)
+        plain.wait_for_url(base + "/ops/ai?oauth=connected", timeout=WAIT_MS)
         assert refused == []
         expect(plain.locator(".flash li.success")).to_contain_text("connected through OAuth")
         access = fake_oauth.access_tokens[-1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import reauth, watch_console
 
@@ -34,7 +35,7 @@ def test_add_with_key_is_verified_in_one_step(
     form.locator("select[name=auth_method]").select_option("api_key")
     form.locator("input[name=base_url]").fill(fake_openai.base_url)
     form.locator("input[name=api_key]").fill(provider_api_key)
-    with page.expect_navigation(timeout=45_000):
+    with page.expect_navigation(timeout=WAIT_MS):
         form.locator("button[type=submit]").click()
     row = page.locator("#connections tbody tr[data-id]")
     expect(row.locator("[data-field=status]")).to_have_attribute("data-status", "active")
@@ -55,7 +56,7 @@ def test_never_verified_connection_is_neutral(live_asgi, page_factory, operator)
     form = page.locator("form[data-op=create]")
     form.locator("input[name=name]").fill("cli")
     form.locator("select[name=provider]").select_option("local_cli")
-    with page.expect_navigation(timeout=45_000):
+    with page.expect_navigation(timeout=WAIT_MS):
         form.locator("button[type=submit]").click()
     row = page.locator("#connections tbody tr[data-id]")
     status = row.locator("[data-field=status]")

@@ -7,6 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import (
     box,
@@ -258,7 +259,7 @@ def test_unified_room_streams_both_models(
         )
     screenshot(page, "panel-streaming")
     for author, full in (("alpha", alpha_text), ("beta", beta_text)):
-        expect(message(page, author)).to_have_attribute("data-status", "complete", timeout=15_000)
+        expect(message(page, author)).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
         expect(message(page, author).locator(".ai-text")).to_have_text(full)
     # Speakers are distinguishable.
     classes = {message(page, a).get_attribute("class") for a in ("alpha", "beta")}
@@ -366,7 +367,7 @@ def test_individual_room_history_is_separate_and_pages_up(
         rows = msgs["messages"]
         return len(rows) == 62 and all(m["status"] == "complete" for m in rows)
 
-    wait_until(all_answered, timeout=30)
+    wait_until(all_answered)
     open_console(page, base)
     expect(page.locator("#ai-log .ai-msg")).to_have_count(50)
     page.locator("#ai-log").evaluate("el => { el.scrollTop = 0; }")

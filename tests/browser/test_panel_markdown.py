@@ -9,6 +9,7 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import connect_model, watch_console
 from tests.fakes.script import Reply
@@ -101,7 +102,7 @@ def test_reply_renders_gfm_with_highlighted_code_and_copy(
     reply = model_message(page, "alpha")
     # While streaming the heading is already rendered (no raw "##" shown).
     expect(reply.locator(".ai-text h2")).to_have_text("Fleet report")
-    expect(reply).to_have_attribute("data-status", "complete", timeout=15_000)
+    expect(reply).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
     text = reply.locator(".ai-text")
     expect(text.locator("strong")).to_have_text("Two")
     expect(text.locator("em")).to_have_text("attention")
@@ -171,7 +172,7 @@ def test_untrusted_markdown_stays_harmless(
     page.fill("#ai-input", "show me")
     page.press("#ai-input", "Enter")
     reply = model_message(page, "alpha")
-    expect(reply).to_have_attribute("data-status", "complete", timeout=15_000)
+    expect(reply).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
     text = reply.locator(".ai-text")
 
     # Raw HTML is shown as text, never as elements.

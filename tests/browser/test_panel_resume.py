@@ -8,8 +8,9 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login
-from tests.browser.helpers import connect_model
+from tests.browser.helpers import connect_model, wait_until
 from tests.fakes.script import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,11 +107,11 @@ def test_a_reply_streamed_across_a_dropped_socket_is_shown_whole(
     page.press("#ai-input", "Enter")
 
     reply = page.locator("#ai-log .ai-msg.from-model")
-    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
-    page.wait_for_selector(LIVE, state="attached", timeout=20_000)
+    page.wait_for_selector(DEAD, state="attached", timeout=WAIT_MS)
+    page.wait_for_selector(LIVE, state="attached", timeout=WAIT_MS)
     # The whole text arrives through resume, snapshot and deltas alone: the completed
     # message, which would carry it too, is held back.
-    expect(reply.locator(".ai-text")).to_have_text(full, timeout=30_000)
+    expect(reply.locator(".ai-text")).to_have_text(full, timeout=WAIT_MS)
     expect(reply).to_have_attribute("data-status", "streaming")
     assert relay.lost == ["resume", "message.snapshot"]
     resumes = [m for m in relay.sent if m.get("type") == "resume"]
@@ -125,7 +126,7 @@ def test_a_reply_streamed_across_a_dropped_socket_is_shown_whole(
     assert last_seen == reply_id and room_id.isdigit()
 
     relay.release()
-    expect(reply).to_have_attribute("data-status", "complete", timeout=15_000)
+    expect(reply).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
     expect(reply.locator(".ai-text")).to_have_text(full)
 
 
@@ -185,18 +186,21 @@ def test_a_reply_that_finished_while_the_socket_was_away_shows_complete(
     page.press("#ai-input", "Enter")
 
     reply = page.locator("#ai-log .ai-msg.from-model")
-    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
+    page.wait_for_selector(DEAD, state="attached", timeout=WAIT_MS)
     expect(reply).to_have_attribute("data-status", "streaming")
     # Offline until the reply is complete in the database.
     from chatrooms.models import Message
 
     reply_id = int(reply.get_attribute("data-message-id"))
-    for _ in range(200):
-        if Message.objects.get(pk=reply_id).status == Message.COMPLETE:
-            break
-        page.wait_for_timeout(100)
+    # (page.wait_for_timeout lets Playwright run the relay meanwhile; it returns None.)
+    wait_until(
+        lambda: (
+            Message.objects.get(pk=reply_id).status == Message.COMPLETE
+            or page.wait_for_timeout(100)
+        )
+    )
     relay.back = True
-    expect(reply).to_have_attribute("data-status", "complete", timeout=20_000)
+    expect(reply).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
     expect(reply.locator(".ai-text")).to_have_text(full)
     # The socket that came back (the first one resumed at its open, nothing streaming).
     resume = next(m for m in relay.sent if m.get("type") == "resume" and m["socket"] > 0)
@@ -269,19 +273,16 @@ def test_a_resumed_streaming_reply_shows_the_tool_chips_it_missed(
     page.wait_for_selector(LIVE, state="attached")
     page.fill("#ai-input", "Which servers are there?")
     page.press("#ai-input", "Enter")
-    page.wait_for_selector(DEAD, state="attached", timeout=20_000)
-    page.wait_for_selector(LIVE, state="attached", timeout=20_000)
+    page.wait_for_selector(DEAD, state="attached", timeout=WAIT_MS)
+    page.wait_for_selector(LIVE, state="attached", timeout=WAIT_MS)
     # The chip's `message.tools` never reached the panel; the resume's snapshot brings it
     # while the reply still streams (its completion, which carries it too, is held).
     streaming = page.locator("#ai-log .ai-msg.from-model[data-status=streaming]")
     expect(streaming.locator(".ai-tool-chip.ok", has_text="list_servers")).to_be_visible(
-        timeout=30_000
+        timeout=WAIT_MS
     )
-    expect(streaming.locator(".ai-text")).to_have_text(full, timeout=30_000)
-    for _ in range(100):  # the completion arrives, and is held
-        if relay.held:
-            break
-        page.wait_for_timeout(100)
+    expect(streaming.locator(".ai-text")).to_have_text(full, timeout=WAIT_MS)
+    wait_until(lambda: relay.held or page.wait_for_timeout(100))  # the completion is held
     relay.release()
     done = page.locator("#ai-log .ai-msg.from-model[data-status=complete]")
-    expect(done.locator(".ai-tool-chip", has_text="list_servers")).to_have_count(1, timeout=30_000)
+    expect(done.locator(".ai-tool-chip", has_text="list_servers")).to_have_count(1, timeout=WAIT_MS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import LiveServer, login, screenshot
 from tests.browser.helpers import call, connect_model
 from tests.fakes.script import Reply
@@ -90,7 +91,7 @@ def test_stop_received_by_another_web_process(
             page, other.url, "POST", f"/api/ai/rooms/{room}/turns/{running[0]['turn_id']}/stop"
         )
         assert result["stopped"] == [running[0]["turn_id"]]
-        expect(reply).to_have_attribute("data-status", "complete", timeout=20_000)
+        expect(reply).to_have_attribute("data-status", "complete", timeout=WAIT_MS)
         expect(reply.locator(".ai-status.stopped")).to_be_visible()
     finally:
         other.stop()

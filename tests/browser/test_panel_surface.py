@@ -207,8 +207,12 @@ def test_timestamps_facts_empty_room_and_new_messages_button(
     for i in range(3):
         call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": f"fill {i}"})
     expect(page.locator("#ai-log .ai-msg.from-model[data-status=complete]")).to_have_count(4)
-    page.locator("#ai-log").evaluate("el => { el.scrollTop = 0; }")
-    page.wait_for_timeout(200)
+    # Scrolled up, and the panel's scroll handler has seen it (no fixed pause: issue 43).
+    page.locator("#ai-log").evaluate(
+        "el => new Promise((seen) => {"
+        " el.addEventListener('scroll', () => setTimeout(seen), { once: true });"
+        " el.scrollTop = 0; })"
+    )
     call(page, base, "POST", f"/api/ai/rooms/{rooms[0]['id']}/messages", {"text": "more"})
     below = page.locator("#ai-new-below")
     expect(below).to_be_visible()

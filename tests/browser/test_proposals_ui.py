@@ -7,6 +7,7 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import box, call, connect_model, expire_reauth, overlaps, reauth
 from tests.fakes.script import Reply, ScriptedToolCall
@@ -210,7 +211,7 @@ def test_reject_and_live_update_in_another_browser(
 
     approved_a = first.locator(".ai-proposal", has_text="Approved one")
     approved_b = second.locator(".ai-proposal", has_text="Approved one")
-    expect(approved_b).to_have_attribute("data-status", "pending", timeout=15_000)
+    expect(approved_b).to_have_attribute("data-status", "pending", timeout=WAIT_MS)
     reauth(first, base, operator)
     approved_a.locator(".proposal-approve").click()
     expect(approved_a).to_have_attribute("data-status", "executed")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.bounds import WAIT_MS
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import call
 from tests.browser.test_proposals_ui import READY, models_ready, say
@@ -60,7 +61,7 @@ def test_a_proposals_chip_follows_its_card_live_and_after_a_reload(
 
     # The model goes on and proposes again; this time the card here rejects it.
     closing = chip(page, "open_incident").nth(1)
-    expect(closing).to_have_attribute("data-status", "pending", timeout=15_000)
+    expect(closing).to_have_attribute("data-status", "pending", timeout=WAIT_MS)
     page.locator("#ai-log .ai-proposal", has_text="Reject me").locator(".proposal-reject").click()
     expect(closing).to_have_attribute("data-status", "rejected")
     screenshot(page, "tool-chips-settled")

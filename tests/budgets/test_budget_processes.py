@@ -14,6 +14,7 @@ import pytest
 from django.db import connection as db_connection
 from django.db.models import F, Sum
 
+from tests.bounds import WAIT
 from tests.chatrooms.conftest import add_connection
 from tests.conftest import make_user
 from tests.fakes.openai_api import FakeOpenAI
@@ -95,7 +96,7 @@ def test_twenty_sends_over_two_processes_stay_within_the_budget(
         assert {status for status, _ in refused} == {409}
         assert {body["error"]["code"] for _, body in refused} == {"budget_exhausted"}
         # Wait for the replies (each process runs its own turns) and their charges.
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
             streaming = Message.objects.filter(status=Message.STREAMING).exists()
             if not streaming and not UsageReservation.objects.exists():

@@ -21,6 +21,7 @@ from chatrooms.models import Message
 from hal.asgi import application
 from hal.live import launch
 from hal.web.asgi_handler import drop_request_started_hop
+from tests.bounds import WAIT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,7 +70,7 @@ async def request(hops, method, path, *, body=b"", headers=()):
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             break
-    await comm.wait(20)
+    await comm.wait(WAIT)
     return start["status"], start["headers"], b"".join(chunks)
 
 

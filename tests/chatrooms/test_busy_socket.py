@@ -17,6 +17,7 @@ from channels.layers import get_channel_layer
 from chatrooms.actions import ensure_rooms, room_group
 from chatrooms.models import Message
 from hal.live import channel_queue
+from tests.bounds import WAIT
 from tests.core.test_ws_session import login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,7 +83,7 @@ async def _frames(chat):
     """The socket's events, one at a time, whether it sends them one per WebSocket message
     or, on the `hal.events` subprotocol, several in one `events` message."""
     while True:
-        frame = await chat.receive_json_from(timeout=10)
+        frame = await chat.receive_json_from(timeout=WAIT)
         if frame["type"] == "events":
             for event in frame["events"]:
                 yield event
@@ -129,7 +130,7 @@ async def test_a_flooded_socket_gets_every_reply_whole_and_every_end(operator, b
         assert shown == texts
         assert frames <= REPLIES * FRAMES
         await chat.send_json_to({"type": "ping"})
-        assert await chat.receive_json_from(timeout=5) == {"type": "pong"}
+        assert await chat.receive_json_from(timeout=WAIT) == {"type": "pong"}
     finally:
         await chat.disconnect()
 
@@ -179,14 +180,14 @@ async def test_a_socket_behind_past_the_bound_is_closed_to_resume_and_gets_what_
         for pk in ids
     ]
     await asyncio.gather(*(layer.group_send(group, n) for n in notices))  # a busy loop
-    closed = await chat.receive_output(timeout=10)
+    closed = await chat.receive_output(timeout=WAIT)
     assert closed == {"type": "websocket.close", "code": channel_queue.BEHIND_CODE}
     await chat.wait()
     # The panel reconnects on that code and resumes from the last message it showed.
     again = await open_socket(browser, "/ws/ai/")
     try:
         await again.send_json_to({"type": "resume", "rooms": {str(room.pk): ids[0] - 1}})
-        frame = await again.receive_json_from(timeout=10)
+        frame = await again.receive_json_from(timeout=WAIT)
         assert frame["type"] == "resume"
         assert [m["id"] for m in frame["data"]["messages"]] == ids
     finally:

@@ -11,6 +11,7 @@ from typing import Any
 
 from chatrooms.run import framing, partials
 from chatrooms.run.framing import Framer
+from tests.bounds import WAIT
 
 
 class _Sink:
@@ -63,7 +64,7 @@ async def test_replies_streaming_together_share_one_frame_timer(monkeypatch, set
         framer.add("sec")
         framer.add("ond ")
     assert len(timers) == 1  # one timer for the three replies' next frames
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(WAIT):
         while any(framer.pending for framer in framers):
             await asyncio.sleep(0.01)
     await sink.settle()
@@ -159,7 +160,7 @@ async def test_a_paced_reader_is_woken_before_its_frame_leaves_and_its_text_goes
     monkeypatch.setattr(framing._Tick, "fire", fire)
     task = asyncio.ensure_future(reader())
     framer.later(woken.set)
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(WAIT):
         while framer.seq < 2:
             await asyncio.sleep(0.005)
     await task

@@ -6,6 +6,7 @@ import pytest
 
 from chatrooms import actions
 from chatrooms.models import Message
+from tests.bounds import SLOW
 
 pytestmark = pytest.mark.django_db
 
@@ -116,5 +117,5 @@ def test_async_backend_is_imported_with_the_orchestrator():
         "django.setup(); import chatrooms.orchestrator;"
         "print('anyio._backends._asyncio' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=SLOW)
     assert out.stdout.strip() == "True", out.stderr[-2000:]

@@ -12,6 +12,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from chatrooms import actions
 from chatrooms.models import Message
 from chatrooms.routing import websocket_urlpatterns
+from tests.bounds import WAIT
 
 RELAY_EN = (
     "@alpha mentioned @beta in a relayed reply. Models answer each other only once "
@@ -143,7 +144,7 @@ async def test_socket_events_are_rendered_in_the_socket_operator_language(operat
             actions.room_group(room.pk),
             {"type": "hal.event", "event": "notice", "data": notice.as_dict()},
         )
-        event = await comm.receive_json_from(timeout=5)
+        event = await comm.receive_json_from(timeout=WAIT)
     finally:
         await comm.disconnect()
     assert event["type"] == "notice"

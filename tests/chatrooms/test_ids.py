@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hal.web.ids import MAX_ID, as_id, as_ids, parse_id
+from tests.bounds import WAIT
 
 from .conftest import room_for, send
 from .test_api_ws import communicator
@@ -49,7 +50,7 @@ async def _answers(comm, frame) -> list[dict]:
     await comm.send_json_to({"type": "ping"})
     seen = []
     while True:
-        event = await comm.receive_json_from(timeout=10)
+        event = await comm.receive_json_from(timeout=WAIT)
         if event["type"] == "pong":
             return seen
         seen.append(event)

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from chatrooms import actions, leases
 from chatrooms.models import Message, ProcessLease, Room, Turn
+from tests.bounds import WAIT
 
 
 @pytest.fixture
@@ -156,6 +157,6 @@ async def test_the_control_listener_ends_when_cancelled_even_if_the_layer_turns_
     while layer.receives == 0:
         await asyncio.sleep(0)
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=10)  # a bound for a hang, not a speed check
+    done, _ = await asyncio.wait({task}, timeout=WAIT)  # a bound for a hang, not a speed check
     assert task in done and task.cancelled()
     assert layer.receives == 1

@@ -11,6 +11,7 @@ import pytest
 from chatrooms import actions
 from chatrooms.actions import sending
 from chatrooms.models import Message, Turn
+from tests.bounds import WAIT
 from tests.fakes.script import Reply
 
 from .conftest import messages, send, unified_room
@@ -70,7 +71,7 @@ async def test_a_send_whose_writes_fail_closes_the_calls_it_opened(
     response = await send(aclient, room, "status, everyone?")
     assert response.status_code == 500
     assert _requests(models) == 3  # they had been opened …
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT
     while sum(m.fake.disconnects for m in models) < 3 and time.monotonic() < deadline:
         await orchestrator.wait_idle()
         time.sleep(0.05)
@@ -164,7 +165,7 @@ async def test_a_stop_ends_an_opened_call(models, aclient, orchestrator, when):
         await asyncio.sleep(0.3)
     response = await aclient.post(f"/api/ai/rooms/{room_id}/turns/{turn.pk}/stop")
     assert response.status_code == 200 and response.json()["stopped"] == [turn.pk]
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(WAIT):
         await orchestrator.wait_idle()
     turn = await Turn.objects.aget(pk=turn.pk)
     reply = await Message.objects.aget(pk=turn.reply_id)

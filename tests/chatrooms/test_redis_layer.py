@@ -12,6 +12,8 @@ import os
 import pytest
 from channels.layers import get_channel_layer
 
+from tests.bounds import WAIT, eventually
+
 pytestmark = pytest.mark.skipif(
     not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL): the in-memory layer"
 )
@@ -37,7 +39,7 @@ async def test_an_idle_receive_outlasts_redis_read_timeouts():
     done, _ = await asyncio.wait({receive}, timeout=7.5)
     assert not done, f"the idle receive failed: {receive.exception()!r}"
     await layer.send(channel, {"type": "x.ping"})
-    assert (await asyncio.wait_for(receive, 10))["type"] == "x.ping"
+    assert (await asyncio.wait_for(receive, WAIT))["type"] == "x.ping"
 
 
 async def test_a_group_send_reaches_every_member_once():
@@ -124,11 +126,11 @@ async def test_local_members_do_not_wait_for_redis(monkeypatch):
     monkeypatch.setattr(shard, "publish", slow_publish)
     sending = asyncio.ensure_future(layer.group_send("test-no-wait", {"type": "x.e", "n": 7}))
     try:
-        assert (await asyncio.wait_for(layer.receive(channel), 10))["n"] == 7
+        assert (await asyncio.wait_for(layer.receive(channel), WAIT))["n"] == 7
         assert not sending.done()  # still waiting for Redis
     finally:
         gate.set()
-        await asyncio.wait_for(sending, 10)
+        await asyncio.wait_for(sending, WAIT)
         await layer.group_discard("test-no-wait", channel)
 
 
@@ -141,8 +143,10 @@ async def test_the_receive_task_ends_when_cancelled_even_if_redis_raises_instead
     layer = get_channel_layer()
     channel = await layer.new_channel("cancel.")
     receive = asyncio.ensure_future(layer.receive(channel))
-    await asyncio.sleep(0.3)  # subscribed, the shard's receive task reading
-    shard = next(s for s in layer._get_layer()._shards if s._receive_task is not None)
+    shard = await eventually(  # subscribed, the shard's receive task reading
+        lambda: next((s for s in layer._get_layer()._shards if s._receive_task is not None), None),
+        "the shard's receive task",
+    )
 
     async def read_that_turns_cancel_into_connection_error(**_kwargs):
         try:
@@ -154,7 +158,7 @@ async def test_the_receive_task_ends_when_cancelled_even_if_redis_raises_instead
     await asyncio.sleep(0.3)  # the loop is now inside the patched read
     task = shard._receive_task
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=10)
+    done, _ = await asyncio.wait({task}, timeout=WAIT)
     receive.cancel()
     assert done, "the receive task swallowed its cancel"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from chatrooms.models import Message, Turn
+from tests.bounds import WAIT
 from tests.fakes.script import Reply
 
 from .conftest import room_for, send
@@ -92,7 +93,7 @@ async def test_a_reply_that_finished_while_the_socket_was_away_is_resent_on_resu
     await second.send_json_to(
         {"type": "resume", "rooms": {str(room): reply_id}, "open": [reply_id]}
     )
-    event = await second.receive_json_from(timeout=10)
+    event = await second.receive_json_from(timeout=WAIT)
     await second.disconnect()
     assert event["type"] == "resume" and event["data"]["room_id"] == room
     [resent] = event["data"]["messages"]
@@ -113,7 +114,7 @@ async def test_open_ids_of_another_operators_room_are_not_returned(
     # Their own rooms by id, with this operator's message ids as "open": nothing leaks.
     await comm.send_json_to({"type": "resume", "rooms": {str(room): 0}, "open": ids})
     await comm.send_json_to({"type": "ping"})
-    event = await comm.receive_json_from(timeout=10)
+    event = await comm.receive_json_from(timeout=WAIT)
     await comm.disconnect()
     assert event["type"] == "pong"
 
@@ -129,7 +130,7 @@ async def test_resume_returns_messages_after_the_last_seen_only_for_own_rooms(
     comm = communicator(operator)
     assert (await comm.connect())[0]
     await comm.send_json_to({"type": "resume", "rooms": {str(room): rows[0].pk, "999999": 0}})
-    event = await comm.receive_json_from(timeout=10)
+    event = await comm.receive_json_from(timeout=WAIT)
     await comm.disconnect()
     assert event["type"] == "resume" and event["data"]["room_id"] == room
     assert [m["id"] for m in event["data"]["messages"]] == [m.pk for m in rows[1:]]

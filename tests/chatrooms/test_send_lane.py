@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from tests.bounds import WAIT, eventually
 from tests.chatrooms.conftest import unified_room
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,16 +44,12 @@ async def test_a_send_is_stored_and_its_models_called_while_every_chat_db_thread
                 content_type="application/json",
             )
         )
-        done, _ = await asyncio.wait([send], timeout=15)
+        done, _ = await asyncio.wait([send], timeout=WAIT)
         assert send in done, "the send waited for the chat's DB threads"
         assert send.result().status_code == 202, send.result().content
         # Its model call went out too (opened in the send's trip), before any chat thread
         # was free: the fake provider has the request.
-        for _ in range(150):
-            if models[0].requests:
-                break
-            await asyncio.sleep(0.1)
-        assert models[0].requests
+        await eventually(lambda: models[0].requests, "the model call")
     finally:
         release.set()
         await asyncio.gather(*busy)

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_noop
 
 from chatrooms.actions import ensure_rooms, room_group
 from hal import i18n
+from tests.bounds import WAIT
 from tests.core.test_ws_session import login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,7 +44,7 @@ async def test_a_plain_socket_gets_one_message_per_event(operator):
         await get_channel_layer().group_send(
             room_group(room.pk), {"type": "hal.events", "events": _events(room.pk)}
         )
-        frames = [await chat.receive_json_from(timeout=10) for _ in range(4)]
+        frames = [await chat.receive_json_from(timeout=WAIT) for _ in range(4)]
         assert [f["type"] for f in frames] == [e[0] for e in _events(room.pk)]
         assert frames[2]["data"] == {"id": 8, "room_id": room.pk, "text": "Chat room"}
         assert await chat.receive_nothing(timeout=0.2)
@@ -59,8 +60,8 @@ async def test_a_socket_on_hal_events_gets_a_channel_messages_events_in_one_mess
         await layer.group_send(
             room_group(room.pk), {"type": "hal.events", "events": _events(room.pk)}
         )
-        one_by_one = [await plain.receive_json_from(timeout=10) for _ in range(4)]
-        frame = await batched.receive_json_from(timeout=10)
+        one_by_one = [await plain.receive_json_from(timeout=WAIT) for _ in range(4)]
+        frame = await batched.receive_json_from(timeout=WAIT)
         assert frame == {"type": "events", "events": one_by_one}
         assert await batched.receive_nothing(timeout=0.2)
         # A channel message of one event, and the socket's own answers: as they are.
@@ -68,9 +69,9 @@ async def test_a_socket_on_hal_events_gets_a_channel_messages_events_in_one_mess
         await layer.group_send(
             room_group(room.pk), {"type": "hal.event", "event": event[0], "data": event[1]}
         )
-        assert await batched.receive_json_from(timeout=10) == {"type": "notice", "data": event[1]}
+        assert await batched.receive_json_from(timeout=WAIT) == {"type": "notice", "data": event[1]}
         await batched.send_json_to({"type": "ping"})
-        assert await batched.receive_json_from(timeout=5) == {"type": "pong"}
+        assert await batched.receive_json_from(timeout=WAIT) == {"type": "pong"}
     finally:
         await plain.disconnect()
         await batched.disconnect()
@@ -100,14 +101,14 @@ async def test_frames_carry_text_as_utf8_not_escapes(operator):
         await get_channel_layer().group_send(
             room_group(room.pk), {"type": "hal.events", "events": [["message.delta", delta]]}
         )
-        raw = await chat.receive_from(timeout=10)
+        raw = await chat.receive_from(timeout=WAIT)
         assert '"delta":"안녕"' in raw
         assert json.loads(raw) == {
             "type": "events",
             "events": [{"type": "message.delta", "data": delta}],
         }
         await ops.send_json_to({"type": "ping"})
-        assert await ops.receive_from(timeout=5) == '{"type":"pong"}'
+        assert await ops.receive_from(timeout=WAIT) == '{"type":"pong"}'
     finally:
         await chat.disconnect()
         await ops.disconnect()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from chatrooms.models import Message, Turn
+from tests.bounds import WAIT, eventually
 from tests.fakes.script import Reply, ScriptedToolCall
 
 from .conftest import last_user_text, messages, room_for, send, unified_room
@@ -52,11 +53,7 @@ async def test_stop_keeps_partial_text_and_models_see_it(models, aclient, orches
     assert as_listed["stopped"] is True and as_listed["status"] == "complete"
     # The provider's stream was closed early: the fake sees its client go away at its next
     # write (long before the scripted reply would have ended).
-    for _ in range(100):
-        if alpha.fake.disconnects:
-            break
-        await asyncio.sleep(0.05)
-    assert alpha.fake.disconnects >= 1
+    await eventually(lambda: alpha.fake.disconnects, "the provider's stream to close")
 
     # Later the model sees the partial reply as it stands.
     alpha.fake.replies.push(Reply(text="ok"))
@@ -113,7 +110,7 @@ async def test_stop_all_in_the_room_and_over_the_socket(models, aclient, operato
         {"type": "turn.stop", "room_id": room_id, "turn_id": turns[0].pk, "ref": "x"}
     )
     while True:
-        frame = await communicator.receive_json_from(timeout=5)
+        frame = await communicator.receive_json_from(timeout=WAIT)
         if frame.get("ref") == "x":
             break
     assert frame["type"] == "error" and frame["data"]["code"] == "turn_not_running"
@@ -162,7 +159,7 @@ async def test_a_second_stop_during_the_stopped_save_still_completes_the_reply(
 
     def slow_finish(turn_id, *args, **kwargs):
         # While the stopped reply is being saved, the same stop arrives once more.
-        asyncio.run_coroutine_threadsafe(_again(turn_id), loop).result(5)
+        asyncio.run_coroutine_threadsafe(_again(turn_id), loop).result(WAIT)
         return real(turn_id, *args, **kwargs)
 
     async def _again(turn_id):

@@ -13,6 +13,7 @@ from channels.layers import InMemoryChannelLayer
 
 from hal.live.channel_layer import MemoryLayer
 from hal.live.channel_queue import BEHIND_CODE, BEHIND_EVENT, ChannelQueue
+from tests.bounds import WAIT
 
 
 def delta(reply: int, offset: int, text: str, seq: int) -> dict:
@@ -139,7 +140,7 @@ async def test_a_waiting_reader_gets_the_next_message():
     reader = asyncio.ensure_future(queue.get())
     await asyncio.sleep(0)
     queue.put_nowait(event("notice", 1))
-    assert (await asyncio.wait_for(reader, 5))["event"] == "notice"
+    assert (await asyncio.wait_for(reader, WAIT))["event"] == "notice"
 
 
 # ----- the in-memory layer, beside channels' own -------------------------------------

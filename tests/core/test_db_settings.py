@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from tests.bounds import SLOW
+
 PG = "postgres://hal@127.0.0.1:5432/hal_settings_probe"
 
 
@@ -21,7 +23,7 @@ def _databases(**environ: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HAL_DB_", "DATABASE_URL"))}
     env.update(environ)
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=SLOW
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -7,6 +7,7 @@ import pytest
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from hal.live.events import send_now
+from tests.bounds import WAIT
 
 
 async def test_send_now_from_a_thread_running_an_event_loop():
@@ -14,7 +15,7 @@ async def test_send_now_from_a_thread_running_an_event_loop():
     channel = await layer.new_channel()
     await layer.group_add("t-events", channel)
     send_now("t-events", "thing.happened", {"id": 1})  # sync call, loop running here
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(WAIT):
         message = await layer.receive(channel)
     assert message == {"type": "hal.event", "event": "thing.happened", "data": {"id": 1}}
 
@@ -40,14 +41,14 @@ def test_send_now_from_plain_sync_code():
         channel = await layer.new_channel()
         await layer.group_add("t-events-sync", channel)
         listening.set()
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT):
             got["message"] = await layer.receive(channel)
 
     listener = threading.Thread(target=asyncio.run, args=(listen(),))
     listener.start()
-    assert listening.wait(10)
+    assert listening.wait(WAIT)
     send_now("t-events-sync", "other.thing", {"id": 2})
-    listener.join(15)
+    listener.join(WAIT)
     assert got["message"]["event"] == "other.thing"
 
 
@@ -79,11 +80,11 @@ async def test_an_event_published_in_a_db_thread_trip_does_not_hold_the_trip(mon
             send_now("t-order", "step", {"n": n})
         return "returned"
 
-    async with asyncio.timeout(5):  # it hung here while the trip waited for the layer
+    async with asyncio.timeout(WAIT):  # it hung here while the trip waited for the layer
         assert await db(publish_three, serving_loop=True)() == "returned"
     assert layer.sent == []
     layer.gate.set()
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(WAIT):
         while len(layer.sent) < 3:
             await asyncio.sleep(0.01)
     assert [m["data"]["n"] for _, m in layer.sent] == [0, 1, 2]

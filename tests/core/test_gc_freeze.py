@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 
+from tests.bounds import SLOW
 from tests.procenv import ROOT, own_sqlite_env
 
 PROBE = (
@@ -28,7 +29,7 @@ def test_importing_the_asgi_application_freezes_what_startup_made(tmp_path):
         env=own_sqlite_env(tmp_path),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SLOW,
         check=True,
     )
     counts = json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from hal.asgi import application
+from tests.bounds import WAIT
 from tests.wsauth import logged_in_session
 
 DEEP = b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
@@ -119,10 +120,10 @@ async def test_websocket_frames_are_decoded_strictly(operator):
     try:
         for frame, code in frames:
             await comm.send_to(text_data=frame)
-            reply = await comm.receive_json_from(timeout=5)
+            reply = await comm.receive_json_from(timeout=WAIT)
             assert reply["type"] == "error" and reply["data"]["code"] == code
         await comm.send_json_to({"type": "ping"})  # the socket is still open and usable
-        assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+        assert await comm.receive_json_from(timeout=WAIT) == {"type": "pong"}
     finally:
         await comm.disconnect()
     assert not await Message.objects.aexists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from hal.live import launch
+from tests.bounds import WAIT
 
 
 async def test_delivery_waits_for_an_open_launch_until_it_ends():
@@ -15,8 +16,8 @@ async def test_delivery_waits_for_an_open_launch_until_it_ends():
     assert not waiter.done()
     end()
     end()  # idempotent
-    await asyncio.wait_for(waiter, 1)
-    await asyncio.wait_for(launch.settled(), 1)  # nothing open: at once
+    await asyncio.wait_for(waiter, WAIT)
+    await asyncio.wait_for(launch.settled(), WAIT)  # nothing open: at once
 
 
 async def test_a_launch_that_never_ends_holds_nothing_for_long(monkeypatch):

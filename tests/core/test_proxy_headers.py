@@ -10,6 +10,7 @@ from channels.testing import ApplicationCommunicator
 
 from hal.models import AuditEntry
 from hal.web.proxyheaders import TrustedProxyMiddleware
+from tests.bounds import WAIT
 
 TRUSTED = ["127.0.0.1", "::1", "10.0.0.0/8"]
 
@@ -78,8 +79,8 @@ async def _post_login(client: tuple, forwarded: str, username: str) -> int:
     }
     comm = ApplicationCommunicator(application, scope)
     await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-    start = await comm.receive_output(timeout=20)
-    await comm.receive_output(timeout=20)
+    start = await comm.receive_output(timeout=WAIT)
+    await comm.receive_output(timeout=WAIT)
     return start["status"]
 
 

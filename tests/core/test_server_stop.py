@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hal.web import server_stop
+from tests.bounds import SLOW, WAIT
 from tests.procenv import ROOT, own_sqlite_env
 
 # daphne's own entry point, after a non-daemon thread that never ends: the interpreter
@@ -128,7 +129,7 @@ def test_the_harness_signals_only_a_daphne_whose_reactor_runs(tmp_path):
     """What the tests below rely on: `_daphne` returns once the server answers, so their
     SIGTERM reaches the reactor's handler, not the default action (exit by signal)."""
     proc, log = _daphne(tmp_path, SLOW_REACTOR, report_seconds="300")
-    code = _sigterm(proc, timeout=120)
+    code = _sigterm(proc, timeout=SLOW)
     assert code == 0, log.read_text()[-2000:]
 
 
@@ -156,7 +157,7 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
     deadline = time.monotonic() + 60
     while "bridge: waiting" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
-    code = _sigterm(proc, timeout=90)
+    code = _sigterm(proc, timeout=SLOW)
     text = log.read_text()
     assert code == 0, text[-3000:]
     assert "bridge: published" in text
@@ -168,7 +169,7 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
 def test_a_daphne_that_stops_in_time_reports_nothing(tmp_path):
     plain = "from daphne.cli import CommandLineInterface\nCommandLineInterface.entrypoint()\n"
     proc, log = _daphne(tmp_path, plain, report_seconds="300")
-    code = _sigterm(proc, timeout=120)
+    code = _sigterm(proc, timeout=SLOW)
     assert code == 0
     assert "still stopping" not in log.read_text()
 
@@ -186,11 +187,11 @@ def test_the_report_names_pending_asyncio_tasks_and_where_they_wait():
         target=loop.run_until_complete, args=(waits_for_a_slow_close(),), daemon=True
     )
     thread.start()
-    assert started.wait(30)
+    assert started.wait(WAIT)
     out = io.StringIO()
     server_stop.report(loop, time.monotonic(), out)
     loop.call_soon_threadsafe(release.set)
-    thread.join(30)
+    thread.join(WAIT)
     loop.close()
     text = out.getvalue()
     assert "1 asyncio task(s) not done" in text

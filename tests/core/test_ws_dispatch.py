@@ -18,6 +18,7 @@ from channels.utils import await_many_dispatch
 from chatrooms.consumers import ChatConsumer
 from hal.live.consumers import OpsConsumer
 from hal.live.dispatch import DrainingConsumerMixin
+from tests.bounds import WAIT
 
 N = 60
 
@@ -73,7 +74,7 @@ async def _run(cls: type[_Stock], monkeypatch: pytest.MonkeyPatch) -> tuple[_Sto
     consumer = cls()
     app = ApplicationCommunicator(consumer, {"type": "websocket"})
     await app.send_input({"type": "x.join"})
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(WAIT):
         while not consumer.seen:
             await asyncio.sleep(0.01)
         for n in range(N):
@@ -81,7 +82,7 @@ async def _run(cls: type[_Stock], monkeypatch: pytest.MonkeyPatch) -> tuple[_Sto
         while len(consumer.seen) < N + 1:
             await asyncio.sleep(0.01)
     await app.send_input({"type": "x.stop"})
-    await app.wait(30)
+    await app.wait(WAIT)
     await layer.group_discard("dispatch-test", consumer.channel_name)
     monkeypatch.undo()
     return consumer, reads

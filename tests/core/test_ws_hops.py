@@ -12,6 +12,7 @@ from channels.layers import get_channel_layer
 
 from chatrooms.actions import ensure_rooms, room_group
 from hal.live.events import OPS_GROUP
+from tests.bounds import WAIT
 from tests.core.test_ws_session import assert_alive, login, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,12 +31,12 @@ async def test_room_and_ops_events_reach_their_sockets_without_a_thread_hop(oper
                 room_group(room.pk),
                 {"type": "hal.event", "event": "message.delta", "data": {"id": 1, "seq": n}},
             )
-            frame = await chat.receive_json_from(timeout=5)
+            frame = await chat.receive_json_from(timeout=WAIT)
             assert frame == {"type": "message.delta", "data": {"id": 1, "seq": n}}
         await layer.group_send(
             OPS_GROUP, {"type": "hal.event", "event": "server.updated", "data": {"id": 7}}
         )
-        assert (await ops.receive_json_from(timeout=5))["type"] == "server.updated"
+        assert (await ops.receive_json_from(timeout=WAIT))["type"] == "server.updated"
         # Only the sockets' own tasks: the lease keeper's heartbeat and sweep run on the
         # same loop on their own schedule, and are not part of an event's path.
         sockets = (chat.future, ops.future)

@@ -13,6 +13,7 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from hal.asgi import application
+from tests.bounds import WAIT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +46,7 @@ async def open_socket(
     )
     # The communicator's default bound is 1 s: a connect (session check, room snapshot) on
     # PostgreSQL under a load of 10 on two cores took longer (issue 29, item 5).
-    connected, subprotocol = await comm.connect(timeout=15)
+    connected, subprotocol = await comm.connect(timeout=WAIT)
     assert connected
     comm.subprotocol = subprotocol  # the one the handshake named (None: none)
     return comm
@@ -53,7 +54,7 @@ async def open_socket(
 
 async def assert_alive(comm: WebsocketCommunicator) -> None:
     await comm.send_json_to({"type": "ping"})
-    assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+    assert await comm.receive_json_from(timeout=WAIT) == {"type": "pong"}
 
 
 async def test_logout_closes_every_socket_of_that_session_only(operator):
@@ -66,8 +67,8 @@ async def test_logout_closes_every_socket_of_that_session_only(operator):
         response = await sync_to_async(browser_a.post)("/logout/")
         assert response.status_code == 302
         # Pushed through the channel layer: no frame from the browser is needed.
-        assert await chat_a.receive_output(timeout=5) == CLOSED
-        assert await ops_a.receive_output(timeout=5) == CLOSED
+        assert await chat_a.receive_output(timeout=WAIT) == CLOSED
+        assert await ops_a.receive_output(timeout=WAIT) == CLOSED
         await assert_alive(chat_b)  # the operator's other browser stays logged in
     finally:
         for comm in (chat_a, ops_a, chat_b):
@@ -89,9 +90,9 @@ async def test_a_frame_on_a_dead_session_closes_the_socket_and_does_nothing(oper
         await chat.send_json_to(
             {"type": "message.send", "room_id": room.pk, "text": "after logout", "ref": "r1"}
         )
-        assert await chat.receive_output(timeout=5) == CLOSED
+        assert await chat.receive_output(timeout=WAIT) == CLOSED
         await ops.send_json_to({"type": "ping"})
-        assert await ops.receive_output(timeout=5) == CLOSED
+        assert await ops.receive_output(timeout=WAIT) == CLOSED
     finally:
         await chat.disconnect()
         await ops.disconnect()
@@ -107,8 +108,8 @@ async def test_deactivating_the_user_closes_all_their_sockets(operator, viewer):
     try:
         operator.is_active = False
         await sync_to_async(operator.save)()
-        assert await chat_a.receive_output(timeout=5) == CLOSED
-        assert await ops_b.receive_output(timeout=5) == CLOSED
+        assert await chat_a.receive_output(timeout=WAIT) == CLOSED
+        assert await ops_b.receive_output(timeout=WAIT) == CLOSED
         await assert_alive(bystander)
     finally:
         for comm in (chat_a, ops_b, bystander):
@@ -133,7 +134,7 @@ async def test_a_password_change_closes_the_other_sessions_sockets(operator):
 
     try:
         await sync_to_async(change_password)()
-        assert await stale.receive_output(timeout=5) == CLOSED
+        assert await stale.receive_output(timeout=WAIT) == CLOSED
         # The session that changed the password carries the new hash: it stays usable
         # (its socket may be asked to re-check and reconnect, but a new one is accepted).
         await kept.disconnect()
@@ -149,7 +150,7 @@ async def test_deleting_the_user_closes_their_sockets(viewer):
     ops = await open_socket(browser, "/ws/ops/")
     try:
         await sync_to_async(viewer.delete)()
-        assert await ops.receive_output(timeout=5) == CLOSED
+        assert await ops.receive_output(timeout=WAIT) == CLOSED
     finally:
         await ops.disconnect()
 
@@ -163,9 +164,9 @@ async def test_a_listening_socket_stops_when_its_session_is_gone(operator, setti
     ops = await open_socket(browser, "/ws/ops/")
     try:
         await sync_to_async(send_now)(OPS_GROUP, "setting.changed", {"name": "a"})
-        assert (await ops.receive_json_from(timeout=5))["type"] == "setting.changed"
+        assert (await ops.receive_json_from(timeout=WAIT))["type"] == "setting.changed"
         await Session.objects.filter(session_key=browser.session.session_key).adelete()
         await sync_to_async(send_now)(OPS_GROUP, "setting.changed", {"name": "b"})
-        assert await ops.receive_output(timeout=5) == CLOSED
+        assert await ops.receive_output(timeout=WAIT) == CLOSED
     finally:
         await ops.disconnect()

@@ -16,6 +16,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from tests.bounds import SLOW
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "install.py"
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
@@ -96,7 +98,7 @@ def run_install(*args: str) -> subprocess.CompletedProcess:
         [sys.executable, str(INSTALL), *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=SLOW,
         env=clean_env(),
     )
     print(done.stdout, done.stderr, sep="\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bounds import SLOW
 from tests.deploy.install_host import (
     INSTALL,
     PYTHON,
@@ -42,7 +43,7 @@ def run(installer: Path, *args: str) -> subprocess.CompletedProcess:
         [sys.executable, str(installer), *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=SLOW,
         env=clean_env(),
     )
     print(done.stdout, done.stderr, sep="\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bounds import SLOW
 from tests.deploy.install_host import retarget
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def run_release(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SLOW,
     )
 
 

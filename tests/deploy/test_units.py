@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bounds import SLOW
+
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMD = REPO / "deploy" / "systemd"
 PROXY = REPO / "deploy" / "proxy"
@@ -178,7 +180,7 @@ def test_caddy_sets_the_client_address_retries_and_is_valid(tmp_path):
         [tool, "validate", "--adapter", "caddyfile", "--config", str(PROXY / "Caddyfile")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SLOW,
         env={**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr
@@ -233,7 +235,7 @@ def exposure(tool: str, path: Path) -> float:
         [tool, "security", "--offline=yes", "--no-pager", str(path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SLOW,
     )
     found = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", done.stdout + done.stderr)
     if found is None:
@@ -291,7 +293,7 @@ def test_systemd_accepts_every_directive(name, tmp_path):
         capture_output=True,
         text=True,
         env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"},
-        timeout=60,
+        timeout=SLOW,
     )
     output = done.stdout + done.stderr
     assert "Unknown" not in output and "Failed to parse" not in output, output

@@ -11,6 +11,7 @@ import pytest
 from hal.models import AuditEntry, Incident, IncidentEvent, Proposal
 from investigations.models import Investigation
 from investigations.runner import run_pending_once
+from tests.bounds import WAIT
 from tests.fakes.script import Reply, ScriptedToolCall
 from tests.investigations.conftest import change_setting, script_investigation
 
@@ -92,7 +93,7 @@ def test_an_operator_stops_a_running_investigation(investigator, operator, reaut
     inv = wait_running(incident)
     r = reauthed.post(f"/api/investigations/{inv.pk}/stop")
     assert r.status_code == 200, r.content
-    thread.join(25)
+    thread.join(WAIT)
     assert out == [(inv.pk, Investigation.STOPPED)]
     inv.refresh_from_db()
     assert inv.status == Investigation.STOPPED and inv.stopped_by == "ops"
@@ -112,7 +113,7 @@ def test_closing_the_incident_stops_it(investigator, operator):
     thread, out = run_in_thread()
     inv = wait_running(incident)
     check_close_incident(actor=make_actor(operator), incident_id=incident.pk, resolution="ok")
-    thread.join(25)
+    thread.join(WAIT)
     assert out == [(inv.pk, Investigation.STOPPED)]
     inv.refresh_from_db()
     assert inv.status == Investigation.STOPPED and inv.stopped_by == "ops"

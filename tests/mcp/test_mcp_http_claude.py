@@ -12,6 +12,7 @@ import pytest
 
 from hal.actions.base import Actor
 from hal.actions.mcp_tokens import do_create_mcp_token
+from tests.bounds import SLOW
 from tests.browser.conftest import LiveServer, _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def test_claude_mcp_add_with_a_bearer_header_connects(django_db_blocker, operato
                 cwd=str(tmp_path),
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=SLOW,
             )
             assert done.returncode == 0, done.stderr[-1000:]
             return done.stdout

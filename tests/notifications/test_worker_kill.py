@@ -21,6 +21,7 @@ from django.utils import timezone
 from hal.actions.incidents import check_open_incident
 from notifications import worker
 from notifications.models import Attempt, Delivery
+from tests.bounds import SLOW
 from tests.notifications.conftest import Receiver, actor_of, verified_webhook
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,7 +80,7 @@ def test_killed_mid_delivery_is_resent_once_with_the_same_key(operator, settings
         try:
             _wait_for(lambda: len(receiver.posts()) == 2, "the doomed worker's POST")
             os.kill(proc.pid, signal.SIGKILL)  # mid-delivery: sent, not yet recorded
-            proc.wait(timeout=30)
+            proc.wait(timeout=SLOW)
         finally:
             if proc.poll() is None:
                 proc.kill()

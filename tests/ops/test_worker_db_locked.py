@@ -27,6 +27,7 @@ from django.db import connection
 
 from hal.actions import releases
 from hal.models import Job, WorkerHeartbeat
+from tests.bounds import SLOW
 from tests.browser.conftest import _server_env
 from tests.fleet.conftest import configure_module, make_actor
 
@@ -113,7 +114,7 @@ def test_the_worker_outlives_a_lock_held_past_its_busy_timeout(operator, tmp_pat
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=120)
+            proc.wait(timeout=SLOW)
 
 
 def _log(path: Path) -> str:

@@ -16,6 +16,7 @@ import pytest
 from providers.ambient import SDK_AMBIENT, seal_sdk_environment
 from providers.anthropic_provider import AnthropicProvider
 from providers.base import ChatMessage
+from tests.bounds import SLOW
 from tests.fakes.script import Reply
 
 from .helpers import CountingCredential, collect, text_of
@@ -103,7 +104,7 @@ def test_every_hal_process_seals_its_environment_at_start(tmp_path):
         f"print(sorted(n for n in {SDK_AMBIENT!r} if n in os.environ))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=SLOW
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"

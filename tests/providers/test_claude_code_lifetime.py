@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from providers.local_cli.runs import alive, process_start, sweep_orphans
+from tests.bounds import WAIT
 from tests.browser.conftest import LiveServer
 from tests.fakes.script import Reply
 
@@ -69,7 +70,7 @@ def snapshot(home: Path) -> dict[int, int | None]:
     return {pid: process_start(pid) for pid in run_processes(home)}
 
 
-def wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+def wait_for(predicate, timeout: float = WAIT, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -85,7 +86,7 @@ class Session:
         self.base = base
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-        page = self.opener.open(base + "/login/", timeout=30).read().decode()
+        page = self.opener.open(base + "/login/", timeout=WAIT).read().decode()
         found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         assert found, "no CSRF token on the login page"
         token = found.group(1)
@@ -95,7 +96,7 @@ class Session:
         request = urllib.request.Request(
             base + "/login/", data=form, headers={"Referer": base + "/login/"}
         )
-        self.opener.open(request, timeout=30).read()
+        self.opener.open(request, timeout=WAIT).read()
         assert "sessionid" in self.cookies()
 
     def cookies(self) -> dict[str, str]:
@@ -113,7 +114,7 @@ class Session:
                 "Referer": self.base + "/",
             },
         )
-        return json.loads(self.opener.open(request, timeout=30).read() or b"{}")
+        return json.loads(self.opener.open(request, timeout=WAIT).read() or b"{}")
 
 
 def cli_connection(operator) -> int:
@@ -166,10 +167,11 @@ def test_sigterm_to_daphne_mid_reply_leaves_no_cli_or_mcp_process(
         processes = snapshot(home)  # the CLI and anything it started
         started = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)  # a HAL restart (make run's Ctrl-C too)
-        # Generous: the issue's bound is 5 s; a loaded CI host is given more.
-        wait_for(lambda: not still_alive(processes), timeout=30, what="the CLI to die")
+        # The issue's bound is 5 s on an idle host (printed below); the wait is for the
+        # condition, a loaded CI host included (issue 43).
+        wait_for(lambda: not still_alive(processes), what="the CLI to die")
         print(f"\nCLI and MCP server gone {time.monotonic() - started:.2f} s after SIGTERM")
-        server.proc.wait(30)
+        server.proc.wait(WAIT)
         # Its files are gone: no run record, no session files in the CLI's HOME.
         assert not list(runs.glob("*.json"))
         claude = home / ".claude"
@@ -186,8 +188,8 @@ def test_a_killed_daphne_takes_its_cli_along_and_the_sweep_tidies_up(
     try:
         processes = snapshot(home)
         server.proc.kill()  # SIGKILL: no shutdown hook runs; the parent-death signal does
-        server.proc.wait(30)
-        wait_for(lambda: not still_alive(processes), timeout=30, what="the CLI to die")
+        server.proc.wait(WAIT)
+        wait_for(lambda: not still_alive(processes), what="the CLI to die")
         # The record outlived its process; the sweep (worker, chat_recover) removes the
         # run's files and the record.
         (record,) = runs.glob("*.json")

@@ -16,6 +16,7 @@ import pytest
 
 from providers.base import ChatMessage, TextDelta
 from providers.local_cli import LocalCLIProvider
+from tests.bounds import SLOW
 from tests.fakes.script import Reply, ScriptedToolCall
 
 from .helpers import collect, raises_provider_error, text_of
@@ -107,7 +108,7 @@ def assert_sandboxed(fake, outbound, tmp_path, *, allowed_hosts: tuple[str, ...]
 def test_the_installed_cli_is_the_pinned_version():
     import subprocess
 
-    out = subprocess.run([BINARY, "--version"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([BINARY, "--version"], capture_output=True, text=True, timeout=SLOW)
     assert out.stdout.split()[0] == PINNED
 
 

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from providers.local_cli import runs
+from tests.bounds import WAIT
 
 
 def sleeper(**env: str) -> subprocess.Popen:
@@ -38,7 +39,7 @@ def write(directory, *, pid: int, start, owner_pid: int, owner_start, session_id
 
 def gone(process: subprocess.Popen) -> bool:
     try:
-        process.wait(10)
+        process.wait(WAIT)
     except subprocess.TimeoutExpired:
         return False
     return True

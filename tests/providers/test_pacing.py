@@ -11,6 +11,7 @@ import asyncio
 from providers import pacing
 from providers.base import ChatMessage, Stop, TextDelta
 from providers.openai_compat import OpenAICompatProvider
+from tests.bounds import WAIT, eventually
 from tests.providers.test_body import HEAD, LAST, Taken, chunk, sse
 from tests.providers.test_net import Server, read_request
 
@@ -89,10 +90,7 @@ async def test_events_read_while_the_frame_holds_wake_the_reader_once_when_it_is
         provider = _provider(server.port)
         reading = _read_paced(provider, gate, events)
         try:
-            for _ in range(200):  # the first event: at once
-                if events:
-                    break
-                await asyncio.sleep(0.01)
+            await eventually(lambda: events, "the first event")  # at once, on an idle machine
             assert _shown(events) == ["one "] and not gate.wakes
             gate.holding = True
             go[0].set()
@@ -101,12 +99,12 @@ async def test_events_read_while_the_frame_holds_wake_the_reader_once_when_it_is
             assert len(gate.wakes) == 1  # one wake-up asked for, not one per event
             gate.holding = False
             gate.wakes.pop()()
-            await asyncio.sleep(0.05)
+            await eventually(lambda: len(_shown(events)) > 1, "the held piece")
             assert _shown(events) == ["one ", "two three four "]  # one wake-up, one piece
             gate.holding = True
             go[1].set()
             # The stream's end wakes the reader at once, frame or not, with what it held.
-            await asyncio.wait_for(reading, 5)
+            await asyncio.wait_for(reading, WAIT)
             assert _shown(events)[2:] == ["five ", "<stop>"]
             assert taken.count == 1
         finally:
@@ -174,7 +172,7 @@ async def test_the_bodys_last_chunk_wakes_a_held_reader_at_once(monkeypatch) -> 
                 await asyncio.sleep(0.01)
             gate.holding = True
             go.set()
-            await asyncio.wait_for(reading, 5)  # no wake-up handed back: the end woke it
+            await asyncio.wait_for(reading, WAIT)  # no wake-up handed back: the end woke it
             assert len(gate.wakes) == 1 and isinstance(got[-1], Stop)
         finally:
             reading.cancel()

@@ -33,6 +33,7 @@ from hal.views.ops.incidents import (
 )
 from hal.views.ops.overview import (
     CHART_SERIES,
+    api_counters,
     api_metrics,
     api_overview,
     metrics_page,
@@ -43,6 +44,7 @@ from hal.views.ops.overview import (
 __all__ = [
     "CHART_SERIES",
     "api_changes",
+    "api_counters",
     "api_dr",
     "api_dr_snapshots",
     "api_emergency",

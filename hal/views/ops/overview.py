@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from hal.errors import HalError
 from hal.queries import ops as queries_ops
+from hal.queries.counters import counters
 from hal.views.ops.request import int_param, render_page, request_actor
 from hal.web.api import dispatch
 
@@ -105,6 +106,9 @@ def overview_context(request: HttpRequest) -> dict[str, Any]:
 
 
 api_overview = dispatch(GET=lambda r: queries_ops.overview(request_actor(r, "api")))
+# What `counters.updated` carries, read by a page once its /ws/ops/ socket is open: the
+# counters that moved between the page's render and the socket joining (live_counts.js).
+api_counters = dispatch(GET=lambda r: counters())
 
 
 @login_required

@@ -14,6 +14,7 @@ urlpatterns: list = [
     path("changes/", ops.changes_page, name="changes"),
     path("metrics/", ops.metrics_page, name="metrics"),
     path("api/overview", ops.api_overview, name="api_overview"),
+    path("api/counters", ops.api_counters, name="api_counters"),
     path("api/metrics", ops.api_metrics, name="api_metrics"),
     path("api/incidents", ops.api_incidents, name="api_incidents"),
     path("api/incidents/<int:incident_id>", ops.api_incident, name="api_incident"),
