@@ -210,6 +210,7 @@ MEANING = {
     1: "refused or failed before the switch",
     3: "ROLLED BACK",
     4: "rolled back, previous release unhealthy",
+    5: "refused: the wheelhouse is for another Python version",
 }
 
 

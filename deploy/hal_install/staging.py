@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from .artifact import unpack
-from .errors import InstallError, say
+from .errors import InstallError, WrongPython, say
 from .service import Runner
 
 WHEELHOUSE = ".wheelhouse"  # in the artifact, written by release.py build (deploy/wheelhouse.py)
@@ -48,16 +48,16 @@ def check_interpreter(runner: Runner, python: str) -> str:
 
 
 def check_python_matches(record: dict, version: str, python: str) -> None:
-    """The wheelhouse was built for one Python: refuse another minor version up front."""
+    """The wheelhouse was resolved for one Python full version (its markers, e.g.
+    `python_full_version < "3.11.3"`, were evaluated for it): refuse any other up front."""
     built = str(record.get("python") or "")
-    if built.split(".")[:2] != version.split(".")[:2]:
-        raise InstallError(
-            f"the artifact's wheelhouse was built with Python {built or '?'}, but --python "
-            f"{python} is Python {version}: build the release with the ops host's Python "
-            "minor version, or pass --python with one"
-        )
     if built != version:
-        say(f"note: wheelhouse built with Python {built}, installing with {version}")
+        raise WrongPython(
+            f"the artifact's wheelhouse was resolved for Python {built or '?'}, but --python "
+            f"{python} is Python {version}; nothing was changed. Build the release for this "
+            f"host with `release.py build --host-python {version}` (ship.py asks the host and "
+            f"does so), or pass --python with a Python {built or '?'} interpreter"
+        )
 
 
 def stage(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import platform
 import shutil
 import threading
 
@@ -77,8 +78,8 @@ def test_the_loopback_health_read_back_never_goes_through_a_proxy(servers, monke
     assert [line.split()[:2] for line in proxy.seen] == [["CONNECT", "hal.invalid:443"]]
 
 
-def refused(done, needle: str, tmp_path) -> None:
-    assert done.returncode == 1, done.stdout + done.stderr
+def refused(done, needle: str, tmp_path, status: int = 1) -> None:
+    assert done.returncode == status, done.stdout + done.stderr
     assert needle in done.stderr, done.stderr
     assert not (tmp_path / "srv" / "releases").exists()  # nothing staged
     assert not (tmp_path / "srv" / "current").exists()
@@ -140,10 +141,18 @@ def test_a_wheelhouse_for_another_python_is_refused_before_anything(
 ):
     first = tmp_path / artifacts["first"].name
     shutil.copy(artifacts["first"], first)
-    sign(first, release_key, python="3.10.14")
     args = install_args(tmp_path, release_key)
-    done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
-    refused(done, "wheelhouse was built with Python 3.10.14", tmp_path)
+    here = platform.python_version()
+    # Another minor version, and the same minor with another patch version (its markers,
+    # e.g. python_full_version < "3.11.3", may pick other wheels): both refused, exit 5,
+    # before even the root is made, saying how to build for this interpreter.
+    for other in ("3.10.14", f"{here.rsplit('.', 1)[0]}.{int(here.rsplit('.', 1)[1]) + 1}"):
+        sign(first, release_key, python=other)
+        done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
+        refused(done, f"wheelhouse was resolved for Python {other}", tmp_path, status=5)
+        assert "error [python-mismatch]:" in done.stderr
+        assert f"release.py build --host-python {here}" in done.stderr
+        assert not (tmp_path / "srv").exists()
 
 
 def test_an_interpreter_the_service_user_cannot_run_is_refused_first(
