@@ -405,6 +405,15 @@ def verify_record(artifact: Path, digest: str, public_key: Path) -> dict:
         signed.check_record(record, sha256=digest, version=version, build=info)
     except (InstallError, OSError, tarfile.TarError, ValueError) as exc:
         raise ReleaseError(str(exc)) from exc
+    # The record of the file asked for, not another signed one renamed to its name (a .sha256
+    # beside it is as easy to rewrite): its name is the record's, and the record's version's.
+    named = f"hal-{record.get('version')}.tar.gz"
+    if record.get("artifact") != artifact.name or artifact.name != named:
+        raise ReleaseError(
+            f"{artifact.name} is not the artifact its signed record names: the record is for "
+            f"{record.get('artifact')!r}, version {record.get('version')!r} ({named}); "
+            "refusing a renamed artifact"
+        )
     print(f"{path.name}: signature OK (release key {ed25519.fingerprint(key)})")
     return record
 

@@ -11,17 +11,19 @@ Without --artifact it first asks the host over SSH for --remote-python's version
 `release.py build --host-python <that version>` (clean tree, `make test`, a wheelhouse for
 the host's exact Python, signed record) in --repo. Then: verify the sha256 (--sha256 from
 the operator's other channel, else the .sha256 file) and the signed build record (the
-release key's signature, the artifact's sha256, version and commit, that the suite ran)
-→ check over SSH (BatchMode: no password prompts; StrictHostKeyChecking: the host key must
-already be known) that --remote-python runs as the installer's --user and is the Python the
-wheelhouse was resolved for → copy the artifact, its record and its own installer
-(install.pyz: its deploy/install.py with the hal_install package, one zipapp) into a fresh
-private directory (deploy/ship_remote.py) → run it there once its sha256 checks out
-(backup, stage, switch, restart, health, automatic rollback; the directory is removed
-afterwards) → read back from outside through the public HTTPS name: /api/health reports the
-artifact's version, the login page renders, a WebSocket upgrade to /ws/ai/ is answered by
-HAL, and TLS is valid for the name. Prints a release report; exits non-zero when any step
-fails. Standard library only.
+release key's signature, the artifact's sha256, version and commit, that the suite ran, and
+that it is the record of the file asked for: the file is named as the record names it,
+`hal-<the record's version>.tar.gz`, so another signed build renamed to that name is refused
+with or without --sha256) → check over SSH (BatchMode: no password prompts;
+StrictHostKeyChecking: the host key must already be known) that --remote-python runs as the
+installer's --user and is the Python the wheelhouse was resolved for → copy the artifact,
+its record and its own installer (install.pyz: its deploy/install.py with the hal_install
+package, one zipapp) into a fresh private directory (deploy/ship_remote.py) → run it there
+once its sha256 checks out (backup, stage, switch, restart, health, automatic rollback; the
+directory is removed afterwards) → read back from outside through the public HTTPS name:
+/api/health reports the artifact's version, the login page renders, a WebSocket upgrade to
+/ws/ai/ is answered by HAL, and TLS is valid for the name. Prints a release report; exits
+non-zero when any step fails. Standard library only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ import json
 import os
 import platform
 import shutil
+import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +176,90 @@ def test_an_interpreter_the_service_user_cannot_run_is_refused_first(
     args[args.index("--python") + 1] = "python3"
     done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
     refused(done, "--python must be an absolute path", tmp_path)
+
+
+def test_collect_static_never_follows_a_link_the_service_user_planted(tmp_path, monkeypatch):
+    """staticfiles/ is the service user's while collectstatic fills it: links it plants, and
+    a directory it swaps for a link while root takes the tree back, are never followed."""
+    staging = load_install("staging")
+    release = tmp_path / "release"
+    release.mkdir()
+    static = release / "staticfiles"
+    outside = tmp_path / "outside"  # root's, private: nothing here may change
+    outside.mkdir(mode=0o700)
+    secret = outside / "app.css"
+    secret.write_text("root's own")
+    secret.chmod(0o600)
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(secret, 4242, 4242)
+
+    class Planting:
+        """The service user's collectstatic: files, links out, a directory to swap later."""
+
+        user = None
+
+        def manage(self, release, *args, **env):
+            root = Path(env["HAL_STATIC_ROOT"])
+            (root / "hal").mkdir()
+            (root / "hal" / "app.css").write_text("ok")
+            (root / "evil.css").symlink_to(secret)
+            (root / "evil-dir").symlink_to(outside)
+            (root / "sub").mkdir()
+            (root / "sub" / "app.css").write_text("mine")
+            return ""
+
+    swapped: list[bool] = []
+
+    def racing(real):
+        """At root's first change of owner or mode, a hal process swaps sub/ for a link."""
+
+        def change(*args, **kwargs):
+            if not swapped:
+                swapped.append(True)
+                (static / "sub").rename(static / "sub-gone")
+                (static / "sub").symlink_to(outside)
+            return real(*args, **kwargs)
+
+        return change
+
+    for name in ("chown", "fchown", "lchown", "chmod", "fchmod", "lchmod"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, racing(getattr(os, name)))
+    staging.collect_static(Planting(), release)
+
+    assert swapped
+    after = os.stat(secret)
+    assert stat.S_IMODE(after.st_mode) == 0o600 and secret.read_text() == "root's own"
+    assert stat.S_IMODE(os.stat(outside).st_mode) == 0o700
+    if as_root:
+        assert (after.st_uid, after.st_gid) == (4242, 4242)
+    for link in ("evil.css", "evil-dir", "sub"):
+        assert (static / link).is_symlink()
+        if as_root:
+            assert os.lstat(static / link).st_uid == 0  # the link itself is root's now
+    assert stat.S_IMODE(os.stat(static / "hal" / "app.css").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(static / "hal").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(static).st_mode) == 0o755
+
+
+def test_collect_static_refuses_a_hard_link_to_a_file_elsewhere(tmp_path):
+    """A hard link in staticfiles/ (say to the service's own database) is not taken over."""
+    staging = load_install("staging")
+    errors = load_install("errors")
+    release = tmp_path / "release"
+    release.mkdir()
+    database = tmp_path / "hal.sqlite3"
+    database.write_text("data")
+    database.chmod(0o600)
+
+    class Linking:
+        user = None
+
+        def manage(self, release, *args, **env):
+            os.link(database, Path(env["HAL_STATIC_ROOT"]) / "db.css")
+            return ""
+
+    with pytest.raises(errors.InstallError, match="2 hard links"):
+        staging.collect_static(Linking(), release)
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
