@@ -1,5 +1,7 @@
 """docs/deploy.md §2–§4, run as written: first install, upgrade, rollback and restore.
 
+(§4's blocks for §6's `hal-web@` layout are run by tests/deploy/test_docs_six_rollback.py.)
+
 The shell blocks of those sections are extracted from the Markdown and run in order, in
 a private mount + network + PID namespace that stands in for a fresh Debian ops host:
 /etc, /srv and /var are overlays (the real ones are never written), `useradd` creates a
@@ -25,7 +27,13 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import hosts
-from tests.deploy.docs_blocks import DOC, doc_versions, placeholders, section_blocks
+from tests.deploy.docs_blocks import (
+    DOC,
+    doc_versions,
+    placeholders,
+    section_blocks,
+    single_process_blocks,
+)
 from tests.deploy.install_host import load_release, retarget, sign
 from tests.deploy.marks import slow_once
 
@@ -34,7 +42,7 @@ FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
 
 
 def test_the_documented_blocks_are_found():
-    blocks = section_blocks(DOC.read_text(), 2, 4)
+    blocks = single_process_blocks(DOC.read_text())
     text = "\n".join(blocks)
     assert len(blocks) >= 8
     for needle in ("useradd", "install.py", "hal_bootstrap", "dr_restore", "systemctl restart"):
@@ -79,7 +87,7 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
             pytest.skip(f"{tool} is missing (make system-deps installs nginx)")
     if not namespaces_work():
         pytest.skip("no mount/net/pid namespaces here (needs root)")
-    blocks = section_blocks(DOC.read_text(), 2, 4)
+    blocks = single_process_blocks(DOC.read_text())
     first, upgrade = doc_versions(blocks)[:2]
 
     # The artifacts the docs name, as release.py builds them (suite marked as run, the
