@@ -18,6 +18,7 @@ import pytest
 
 from tests.deploy.docs_blocks import DOC, section_blocks
 from tests.deploy.install_host import REPO, load_release, sha256
+from tests.deploy.marks import slow_once
 
 
 def namespaces_work() -> bool:
@@ -25,6 +26,7 @@ def namespaces_work() -> bool:
     return done.returncode == 0
 
 
+@slow_once
 def test_section_7_installs_the_agent_from_the_artifact_without_an_index(tmp_path, wheels):
     if not namespaces_work():
         pytest.skip("no mount/net namespaces here (needs root)")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.docs_blocks import DOC, SIX_LAYOUT_ROLLBACK, blocks_under, placeholders
+from tests.deploy.marks import slow_once
 
 PORTS = ["8001", "8002", "8003", "8004"]
 
@@ -153,6 +154,7 @@ def test_the_blocks_name_every_web_process_of_section_6():
     assert f"systemctl stop {units}" in restore and f"systemctl start {units}" in restore
 
 
+@slow_once
 def test_manual_rollback_restarts_every_web_process_and_checks_each(host):
     rollback, _ = blocks()
     done = run(host, rollback, before=all_on("0.4.0"))
@@ -168,6 +170,7 @@ def test_manual_rollback_restarts_every_web_process_and_checks_each(host):
     ]
 
 
+@slow_once
 def test_a_web_process_still_on_the_new_release_fails_the_check(host):
     """The issue's case: the public name answers, one process still serves the new release."""
     rollback, _ = blocks()
@@ -177,6 +180,7 @@ def test_a_web_process_still_on_the_new_release_fails_the_check(host):
     assert serving(host["state"])["hal-web@8003"] == "0.4.0"
 
 
+@slow_once
 def test_restore_stops_every_process_first_and_reads_each_back(host):
     _, restore = blocks()
     # After the manual rollback: every process on 0.3.0, `current` too.

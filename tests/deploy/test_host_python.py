@@ -144,6 +144,7 @@ def install(artifact: Path, site: dict, root: Path) -> subprocess.CompletedProce
     return done
 
 
+@slow_once
 def test_the_build_record_names_the_python_the_wheelhouse_was_resolved_for(builds):
     assert signed_record(builds["default"])["python"] == BUILD_PYTHON
     assert signed_record(builds["host"])["python"] == HOST_VERSION
@@ -203,6 +204,7 @@ def sshd(tmp_path_factory):
     hosts.stop(host.proc)
 
 
+@slow_once
 def test_ship_asks_the_host_and_refuses_an_artifact_for_another_python(
     builds, release_key, sshd, tmp_path
 ):
