@@ -20,12 +20,17 @@ $(STAMP): pyproject.toml requirements.lock
 
 # The dependencies as wheels (deploy/wheelhouse.py), kept beside the venv: the deploy tests
 # build their release wheelhouses from it offline (--no-index --find-links), as a build
-# machine builds one from the package index.
+# machine builds one from the package index. It holds what the venv's Python needs and what
+# the first patch version of its minor needs (X.Y.0: every `python_full_version < "X.Y.n"`
+# marker true, e.g. redis's async-timeout), so a test can build for a host's older patch
+# version (Debian 12's 3.11.2) offline (docs/adr/0018).
 WHEELHOUSE := $(VENV)/wheelhouse
-WHEEL_STAMP := $(WHEELHOUSE)/.built-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
+WHEEL_STAMP := $(WHEELHOUSE)/.built-$(shell cat pyproject.toml requirements.lock deploy/wheelhouse.py | sha1sum | cut -c1-12)
 $(WHEEL_STAMP): $(STAMP)
 	@rm -rf $(WHEELHOUSE)
-	$(BIN)/python deploy/wheelhouse.py $(WHEELHOUSE)
+	$(BIN)/python deploy/wheelhouse.py $(WHEELHOUSE) \
+	  --host-python $$($(BIN)/python -c 'import platform; print(platform.python_version())') \
+	  --host-python $$($(BIN)/python -c 'import sys; print("%d.%d.0" % sys.version_info[:2])')
 	@touch $@
 
 venv: $(STAMP)

@@ -4,13 +4,17 @@
     .venv/bin/python deploy/release.py keygen [--key ~/.config/hal/release-key.pem]
     .venv/bin/python deploy/release.py build [--repo DIR] [--out DIR] [--key PEM]
                                              [--skip-tests] [--pip-args "…"]
+                                             [--host-python X.Y.Z]
     python3 deploy/release.py verify dist/hal-<version>.tar.gz [--sha256 HEX] [--release-key PUB]
 
 The artifact is `git archive HEAD` (so only committed files ship) named
 `hal-<version>.tar.gz`, with `hal-<version>.tar.gz.sha256` in `sha256sum` format beside it.
 It carries `hal-<version>/.hal-build.json` (version, commit, build time, whether the suite
-ran and its counts) and `hal-<version>/.wheelhouse/` (every dependency as a wheel, with
-sha256 hashes: deploy/wheelhouse.py). Beside it, `hal-<version>.tar.gz.record.json` is the
+ran and its counts, the Python it is for) and `hal-<version>/.wheelhouse/` (every dependency
+as a wheel, with sha256 hashes: deploy/wheelhouse.py), resolved for the ops host's exact
+Python — `--host-python X.Y.Z`, its `python3 --version` (ship.py asks the host and passes
+it); the default is this interpreter's, which fits only a host of the same patch version.
+Beside it, `hal-<version>.tar.gz.record.json` is the
 build record — artifact sha256, version, commit, test result — signed with the Ed25519
 release key (`keygen` makes it; `cryptography` signs, so build with the checkout's venv).
 `install.py` refuses an unsigned or mis-signed record and an artifact whose suite did not
@@ -95,9 +99,15 @@ def build(
     skip_tests: bool,
     key: Path = DEFAULT_KEY,
     pip_args: list[str] = (),  # type: ignore[assignment]
+    host_python: str | None = None,
 ) -> Path:
     """Check the tree, run the suite, build the wheelhouse, archive HEAD, sign the record."""
     private_key = load_private_key(key)  # before the suite runs: no half-made release
+    host_python = host_python or platform.python_version()
+    try:
+        wheelhouse.check_version(host_python)  # before the suite runs, too
+    except wheelhouse.WheelhouseError as exc:
+        raise ReleaseError(str(exc)) from exc
     repo = Path(git(repo, "rev-parse", "--show-toplevel").strip())
     dirty = git(repo, "status", "--porcelain")
     if dirty.strip():
@@ -136,11 +146,16 @@ def build(
         "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "tested": not skip_tests,
         "tests": counts,
+        "python": host_python,
     }
     with tempfile.TemporaryDirectory(prefix="hal-release-") as tmp:
         wheels = Path(tmp) / "wheels"
-        count = build_wheelhouse(repo, commit, wheels, pip_args)
-        print(f"wheelhouse: {count} wheels (Python {platform.python_version()})", flush=True)
+        count = build_wheelhouse(repo, commit, wheels, pip_args, host_python)
+        print(
+            f"wheelhouse: {count} wheels for Python {host_python} (built with "
+            f"{platform.python_version()})",
+            flush=True,
+        )
         write_artifact(repo, commit, f"hal-{version}/", info, partial, wheels)
     partial.replace(artifact)
     digest = sha256_file(artifact)
@@ -155,15 +170,24 @@ def build(
     return artifact
 
 
-def build_wheelhouse(repo: Path, commit: str, dest: Path, pip_args: list[str]) -> int:
-    """The wheelhouse of the committed pyproject.toml and requirements.lock."""
+def build_wheelhouse(
+    repo: Path, commit: str, dest: Path, pip_args: list[str], host_python: str | None = None
+) -> int:
+    """The wheelhouse of the committed pyproject.toml and requirements.lock, for the host's
+    Python (full version; default this interpreter's)."""
     pyproject = git(repo, "show", f"{commit}:pyproject.toml")
     try:
         lock: str | None = git(repo, "show", f"{commit}:requirements.lock")
     except ReleaseError:
         lock = None
     try:
-        return wheelhouse.build(pyproject, lock, dest, list(pip_args))
+        return wheelhouse.build(
+            pyproject,
+            lock,
+            dest,
+            list(pip_args),
+            host_pythons=[host_python] if host_python else None,
+        )
     except wheelhouse.WheelhouseError as exc:
         raise ReleaseError(str(exc)) from exc
 
@@ -251,8 +275,8 @@ def build_record(artifact: Path, info: dict, digest: str, wheels: int) -> dict:
         "built_at": info.get("built_at"),
         "tested": info["tested"],
         "tests": info.get("tests", {}),
-        # The wheelhouse fits this Python (minor version; markers may need the micro).
-        "python": platform.python_version(),
+        # The wheelhouse fits exactly this Python: install.py refuses any other version.
+        "python": info.get("python") or platform.python_version(),
         "wheels": wheels,
     }
 
@@ -381,6 +405,15 @@ def verify_record(artifact: Path, digest: str, public_key: Path) -> dict:
         signed.check_record(record, sha256=digest, version=version, build=info)
     except (InstallError, OSError, tarfile.TarError, ValueError) as exc:
         raise ReleaseError(str(exc)) from exc
+    # The record of the file asked for, not another signed one renamed to its name (a .sha256
+    # beside it is as easy to rewrite): its name is the record's, and the record's version's.
+    named = f"hal-{record.get('version')}.tar.gz"
+    if record.get("artifact") != artifact.name or artifact.name != named:
+        raise ReleaseError(
+            f"{artifact.name} is not the artifact its signed record names: the record is for "
+            f"{record.get('artifact')!r}, version {record.get('version')!r} ({named}); "
+            "refusing a renamed artifact"
+        )
     print(f"{path.name}: signature OK (release key {ed25519.fingerprint(key)})")
     return record
 
@@ -399,6 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         "--pip-args",
         default="",
         help="options for the wheelhouse's pip wheel, e.g. '--no-index --find-links DIR'",
+    )
+    b.add_argument(
+        "--host-python",
+        default=None,
+        metavar="X.Y.Z",
+        help="the ops host's Python full version (`python3 --version` there): the wheelhouse "
+        "is resolved for it and install.py refuses any other (default: this interpreter's)",
     )
     b.add_argument(
         "--skip-tests",
@@ -420,7 +460,14 @@ def main(argv: list[str] | None = None) -> int:
             keygen(args.key)
         elif args.command == "build":
             out = args.out or args.repo / "dist"
-            build(args.repo, out, args.skip_tests, args.key, shlex.split(args.pip_args))
+            build(
+                args.repo,
+                out,
+                args.skip_tests,
+                args.key,
+                shlex.split(args.pip_args),
+                args.host_python,
+            )
         else:
             digest = verify(args.artifact, args.sha256)
             verify_record(args.artifact, digest, args.release_key)

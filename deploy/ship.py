@@ -7,19 +7,23 @@
         [--remote-dir /var/tmp/hal-ship] [--remote-python /usr/bin/python3] \\
         [--remote-env NAME=VALUE ...] -- <install.py arguments: --user hal --root /srv/hal …>
 
-Without --artifact it runs `release.py build` (clean tree, `make test`, wheelhouse, signed
-record) in --repo. Then: verify the sha256 (--sha256 from the operator's other channel, else
-the .sha256 file) and the signed build record (the release key's signature, the artifact's
-sha256, version and commit, that the suite ran) → check over SSH (BatchMode: no password
-prompts; StrictHostKeyChecking: the host key must already be known) that --remote-python
-runs as the installer's --user → copy the artifact, its record and its own installer
-(install.pyz: its deploy/install.py with the hal_install package, one zipapp) into a fresh
-private directory (deploy/ship_remote.py) → run it there once its sha256 checks out
-(backup, stage, switch, restart, health, automatic rollback; the directory is removed
-afterwards) → read back from outside through the public HTTPS name: /api/health reports the
-artifact's version, the login page renders, a WebSocket upgrade to /ws/ai/ is answered by
-HAL, and TLS is valid for the name. Prints a release report; exits non-zero when any step
-fails. Standard library only.
+Without --artifact it first asks the host over SSH for --remote-python's version, then runs
+`release.py build --host-python <that version>` (clean tree, `make test`, a wheelhouse for
+the host's exact Python, signed record) in --repo. Then: verify the sha256 (--sha256 from
+the operator's other channel, else the .sha256 file) and the signed build record (the
+release key's signature, the artifact's sha256, version and commit, that the suite ran, and
+that it is the record of the file asked for: the file is named as the record names it,
+`hal-<the record's version>.tar.gz`, so another signed build renamed to that name is refused
+with or without --sha256) → check over SSH (BatchMode: no password prompts;
+StrictHostKeyChecking: the host key must already be known) that --remote-python runs as the
+installer's --user and is the Python the wheelhouse was resolved for → copy the artifact,
+its record and its own installer (install.pyz: its deploy/install.py with the hal_install
+package, one zipapp) into a fresh private directory (deploy/ship_remote.py) → run it there
+once its sha256 checks out (backup, stage, switch, restart, health, automatic rollback; the
+directory is removed afterwards) → read back from outside through the public HTTPS name:
+/api/health reports the artifact's version, the login page renders, a WebSocket upgrade to
+/ws/ai/ is answered by HAL, and TLS is valid for the name. Prints a release report; exits
+non-zero when any step fails. Standard library only.
 """
 
 from __future__ import annotations
@@ -103,12 +107,25 @@ def step(report: Report, name: str, fn, *args):  # type: ignore[no-untyped-def]
 # --- build and verify -------------------------------------------------------------------
 
 
-def build(repo: Path, out: Path) -> tuple[str, Path]:
+def build(repo: Path, out: Path, host_python: str) -> tuple[str, Path]:
+    """release.py build for the host's Python (its full version, asked over SSH)."""
     try:
-        artifact = release.build(repo, out, skip_tests=False)
+        artifact = release.build(repo, out, skip_tests=False, host_python=host_python)
     except release.ReleaseError as exc:
         raise ShipError(str(exc)) from exc
-    return f"built {artifact.name}", artifact
+    return f"built {artifact.name} for Python {host_python}", artifact
+
+
+def python_matches(record: dict, host_python: str, remote_python: str) -> tuple[str, None]:
+    """The wheelhouse was resolved for the host's exact Python, or the ship stops here."""
+    built = str(record.get("python") or "?")
+    if built != host_python:
+        raise ShipError(
+            f"the artifact's wheelhouse was resolved for Python {built}, but {remote_python} on "
+            f"the host is Python {host_python}: rebuild it with `release.py build --host-python "
+            f"{host_python}`, or ship without --artifact (ship.py then builds for the host)"
+        )
+    return f"wheelhouse resolved for Python {host_python}, the host's", None
 
 
 def verify(args: argparse.Namespace, artifact: Path, report: Report) -> tuple[str, dict]:
@@ -235,20 +252,29 @@ def read_back(url: str, version: str, cacert: str | None) -> tuple[str, dict]:
 # --- the procedure ----------------------------------------------------------------------
 
 
-def ship(args: argparse.Namespace, report: Report) -> None:
-    report.facts.update(host=args.host, url=args.url)
-    if args.artifact:
-        artifact = Path(args.artifact).resolve()
-    else:
-        artifact = step(report, "build (make test)", build, args.repo, args.repo / "dist")
-    info = step(report, "verify", verify, args, artifact, report)
-    if info.get("tested") is not True and "--allow-untested" not in args.install_args:
-        report.steps.append(("verify", 0.0, False, "the suite did not run for this artifact"))
-        raise ShipError("the artifact's suite did not run (release.py build --skip-tests)")
+def reach_host(args: argparse.Namespace, report: Report) -> tuple[Ssh, str]:
+    """SSH to the host and ask it for --remote-python's full version (run as --user)."""
     ssh = Ssh(args.host, args.ssh_config, args.ssh_option)
     step(report, "ssh", connect, ssh)
     user = service_user(args.install_args)
-    step(report, "python on host", check_python, ssh, args.remote_python, user)
+    version = step(report, "python on host", check_python, ssh, args.remote_python, user)
+    return ssh, version
+
+
+def ship(args: argparse.Namespace, report: Report) -> None:
+    report.facts.update(host=args.host, url=args.url)
+    if args.artifact:
+        # A built artifact is checked before the host is asked anything.
+        artifact = Path(args.artifact).resolve()
+        info = verified(args, artifact, report)
+        ssh, host_python = reach_host(args, report)
+    else:
+        # The build needs the host's Python first: its wheelhouse is resolved for it.
+        ssh, host_python = reach_host(args, report)
+        dist = args.repo / "dist"
+        artifact = step(report, "build (make test)", build, args.repo, dist, host_python)
+        info = verified(args, artifact, report)
+    step(report, "python matches", python_matches, info, host_python, args.remote_python)
     record = artifact.with_name(artifact.name + release.signed.SUFFIX)
     with tempfile.TemporaryDirectory(prefix="hal-ship-") as work:
         installer = extract_installer(artifact, Path(work))
@@ -273,6 +299,15 @@ def ship(args: argparse.Namespace, report: Report) -> None:
         )
     results = step(report, "read back (outside)", read_back, args.url, info["version"], args.cacert)
     report.facts.update(readback=" | ".join(results.values()))
+
+
+def verified(args: argparse.Namespace, artifact: Path, report: Report) -> dict:
+    """The verify step, and the refusal of an artifact whose suite did not run."""
+    info = step(report, "verify", verify, args, artifact, report)
+    if info.get("tested") is not True and "--allow-untested" not in args.install_args:
+        report.steps.append(("verify", 0.0, False, "the suite did not run for this artifact"))
+        raise ShipError("the artifact's suite did not run (release.py build --skip-tests)")
+    return info
 
 
 def private_copy(ssh: Ssh, args: argparse.Namespace, files: list[Path]) -> tuple[str, str]:

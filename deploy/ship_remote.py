@@ -4,7 +4,9 @@ the copy, and running the installer only after its sha256 checked out on the hos
 The remote directory is never trusted because it exists: a fresh `mkdtemp` (0700) is made
 per ship under `--remote-dir` (default /var/tmp/hal-ship), which must be a real directory
 owned by the SSH user (root) without group/other write bits, in a chain of directories
-nobody else can swap (root's, or sticky like /var/tmp). The installer's sha256 travels with
+nobody else can swap (root's, or sticky like /var/tmp). A `ship-*` directory there older
+than a day is a ship that died (its workstation gone during the copy): the next ship
+removes it. The installer's sha256 travels with
 the command that runs it, computed on the workstation, and is checked on the host before
 Python is started; the whole directory goes afterwards, whatever happened. Concurrent ships
 never share a file. Standard library only.
@@ -101,7 +103,7 @@ def check_python(ssh: Ssh, python: str, user: str | None) -> tuple[str, str]:
 # Run on the host with --remote-python as the SSH user: check the parent, make a private
 # directory in it, print its path. Every refusal names the problem and exits 3.
 PREPARE = r"""
-import os, stat, sys, tempfile
+import os, shutil, stat, sys, tempfile, time
 parent = sys.argv[1]
 try:
     os.mkdir(parent, 0o700)
@@ -124,6 +126,22 @@ while True:
     if path == "/":
         break
     path = os.path.dirname(path)
+# A ship whose workstation died left its directory: gone after a day (the directory's mtime
+# is its last copied file's). Only real directories of ours; a link is never followed.
+for name in os.listdir(parent):
+    old = os.path.join(parent, name)
+    st = os.lstat(old)
+    if (
+        name.startswith("ship-")
+        and stat.S_ISDIR(st.st_mode)
+        and st.st_uid == me
+        and time.time() - st.st_mtime > 86400
+    ):
+        try:
+            shutil.rmtree(old)  # fd-based on Linux: it follows no link inside either
+            print(f"removed a leftover ship directory older than a day: {old}", file=sys.stderr)
+        except OSError as exc:  # not worth failing this ship for
+            print(f"could not remove the leftover {old}: {exc}", file=sys.stderr)
 print(tempfile.mkdtemp(prefix="ship-", dir=parent))
 """
 
@@ -133,6 +151,9 @@ def make_remote_dir(ssh: Ssh, parent: str, python: str) -> str:
     done = ssh.run(shlex.join([python, "-c", PREPARE, parent]))
     if done.returncode != 0:
         raise ShipError(f"remote directory: {done.stderr.strip() or done.returncode}")
+    for line in done.stderr.splitlines():
+        if "leftover" in line:
+            print(f"ship: {line}", flush=True)
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -210,6 +231,7 @@ MEANING = {
     1: "refused or failed before the switch",
     3: "ROLLED BACK",
     4: "rolled back, previous release unhealthy",
+    5: "refused: the wheelhouse is for another Python version",
 }
 
 

@@ -94,7 +94,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--python",
         default="/usr/bin/python3",
         help="the venv's interpreter, an absolute path the --user can run (default "
-        "/usr/bin/python3); the wheelhouse must have been built for its minor version",
+        "/usr/bin/python3); the wheelhouse must have been built for its exact version "
+        "(release.py build --host-python X.Y.Z)",
     )
     parser.add_argument(
         "--pip-args",
@@ -119,5 +120,5 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return install(args)
     except InstallError as exc:
-        shout(f"error: {exc}")
-        return EXIT_FAILED
+        shout(f"error [{exc.code}]: {exc}" if exc.code else f"error: {exc}")
+        return exc.status or EXIT_FAILED

@@ -68,6 +68,7 @@ def install(args: argparse.Namespace) -> int:
     runner = Runner(env_values, args.user)
     public_key = signed.load_public_key(args.release_key)
     python_version = check_interpreter(runner, args.python)
+    early_python_check(args, public_key, python_version)
     root: Path = args.root
     with install_lock(root):
         incoming = root / ".incoming"
@@ -81,6 +82,22 @@ def install(args: argparse.Namespace) -> int:
             # never stays behind (the release record keeps its sha256 and source).
             for path in incoming.iterdir() if incoming.is_dir() else ():
                 path.unlink(missing_ok=True)
+
+
+def early_python_check(args: argparse.Namespace, public_key: bytes, python_version: str) -> None:
+    """A local signed record for another Python is refused before the root is even made.
+
+    Anything else (no record yet, a URL, a bad signature) is left to the full check under
+    the lock, which runs in any case.
+    """
+    source = args.record or (args.artifact or args.artifact_url) + signed.SUFFIX
+    if "://" in source or not Path(source).is_file():
+        return
+    try:
+        record = signed.open_record(signed.read_record_file(Path(source)), public_key, source)
+    except InstallError:
+        return
+    check_python_matches(record, python_version, args.python)
 
 
 def verified_record(

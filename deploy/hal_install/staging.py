@@ -6,20 +6,23 @@ the wheelhouse's wheels — `--no-index --only-binary :all: --require-hashes`, s
 index is asked and no sdist's build code runs — and every step that runs the release's own
 code (migrate, collectstatic, check) runs as `--user`. The release tree stays root's and
 read-only to the service; only `staticfiles/` is the service's while collectstatic fills
-it, then root's again.
+it, then root's again — taken back through directory file descriptors, never following a
+link the service user may have planted or swapped in.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import shlex
 import shutil
+import stat
 from pathlib import Path
 
 from .artifact import unpack
-from .errors import InstallError, say
+from .errors import InstallError, WrongPython, say
 from .service import Runner
 
 WHEELHOUSE = ".wheelhouse"  # in the artifact, written by release.py build (deploy/wheelhouse.py)
@@ -48,16 +51,16 @@ def check_interpreter(runner: Runner, python: str) -> str:
 
 
 def check_python_matches(record: dict, version: str, python: str) -> None:
-    """The wheelhouse was built for one Python: refuse another minor version up front."""
+    """The wheelhouse was resolved for one Python full version (its markers, e.g.
+    `python_full_version < "3.11.3"`, were evaluated for it): refuse any other up front."""
     built = str(record.get("python") or "")
-    if built.split(".")[:2] != version.split(".")[:2]:
-        raise InstallError(
-            f"the artifact's wheelhouse was built with Python {built or '?'}, but --python "
-            f"{python} is Python {version}: build the release with the ops host's Python "
-            "minor version, or pass --python with one"
-        )
     if built != version:
-        say(f"note: wheelhouse built with Python {built}, installing with {version}")
+        raise WrongPython(
+            f"the artifact's wheelhouse was resolved for Python {built or '?'}, but --python "
+            f"{python} is Python {version}; nothing was changed. Build the release for this "
+            f"host with `release.py build --host-python {version}` (ship.py asks the host and "
+            f"does so), or pass --python with a Python {built or '?'} interpreter"
+        )
 
 
 def stage(
@@ -125,11 +128,55 @@ def collect_static(runner: Runner, release: Path) -> None:
         )
     finally:
         # Root's again, read-only to the service like the rest of the release.
-        for path in [static, *static.rglob("*")]:
-            if os.geteuid() == 0:
-                os.chown(path, 0, 0, follow_symlinks=False)
-            if not path.is_symlink():
-                path.chmod(0o755 if path.is_dir() else 0o644)
+        top = os.open(static, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            take_back(top, os.geteuid() == 0)
+        finally:
+            os.close(top)
+
+
+# Opens an entry itself, never what a link names (ELOOP), without blocking on a FIFO.
+OPEN_ENTRY = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def take_back(dir_fd: int, as_root: bool) -> None:
+    """Make the directory open as dir_fd and everything under it root's, 0755/0644.
+
+    A process of the service user may still be changing the tree. Each directory is made
+    root's through its own descriptor *before* it is listed, so nothing in it can be renamed
+    or swapped afterwards; each entry is opened relative to that descriptor with
+    O_NOFOLLOW and changed through its own descriptor. A link (planted, or swapped in before
+    the directory was taken) is never followed: the link itself becomes root's.
+    """
+    if as_root:
+        os.fchown(dir_fd, 0, 0)
+    os.fchmod(dir_fd, 0o755)
+    for name in os.listdir(dir_fd):
+        try:
+            fd = os.open(name, OPEN_ENTRY, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a socket
+                raise
+            if as_root:
+                os.chown(name, 0, 0, dir_fd=dir_fd, follow_symlinks=False)
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                take_back(fd, as_root)
+            elif st.st_nlink > 1:
+                # Another name of a file elsewhere (the service's database?): collectstatic
+                # copies, it never links, and root must not change the other name's file.
+                raise InstallError(
+                    f"staticfiles/…/{name} has {st.st_nlink} hard links: not collectstatic's "
+                    "own file; refusing to take it over"
+                )
+            else:
+                if as_root:
+                    os.fchown(fd, 0, 0)
+                os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
 
 
 def deploy_check(runner: Runner, release: Path, allowed: set[str]) -> None:

@@ -37,6 +37,23 @@ def blocks_before(text: str, section: int, heading: str) -> list[str]:
     return blocks(head)
 
 
+def blocks_under(text: str, section: int, heading: str) -> list[str]:
+    """The ```sh blocks of section `section` below its sub-heading `### heading`."""
+    (part,) = sections(text, section, section)
+    _, found, tail = part.partition(f"\n### {heading}\n")
+    assert found, f"§{section} has no sub-heading {heading!r}"
+    return blocks(tail)
+
+
+# §4's sub-heading whose blocks are for §6's `hal-web@` layout, not §2's single `hal-web`.
+SIX_LAYOUT_ROLLBACK = "Rollback and restore on the §6 layout"
+
+
+def single_process_blocks(text: str) -> list[str]:
+    """§2–§4's blocks for the single `hal-web` (§4's §6-layout sub-section left out)."""
+    return section_blocks(text, 2, 3) + blocks_before(text, 4, SIX_LAYOUT_ROLLBACK)
+
+
 def doc_versions(found: list[str]) -> list[str]:
     """The versions the documented commands install, in order of first mention."""
     seen: list[str] = []

@@ -1,14 +1,18 @@
 """docs/deploy.md §2–§4, run as written: first install, upgrade, rollback and restore.
 
+(§4's blocks for §6's `hal-web@` layout are run by tests/deploy/test_docs_six_rollback.py.)
+
 The shell blocks of those sections are extracted from the Markdown and run in order, in
 a private mount + network + PID namespace that stands in for a fresh Debian ops host:
 /etc, /srv and /var are overlays (the real ones are never written), `useradd` creates a
 real `hal` user in the overlay, hal.example.org and artifacts.example.org resolve to
 loopback and are served by the system's nginx with the shipped proxy config and a
-certificate from a throwaway CA added to the overlay's trust store. systemd is the one
+certificate from a throwaway CA added to the overlay's trust store. systemd is one
 stand-in (tests/deploy/fake_systemd.py: it runs the shipped units' ExecStart lines as
-written). The prose steps between the blocks (install the proxy config and certificate,
-publish the artifacts) are done by the harness the way the prose says.
+written), certbot the other (it checks that its token is served over plain HTTP at the
+name — §2's TLS order — then puts the throwaway CA's certificate at certbot's paths). The
+prose step between the blocks (publish the artifacts) is done by the harness the way the
+prose says.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import hosts
-from tests.deploy.docs_blocks import DOC, doc_versions, placeholders, section_blocks
+from tests.deploy.docs_blocks import (
+    DOC,
+    doc_versions,
+    placeholders,
+    section_blocks,
+    single_process_blocks,
+)
 from tests.deploy.install_host import load_release, retarget, sign
 from tests.deploy.marks import slow_once
 
@@ -33,11 +43,51 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
 
 
+CERTBOT = r"""
+import os, secrets, shutil, sys, time, urllib.request
+args = sys.argv[1:]
+assert args[0] == "certonly" and "--webroot" in args, args
+webroot, name = args[args.index("-w") + 1], args[args.index("-d") + 1]
+token = secrets.token_urlsafe(16)
+challenge = os.path.join(webroot, ".well-known", "acme-challenge")
+os.makedirs(challenge, exist_ok=True)
+with open(os.path.join(challenge, token), "w") as fh:
+    fh.write(token)
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# `systemctl reload nginx` returns once nginx was signalled; its new workers follow shortly
+# (the real ACME server asks later too): wait for the token, a bounded number of times.
+for _ in range(300):
+    try:
+        with opener.open(f"http://{name}/.well-known/acme-challenge/{token}", timeout=30) as r:
+            if r.read().decode() == token:
+                break
+    except OSError:
+        pass
+    time.sleep(0.2)
+else:
+    sys.exit(f"certbot (stand-in): http://{name}/.well-known/acme-challenge/ was never served")
+os.remove(os.path.join(challenge, token))
+cert, key = os.environ["CERTBOT_ISSUES"].split(":")
+live = f"/etc/letsencrypt/live/{name}"
+os.makedirs(live, exist_ok=True)
+shutil.copy(cert, f"{live}/fullchain.pem")
+shutil.copy(key, f"{live}/privkey.pem")
+print(f"Successfully received certificate for {name} (test stand-in, webroot checked)")
+"""
+
+
 def test_the_documented_blocks_are_found():
-    blocks = section_blocks(DOC.read_text(), 2, 4)
+    blocks = single_process_blocks(DOC.read_text())
     text = "\n".join(blocks)
     assert len(blocks) >= 8
-    for needle in ("useradd", "install.py", "hal_bootstrap", "dr_restore", "systemctl restart"):
+    for needle in (
+        "useradd",
+        "install.py",
+        "hal_bootstrap",
+        "dr_restore",
+        "systemctl restart",
+        "certbot certonly --webroot",
+    ):
         assert needle in text, needle
     assert doc_versions(blocks)[:2] == ["0.3.0", "0.4.0"]
     # Nothing left for the reader to fill in: a placeholder would not run.
@@ -79,7 +129,7 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
             pytest.skip(f"{tool} is missing (make system-deps installs nginx)")
     if not namespaces_work():
         pytest.skip("no mount/net/pid namespaces here (needs root)")
-    blocks = section_blocks(DOC.read_text(), 2, 4)
+    blocks = single_process_blocks(DOC.read_text())
     first, upgrade = doc_versions(blocks)[:2]
 
     # The artifacts the docs name, as release.py builds them (suite marked as run, the
@@ -117,6 +167,11 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
         shim = shims / name
         shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} {name} "$@"\n')
         shim.chmod(0o755)
+    # certbot: puts a token in the webroot, fetches it as the ACME server would (plain HTTP
+    # to the name: only an nginx already serving the webroot passes), then issues.
+    certbot = shims / "certbot"
+    certbot.write_text(f"#!{sys.executable}\n{CERTBOT}")
+    certbot.chmod(0o755)
     doc_script = tmp_path / "doc.sh"
     doc_script.write_text(
         "".join(
@@ -138,20 +193,18 @@ done
 mount -t tmpfs tmpfs /run
 echo '127.0.0.1 hal.example.org artifacts.example.org' >> /etc/hosts
 cat {q(str(ca.ca_pem))} >> /etc/ssl/certs/ca-certificates.crt
-# The proxy, as §2 "Units, proxy, TLS" says: the shipped config, a certificate at its paths.
-mkdir -p /etc/letsencrypt/live/hal.example.org
-cp {q(str(ca.cert_pem))} /etc/letsencrypt/live/hal.example.org/fullchain.pem
-cp {q(str(ca.key_pem))} /etc/letsencrypt/live/hal.example.org/privkey.pem
-cp {q(str(REPO / "deploy/proxy/nginx-hal.conf"))} /etc/nginx/sites-available/hal.conf
-ln -sf /etc/nginx/sites-available/hal.conf /etc/nginx/sites-enabled/hal.conf
-# The artifact server the docs download from (§1: "publish both files … over HTTPS").
+# The proxy is §2's "Units, proxy, TLS" block (certbot: the stand-in below). The artifact
+# server the docs download from (§1: "publish both files … over HTTPS") has its own files.
+mkdir -p /etc/ssl/hal-test
+cp {q(str(ca.cert_pem))} /etc/ssl/hal-test/fullchain.pem
+cp {q(str(ca.key_pem))} /etc/ssl/hal-test/privkey.pem
 mkdir -p /srv/artifacts/hal && cp {q(str(published))}/* /srv/artifacts/hal/
 cat > /etc/nginx/sites-enabled/artifacts.conf <<'EOF'
 server {{
     listen 443 ssl;
     server_name artifacts.example.org;
-    ssl_certificate /etc/letsencrypt/live/hal.example.org/fullchain.pem;
-    ssl_certificate_key /etc/letsencrypt/live/hal.example.org/privkey.pem;
+    ssl_certificate /etc/ssl/hal-test/fullchain.pem;
+    ssl_certificate_key /etc/ssl/hal-test/privkey.pem;
     location /hal/ {{ alias /srv/artifacts/hal/; }}
 }}
 EOF
@@ -166,6 +219,7 @@ chmod 0755 /root
 mount --bind {q(str(host_python))} /usr/bin/python3
 export PATH={q(str(shims))}:/usr/sbin:/usr/bin:/sbin:/bin
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+export CERTBOT_ISSUES={q(str(ca.cert_pem))}:{q(str(ca.key_pem))}
 cd {q(str(work))}
 . {q(str(doc_script))}
 echo '===== after the documented commands'
@@ -196,6 +250,8 @@ nginx -s stop
     assert f"done: HAL {first} is current (previous: none)" in out
     assert f"done: HAL {upgrade} is current (previous: {first})" in out
     assert re.search(r"Restored from \S+", out)
+    # §2's TLS order: the ACME site served the challenge before the TLS site existed.
+    assert "Successfully received certificate for hal.example.org" in out
     health = json.loads((results / "health.json").read_text())
     # Rolled back by hand and restored: the first version again, healthy.
     assert health["version"] == first and health["status"] == "ok", health

@@ -5,8 +5,11 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import platform
 import shutil
+import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -77,8 +80,8 @@ def test_the_loopback_health_read_back_never_goes_through_a_proxy(servers, monke
     assert [line.split()[:2] for line in proxy.seen] == [["CONNECT", "hal.invalid:443"]]
 
 
-def refused(done, needle: str, tmp_path) -> None:
-    assert done.returncode == 1, done.stdout + done.stderr
+def refused(done, needle: str, tmp_path, status: int = 1) -> None:
+    assert done.returncode == status, done.stdout + done.stderr
     assert needle in done.stderr, done.stderr
     assert not (tmp_path / "srv" / "releases").exists()  # nothing staged
     assert not (tmp_path / "srv" / "current").exists()
@@ -140,10 +143,18 @@ def test_a_wheelhouse_for_another_python_is_refused_before_anything(
 ):
     first = tmp_path / artifacts["first"].name
     shutil.copy(artifacts["first"], first)
-    sign(first, release_key, python="3.10.14")
     args = install_args(tmp_path, release_key)
-    done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
-    refused(done, "wheelhouse was built with Python 3.10.14", tmp_path)
+    here = platform.python_version()
+    # Another minor version, and the same minor with another patch version (its markers,
+    # e.g. python_full_version < "3.11.3", may pick other wheels): both refused, exit 5,
+    # before even the root is made, saying how to build for this interpreter.
+    for other in ("3.10.14", f"{here.rsplit('.', 1)[0]}.{int(here.rsplit('.', 1)[1]) + 1}"):
+        sign(first, release_key, python=other)
+        done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
+        refused(done, f"wheelhouse was resolved for Python {other}", tmp_path, status=5)
+        assert "error [python-mismatch]:" in done.stderr
+        assert f"release.py build --host-python {here}" in done.stderr
+        assert not (tmp_path / "srv").exists()
 
 
 def test_an_interpreter_the_service_user_cannot_run_is_refused_first(
@@ -165,3 +176,90 @@ def test_an_interpreter_the_service_user_cannot_run_is_refused_first(
     args[args.index("--python") + 1] = "python3"
     done = run_install("--artifact", str(first), "--sha256", sha256(first), *args)
     refused(done, "--python must be an absolute path", tmp_path)
+
+
+def test_collect_static_never_follows_a_link_the_service_user_planted(tmp_path, monkeypatch):
+    """staticfiles/ is the service user's while collectstatic fills it: links it plants, and
+    a directory it swaps for a link while root takes the tree back, are never followed."""
+    staging = load_install("staging")
+    release = tmp_path / "release"
+    release.mkdir()
+    static = release / "staticfiles"
+    outside = tmp_path / "outside"  # root's, private: nothing here may change
+    outside.mkdir(mode=0o700)
+    secret = outside / "app.css"
+    secret.write_text("root's own")
+    secret.chmod(0o600)
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(secret, 4242, 4242)
+
+    class Planting:
+        """The service user's collectstatic: files, links out, a directory to swap later."""
+
+        user = None
+
+        def manage(self, release, *args, **env):
+            root = Path(env["HAL_STATIC_ROOT"])
+            (root / "hal").mkdir()
+            (root / "hal" / "app.css").write_text("ok")
+            (root / "evil.css").symlink_to(secret)
+            (root / "evil-dir").symlink_to(outside)
+            (root / "sub").mkdir()
+            (root / "sub" / "app.css").write_text("mine")
+            return ""
+
+    swapped: list[bool] = []
+
+    def racing(real):
+        """At root's first change of owner or mode, a hal process swaps sub/ for a link."""
+
+        def change(*args, **kwargs):
+            if not swapped:
+                swapped.append(True)
+                (static / "sub").rename(static / "sub-gone")
+                (static / "sub").symlink_to(outside)
+            return real(*args, **kwargs)
+
+        return change
+
+    for name in ("chown", "fchown", "lchown", "chmod", "fchmod", "lchmod"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, racing(getattr(os, name)))
+    staging.collect_static(Planting(), release)
+
+    assert swapped
+    after = os.stat(secret)
+    assert stat.S_IMODE(after.st_mode) == 0o600 and secret.read_text() == "root's own"
+    assert stat.S_IMODE(os.stat(outside).st_mode) == 0o700
+    if as_root:
+        assert (after.st_uid, after.st_gid) == (4242, 4242)
+    for link in ("evil.css", "evil-dir", "sub"):
+        assert (static / link).is_symlink()
+        if as_root:
+            assert os.lstat(static / link).st_uid == 0  # the link itself is root's now
+    assert stat.S_IMODE(os.stat(static / "hal" / "app.css").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(static / "hal").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(static).st_mode) == 0o755
+
+
+def test_collect_static_refuses_a_hard_link_to_a_file_elsewhere(tmp_path):
+    """A hard link in staticfiles/ (say to the service's own database) is not taken over."""
+    staging = load_install("staging")
+    errors = load_install("errors")
+    release = tmp_path / "release"
+    release.mkdir()
+    database = tmp_path / "hal.sqlite3"
+    database.write_text("data")
+    database.chmod(0o600)
+
+    class Linking:
+        user = None
+
+        def manage(self, release, *args, **env):
+            os.link(database, Path(env["HAL_STATIC_ROOT"]) / "db.css")
+            return ""
+
+    with pytest.raises(errors.InstallError, match="2 hard links"):
+        staging.collect_static(Linking(), release)
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600

@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import zipapp
 from pathlib import Path
 
@@ -204,3 +205,54 @@ def test_a_remote_python_the_service_user_cannot_run_stops_before_the_copy(
     assert "FAIL python on host" in done.stdout
     assert f"{private / 'python3'} does not run as user nobody" in done.stdout
     assert not parent.exists()  # nothing copied, nothing made
+
+
+def test_another_signed_artifact_renamed_to_the_name_asked_for_is_refused(
+    sshd, artifacts, release_key, tmp_path
+):
+    """0.3.2 shipped as hal-0.3.1.tar.gz: a validly signed artifact, its record and a .sha256
+    rewritten to match, all under the name asked for. Without --sha256 nothing else catches
+    it: the record names another file and version."""
+    asked = tmp_path / artifacts["first"].name
+    shutil.copy(artifacts["second"], asked)
+    record = artifacts["second"].with_name(artifacts["second"].name + ".record.json")
+    shutil.copy(record, asked.with_name(asked.name + ".record.json"))
+    asked.with_name(asked.name + ".sha256").write_text(f"{sha256(asked)}  {asked.name}\n")
+    parent = tmp_path / "hal-ship"
+    done = ship_run(sshd, asked, release_key, parent, tmp_path=tmp_path)
+    assert done.returncode == 1
+    assert "FAIL verify" in done.stdout and "ok   ssh" not in done.stdout
+    assert f"{asked.name} is not the artifact its signed record names" in done.stdout
+    assert artifacts["second_version"] in done.stdout
+    assert not parent.exists()
+
+
+def test_leftover_ship_directories_older_than_a_day_are_removed_by_the_next_ship(sshd, tmp_path):
+    """A ship whose workstation died during the copy left its private directory behind."""
+    ship = load_ship()
+    ssh = ship.Ssh(f"root@{sshd.alias}", str(sshd.config), [])
+    parent = tmp_path / "hal-ship"
+    parent.mkdir(mode=0o700)
+    abandoned = parent / "ship-abandoned"
+    (abandoned / "installer").mkdir(parents=True)
+    (abandoned / "hal-0.3.1.tar.gz").write_bytes(b"half a copy")
+    running = parent / "ship-running"  # a concurrent ship's, still young
+    running.mkdir()
+    outside = tmp_path / "outside"  # a link named like one is not followed, nor removed
+    outside.mkdir()
+    (outside / "keep").write_text("kept")
+    link = parent / "ship-link"
+    link.symlink_to(outside)
+    other = parent / "notes"  # not a ship's
+    other.mkdir()
+    day_and_more = time.time() - 86400 - 3600
+    for path in (abandoned, outside, other):
+        os.utime(path, (day_and_more, day_and_more))
+    os.utime(link, (day_and_more, day_and_more), follow_symlinks=False)
+
+    made = ship.make_remote_dir(ssh, str(parent), PYTHON)
+    assert Path(made).is_dir() and Path(made).parent == parent
+    assert not abandoned.exists()
+    assert running.is_dir() and other.is_dir()
+    assert link.is_symlink() and (outside / "keep").read_text() == "kept"
+    ship.remove_remote_dir(ssh, made)
