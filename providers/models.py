@@ -253,3 +253,26 @@ def recovery_action(conn: Any) -> str:
 # time); imported here so Django registers the models and as_dict can add `usage`.
 from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401
 from providers.usage_totals import usage_summaries  # noqa: E402
+
+
+class RedactionMark(models.Model):
+    """A secret's placeholder number in one conversation: a keyed hash, never the value."""
+
+    # "room:<id>", "review:<id>", "investigation:<id>": numbering is stable within it.
+    scope = models.CharField(max_length=64)
+    kind = models.CharField(max_length=64)
+    number = models.PositiveIntegerField()
+    # HMAC-SHA256 of the value under a key derived from SECRET_KEY (providers/redaction).
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "digest"], name="redaction_scope_digest"),
+            models.UniqueConstraint(
+                fields=["scope", "kind", "number"], name="redaction_scope_kind_number"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"[secret:{self.kind}#{self.number}] in {self.scope}"
