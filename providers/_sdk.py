@@ -211,7 +211,7 @@ class SDKProvider:
             system, messages, patterns=self.redact_patterns, where=self.label
         )
         if held:
-            yield Redacted(dict(held), held.tool_call_ids)
+            yield Redacted(dict(held), held.tool_call_ids, held.placeholders)
         secret = await self._secret()
         deadline = asyncio.get_running_loop().time() + self.total_timeout
         client = self._per_call(secret)

@@ -153,6 +153,8 @@ class Redacted:
     counts: dict[str, int]
     # The tool results (their call ids) in which something was held back: their chips say so.
     tool_call_ids: tuple[str, ...] = ()
+    # The placeholders that stand in for them (a reply counts each secret once).
+    placeholders: tuple[str, ...] = ()
 
 
 StreamEvent = TextDelta | ToolCall | ToolRan | Usage | Stop | Redacted

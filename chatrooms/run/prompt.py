@@ -68,6 +68,8 @@ class Prepared:
     # reply facts).
     tool_log: list[dict[str, Any]] = field(default_factory=list)
     tool_slots: dict[str, int] = field(default_factory=dict)  # call id → its tool_log entry
+    # Placeholders of the secrets held back from this reply's calls (providers/redaction/).
+    redacted: set[str] = field(default_factory=set)
     current: RoundState | None = None  # set by the turn's run (chatrooms/run/turn.py)
 
 

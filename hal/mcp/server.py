@@ -193,6 +193,7 @@ class HalMCPServer(MCPServer):
         except LookupError:
             payload, held = self._refuse(actor, str(name)[:64], "unavailable", NO_SCRUB), {}
         if held:
+            # The placeholders' kinds and counts: the turn counts them, the chip says so.
             payload["redacted"] = held
         text = json.dumps(payload, ensure_ascii=False, default=str)
         return CallToolResult(

@@ -362,7 +362,7 @@ class LocalCLIProvider:
             system, messages, patterns=self.redact_patterns, where=self.label
         )
         if held:
-            yield Redacted(dict(held), held.tool_call_ids)
+            yield Redacted(dict(held), held.tool_call_ids, held.placeholders)
         # aclosing: a consumer that stops early ends the run now, not at garbage collection.
         async with contextlib.aclosing(
             self._run(

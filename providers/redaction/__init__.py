@@ -12,12 +12,12 @@ import asyncio
 import contextvars
 import dataclasses
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from .known import KNOWN
-from .scrub import CACHE, Hit, Numbering, apply, walk_strings
+from .scrub import CACHE, Hit, Numbering, apply, by_kind, walk_strings
 
 # The conversation a call belongs to ("room:<id>", "review:<id>", "investigation:<id>"),
 # set by the caller before it calls a provider; "" numbers the call on its own.
@@ -48,12 +48,21 @@ def _numbering(scope: str) -> Numbering:
         return found
 
 
+def _collect(out: list[str]) -> Any:
+    def keep(text: str) -> str:
+        out.append(text)
+        return text
+
+    return keep
+
+
 def _texts(system: str, messages: Sequence[Any]) -> list[str]:
     out = [system]
+    keep = _collect(out)
     for message in messages:
         out.append(message.text)
         for call in message.tool_calls:
-            walk_strings(call.arguments, lambda s: out.append(s) or s)
+            walk_strings(call.arguments, keep)
         out += [result.content for result in message.tool_results]
     return out
 
@@ -76,11 +85,18 @@ def _audit(scope: str, counts: dict[str, int], where: str) -> None:
 
 
 class Held(dict[str, int]):
-    """Counts by kind of what one call held back, and the tool results it was in."""
+    """Distinct secrets by kind that one call held back, the tool results they were in,
+    and their placeholders."""
 
-    def __init__(self, counts: dict[str, int], tool_call_ids: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        counts: dict[str, int],
+        tool_call_ids: tuple[str, ...] = (),
+        placeholders: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(counts)
         self.tool_call_ids = tool_call_ids
+        self.placeholders = placeholders
 
 
 async def outbound(
@@ -103,11 +119,11 @@ async def outbound(
     numbering = _numbering(scope)
     if numbering.missing(every):
         await db(numbering.resolve)(every)
-    counts: Counter[str] = Counter()
+    used: set[str] = set()
 
     def fix(text: str) -> str:
         hits = found.get(text)
-        return apply(text, hits, numbering, counts) if hits else text
+        return apply(text, hits, numbering, used) if hits else text
 
     out: list[Any] = []
     redacted_calls: list[str] = []
@@ -127,9 +143,9 @@ async def outbound(
             redacted_calls += [r.tool_call_id for r in message.tool_results if found.get(r.content)]
         out.append(dataclasses.replace(message, **changes) if changes else message)
     system = fix(system)
-    held = dict(counts)
+    held = by_kind(used)
     await db(_audit)(scope, held, where)
-    return system, out, Held(held, tuple(redacted_calls))
+    return system, out, Held(held, tuple(redacted_calls), tuple(sorted(used)))
 
 
 def scrub_payload(
@@ -139,18 +155,18 @@ def scrub_payload(
     if KNOWN.due():
         KNOWN.reload()
     texts: list[str] = []
-    walk_strings(payload, lambda s: texts.append(s) or s)
+    walk_strings(payload, _collect(texts))
     found = _detect_all(texts, patterns)
     every = [hit for hits in found.values() for hit in hits]
     if not every:
         return payload, {}
     numbering = _numbering(scope)
     numbering.resolve(every)
-    counts: Counter[str] = Counter()
+    used: set[str] = set()
     redacted = walk_strings(
-        payload, lambda s: apply(s, found[s], numbering, counts) if found.get(s) else s
+        payload, lambda s: apply(s, found[s], numbering, used) if found.get(s) else s
     )
-    held = dict(counts)
+    held = by_kind(used)
     _audit(scope, held, where)
     return redacted, held
 

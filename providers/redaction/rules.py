@@ -160,9 +160,7 @@ def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
     return match.span(0)
 
 
-def find_shapes(
-    text: str, *, only: frozenset[str] | None = None
-) -> list[tuple[int, int, str]]:
+def find_shapes(text: str, *, only: frozenset[str] | None = None) -> list[tuple[int, int, str]]:
     """(start, end, rule id) of every secret shape in `text` (of the rules in `only`, when
     given). A rule runs only when one of its keywords is in the text (gitleaks' own
     prefilter: most rules never run)."""

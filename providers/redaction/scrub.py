@@ -164,16 +164,17 @@ def _mark(scope: str, kind: str, digest: str) -> str:
     raise RuntimeError("could not number a redacted secret")
 
 
-def apply(text: str, hits: tuple[Hit, ...], numbering: Numbering, counts: Counter[str]) -> str:
-    """`text` with each hit replaced by its placeholder; counts each by kind."""
+def apply(text: str, hits: tuple[Hit, ...], numbering: Numbering, used: set[str]) -> str:
+    """`text` with each hit replaced by its placeholder (added to `used`)."""
     if not hits:
         return text
     out: list[str] = []
     at = 0
     for hit in hits:
         out.append(text[at : hit.start])
-        out.append(numbering.known[hit.digest])
-        counts[hit.kind] += 1
+        mark = numbering.known[hit.digest]
+        out.append(mark)
+        used.add(mark)
         at = hit.end
     out.append(text[at:])
     return "".join(out)
@@ -190,3 +191,8 @@ def walk_strings(value: Any, fn: Any, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [walk_strings(v, fn, depth + 1) for v in value]
     return value
+
+
+def by_kind(used: set[str]) -> dict[str, int]:
+    """Distinct secrets by kind, from the placeholders used."""
+    return dict(sorted(Counter(mark[8 : mark.rindex("#")] for mark in used).items()))

@@ -28,9 +28,7 @@ def shaped() -> dict[str, str]:
             _b64url(secrets.token_bytes(32)),
         ]
     )
-    pem_body = "\n".join(
-        base64.b64encode(secrets.token_bytes(48)).decode() for _ in range(6)
-    )
+    pem_body = "\n".join(base64.b64encode(secrets.token_bytes(48)).decode() for _ in range(6))
     begin, end = "-----BEGIN RSA PRIVATE" + " KEY-----", "-----END RSA PRIVATE" + " KEY-----"
     return {
         "aws": "AK" + "IA" + _pick(_UPPER32, 16),
