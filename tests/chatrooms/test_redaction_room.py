@@ -142,3 +142,39 @@ async def test_a_placeholder_in_a_tool_call_is_refused(models, aclient, orchestr
         AuditEntry.objects.filter(action="tools.call", error_code="secret_placeholder").count
     )()
     assert refused == 2
+
+
+async def test_a_relay_does_not_carry_a_secret_to_the_next_model(models, aclient, orchestrator):
+    from .conftest import unified_room
+
+    alpha, beta, _ = models
+    values = shaped()
+    # A model that says a secret (it read one somewhere HAL could not see): stored and
+    # shown to the operator as it is, but relayed to the next model with a placeholder.
+    alpha.fake.replies.push(Reply(text=f"{embed(values)['aws']} @beta is this key live?"))
+    beta.fake.replies.push(Reply(text="Cannot tell."))
+    room = await unified_room(aclient)
+    await send(aclient, room, "@alpha find the key")
+    await orchestrator.wait_idle()
+    assert len(beta.requests) == 1
+    assert "[secret:aws-access-token#1]" in beta.requests[0].raw_body.decode()
+    assert wire_leaks(beta.fake, {"aws": values["aws"]}) == []
+
+
+async def test_a_continued_archive_reaches_the_model_redacted(models, aclient, orchestrator):
+    alpha = models[0]
+    values = shaped()
+    room_id = await room_for(aclient, alpha.id)
+    alpha.fake.replies.push(Reply(text="noted"))
+    await send(aclient, room_id, "the old key was " + embed(values)["github"])
+    await orchestrator.wait_idle()
+    assert (await aclient.post(f"/api/ai/rooms/{room_id}/reset")).status_code == 200
+    [archive] = (await aclient.get("/api/ai/archives")).json()["archives"]
+    response = await aclient.post(f"/api/ai/archives/{archive['id']}/continue")
+    assert response.status_code == 200, response.content
+    alpha.fake.replies.push(Reply(text="ok"))
+    await send(aclient, room_id, "what was it?")
+    await orchestrator.wait_idle()
+    assert len(alpha.requests) == 2
+    assert "[secret:github-pat#1]" in alpha.requests[-1].raw_body.decode()
+    assert wire_leaks(alpha.fake, values) == []
