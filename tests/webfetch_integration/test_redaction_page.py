@@ -19,7 +19,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def test_a_fetched_pages_secrets_do_not_reach_the_model(
-    server, allow_loopback, operator, fake_anthropic, provider_api_key  # noqa: F811
+    server,
+    allow_loopback,
+    operator,
+    fake_anthropic,
+    provider_api_key,  # noqa: F811
 ):
     values = shaped()
     lines = embed(values)
