@@ -22,7 +22,7 @@ async def test_a_fetched_pages_secrets_do_not_reach_the_model(
     server,
     allow_loopback,
     operator,
-    fake_anthropic,
+    fake_anthropic,  # noqa: F811
     provider_api_key,  # noqa: F811
 ):
     values = shaped()
