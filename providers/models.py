@@ -101,6 +101,9 @@ class AIConnection(models.Model):
     # last_error is still that text, so a writer that changes last_error needs not clear it.
     last_error_i18n = models.JSONField(null=True, blank=True)
     position = models.PositiveIntegerField(default=0)
+    # Redaction's pattern part (secret shapes) on calls to this connection; an
+    # administrator may turn it off for a self-hosted model (known values stay redacted).
+    redact_patterns = models.BooleanField(default=True)
     oauth_authorize_url = models.CharField(max_length=500, blank=True)
     oauth_token_url = models.CharField(max_length=500, blank=True)
     oauth_client_id = models.CharField(max_length=200, blank=True)
@@ -184,6 +187,7 @@ class AIConnection(models.Model):
             "next_action": recovery_action(self),
             "has_secret": bool(secret_hint),
             "position": self.position,
+            "redact_patterns": self.redact_patterns,
             "oauth": {
                 "authorize_url": self.oauth_authorize_url,
                 "token_url": self.oauth_token_url,
