@@ -88,15 +88,27 @@ class _Cache:
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[bytes, bool, int], tuple[Hit, ...]] = OrderedDict()
 
-    def hits(self, text: str, patterns: bool) -> tuple[Hit, ...]:
+    @staticmethod
+    def _key(text: str, patterns: bool) -> tuple[bytes, bool, int]:
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        return (digest, patterns, KNOWN.generation)
+
+    def cached(self, text: str, patterns: bool) -> tuple[Hit, ...] | None:
+        """The hits of a text scanned before (None: not scanned yet)."""
         if not text:
             return ()
-        key = (hashlib.blake2b(text.encode(), digest_size=16).digest(), patterns, KNOWN.generation)
+        key = self._key(text, patterns)
         with self._lock:
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
-                return found
+            return found
+
+    def hits(self, text: str, patterns: bool) -> tuple[Hit, ...]:
+        found = self.cached(text, patterns)
+        if found is not None:
+            return found
+        key = self._key(text, patterns)
         found = _detect(text, patterns)
         with self._lock:
             self._items[key] = found
