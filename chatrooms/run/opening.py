@@ -238,6 +238,8 @@ def open_calls(
     if not opening.calls:
         return None
     credentials = integration.precheck_credentials(callable_now, fresh=True)
+    # The known secret values, read in this trip: the calls then read none.
+    redaction.ready()
     for pk, call in opening.calls.items():
         call.credential = credentials.get(pk)
 

@@ -35,6 +35,13 @@ def set_scope(scope: str) -> None:
     SCOPE.set(scope)
 
 
+def ready() -> None:
+    """Read the known values now if they are due (sync: call it in a DB trip the caller
+    makes anyway — a send's, a turn's preparation — so the call itself reads nothing)."""
+    if KNOWN.due():
+        KNOWN.reload()
+
+
 def _numbering(scope: str) -> Numbering:
     if not scope:
         return Numbering("")
