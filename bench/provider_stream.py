@@ -77,6 +77,10 @@ def main() -> int:
     import django
 
     django.setup()
+    from providers.redaction import known
+
+    # No database here (the read path alone): redaction's known values are the settings'.
+    known._vault_values = lambda: []  # type: ignore[attr-defined]
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request
     from bench.harness.fake_provider import start_fake_provider
 

@@ -17,6 +17,7 @@ def measure(
     began: float,
     first_token: float | None,
     tool_calls: list[dict[str, Any]] | None = None,
+    redacted: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The facts of a reply finishing now (`began`, `first_token`: perf_counter values;
     `tool_calls`: the reply's tool calls, {"name", "status": ok|error|unknown|pending} and
@@ -37,6 +38,9 @@ def measure(
     }
     if tool_calls:
         facts["tool_calls"] = [dict(c) for c in tool_calls]
+    if redacted:
+        # Kinds and counts of secrets held back from the model: never the values.
+        facts["redacted"] = dict(sorted(redacted.items()))
     return facts
 
 
@@ -75,4 +79,6 @@ def as_fields(meta: dict[str, Any]) -> dict[str, Any]:
     fields = {k: facts.get(k) for k in ("model", "usage", "duration_ms", "ttft_ms")}
     if facts.get("tool_calls"):
         fields["tool_calls"] = facts["tool_calls"]
+    if facts.get("redacted"):
+        fields["redacted"] = facts["redacted"]
     return fields

@@ -253,8 +253,10 @@ async def _converse(run: Run) -> tuple[str, str]:
     """Tool rounds until the findings come (or a budget runs out): (status, reason)."""
     from chatrooms.integration import provider_for
     from investigations.models import Investigation
+    from providers import redaction
     from providers.base import ChatMessage, TextDelta, ToolCall, ToolResult, Usage
 
+    redaction.set_scope(f"investigation:{run.investigation_id}")
     provider = provider_for(run.connection)
     tools = [t.spec() for t in read_tools()] + [submit_spec()]
     messages = [ChatMessage.user(run.seed)]

@@ -13,12 +13,14 @@ import httpx2
 
 from hal.live import launch
 
+from . import redaction
 from .base import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
     ChatMessage,
     CredentialGetter,
     ProviderError,
+    Redacted,
     StreamEvent,
     ToolSpec,
     bounded_stream,
@@ -94,6 +96,8 @@ class SDKProvider:
     """Base of the HTTP providers: one SDK client per instance, reused for every call."""
 
     kind = ""
+    # The pattern part of redaction (the connection's switch); known values always.
+    redact_patterns = True
 
     def __init__(
         self,
@@ -202,6 +206,12 @@ class SDKProvider:
         operator: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Stream one model call. `operator` is unused: HAL runs the tools itself."""
+        # The one redaction step (providers/redaction/): nothing below sees a secret.
+        system, messages, held = await redaction.outbound(
+            system, messages, patterns=self.redact_patterns, where=self.label
+        )
+        if held:
+            yield Redacted(dict(held), held.tool_call_ids, held.placeholders)
         secret = await self._secret()
         deadline = asyncio.get_running_loop().time() + self.total_timeout
         client = self._per_call(secret)

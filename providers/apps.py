@@ -34,6 +34,12 @@ def _recheck_loop(stop: Any) -> None:
     run_loop(stop)
 
 
+def _known_changed(**kwargs: Any) -> None:
+    from providers.redaction import invalidate_known
+
+    invalidate_known()
+
+
 class ProvidersConfig(AppConfig):
     name = "providers"
     default_auto_field = "django.db.models.BigAutoField"
@@ -48,3 +54,15 @@ class ProvidersConfig(AppConfig):
         register_sweep("providers.budget_resume", _budget_resume)
         register_sweep("providers.local_cli_orphans", _cli_orphans)
         register_loop("providers.recheck", _recheck_loop)
+
+        # The MCP server's tool results go through the same redaction (hal/hooks/redaction.py);
+        # a vault change here is seen by the next call, not after the known values' TTL.
+        from django.db.models.signals import post_delete, post_save
+
+        from hal.hooks.redaction import register_scrub
+        from providers import redaction
+        from vault.models import Secret
+
+        register_scrub(redaction.scrub_payload)
+        post_save.connect(_known_changed, sender=Secret, dispatch_uid="redaction.known")
+        post_delete.connect(_known_changed, sender=Secret, dispatch_uid="redaction.known.del")

@@ -145,7 +145,19 @@ class McpAccess:
         return f"McpAccess(url={self.url!r})"
 
 
-StreamEvent = TextDelta | ToolCall | ToolRan | Usage | Stop
+@dataclass(frozen=True)
+class Redacted:
+    """Secrets held back from this call's request, by kind (never the values): the first
+    event of a call that had any (providers/redaction/)."""
+
+    counts: dict[str, int]
+    # The tool results (their call ids) in which something was held back: their chips say so.
+    tool_call_ids: tuple[str, ...] = ()
+    # The placeholders that stand in for them (a reply counts each secret once).
+    placeholders: tuple[str, ...] = ()
+
+
+StreamEvent = TextDelta | ToolCall | ToolRan | Usage | Stop | Redacted
 
 
 # ----- conversation ----------------------------------------------------------------------

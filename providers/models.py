@@ -101,6 +101,9 @@ class AIConnection(models.Model):
     # last_error is still that text, so a writer that changes last_error needs not clear it.
     last_error_i18n = models.JSONField(null=True, blank=True)
     position = models.PositiveIntegerField(default=0)
+    # Redaction's pattern part (secret shapes) on calls to this connection; an
+    # administrator may turn it off for a self-hosted model (known values stay redacted).
+    redact_patterns = models.BooleanField(default=True)
     oauth_authorize_url = models.CharField(max_length=500, blank=True)
     oauth_token_url = models.CharField(max_length=500, blank=True)
     oauth_client_id = models.CharField(max_length=200, blank=True)
@@ -184,6 +187,7 @@ class AIConnection(models.Model):
             "next_action": recovery_action(self),
             "has_secret": bool(secret_hint),
             "position": self.position,
+            "redact_patterns": self.redact_patterns,
             "oauth": {
                 "authorize_url": self.oauth_authorize_url,
                 "token_url": self.oauth_token_url,
@@ -253,3 +257,26 @@ def recovery_action(conn: Any) -> str:
 # time); imported here so Django registers the models and as_dict can add `usage`.
 from providers.budget_models import ConnectionBudget, ModelPrice, UsageDay  # noqa: E402, F401
 from providers.usage_totals import usage_summaries  # noqa: E402
+
+
+class RedactionMark(models.Model):
+    """A secret's placeholder number in one conversation: a keyed hash, never the value."""
+
+    # "room:<id>", "review:<id>", "investigation:<id>": numbering is stable within it.
+    scope = models.CharField(max_length=64)
+    kind = models.CharField(max_length=64)
+    number = models.PositiveIntegerField()
+    # HMAC-SHA256 of the value under a key derived from SECRET_KEY (providers/redaction).
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "digest"], name="redaction_scope_digest"),
+            models.UniqueConstraint(
+                fields=["scope", "kind", "number"], name="redaction_scope_kind_number"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"[secret:{self.kind}#{self.number}] in {self.scope}"

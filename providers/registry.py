@@ -44,6 +44,8 @@ class ProviderConfig:
     # A call's output cap (None: the provider's default). Set for budgeted connections:
     # a reservation counts at most this many output tokens for a call.
     max_tokens: int | None = None
+    # Redaction's pattern part on this connection's calls (known values always).
+    redact_patterns: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in PROVIDER_KINDS:
@@ -66,6 +68,7 @@ class ProviderConfig:
             self.cli_home,
             self.cli_models,
             self.max_tokens,
+            self.redact_patterns,
         )
 
 
@@ -75,6 +78,13 @@ async def _no_credential() -> str:
 
 def build_provider(config: ProviderConfig) -> Provider:
     """A new provider for `config` (the registry caches these; call it directly in tests)."""
+    provider = _build(config)
+    if not config.redact_patterns:
+        provider.redact_patterns = False  # type: ignore[attr-defined]
+    return provider
+
+
+def _build(config: ProviderConfig) -> Provider:
     if config.kind == "local_cli":
         return LocalCLIProvider(
             binary=config.cli_binary,

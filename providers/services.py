@@ -83,6 +83,7 @@ def provider_config(conn: AIConnection, *, for_verify: bool = False, credential:
         label=conn.name,
         cli_binary=_setting("HAL_LOCAL_CLI_BINARY", "claude"),
         cli_home=_setting("HAL_LOCAL_CLI_HOME", None),
+        redact_patterns=bool(getattr(conn, "redact_patterns", True)),
         **extra,
     )
 

@@ -20,6 +20,11 @@ urlpatterns = [
         views_budgets.connection_budget,
         name="api_budget",
     ),
+    path(
+        "api/ai/connections/<int:pk>/redaction",
+        views.connection_redaction,
+        name="api_redaction",
+    ),
     path("api/ai/connections/<int:pk>/prices", views_budgets.connection_price, name="api_prices"),
     path(
         "api/ai/connections/<int:pk>/oauth/start",

@@ -107,6 +107,14 @@ def _set_enabled(enabled: bool) -> Callable[[HttpRequest, int], dict[str, Any]]:
     return view
 
 
+def _redaction(request: HttpRequest, pk: int) -> dict[str, Any]:
+    body = json_body(request)
+    conn = actions.check_set_redaction_patterns(
+        actor=_actor(request), connection=pk, enabled=body.get("patterns")
+    )
+    return conn.as_dict()
+
+
 def _oauth_start(request: HttpRequest, pk: int) -> dict[str, Any]:
     started = actions.check_oauth_start(
         actor=_actor(request), connection=pk, redirect_uri=actions.oauth_redirect_uri(request)
@@ -121,6 +129,7 @@ connection_verify = dispatch(POST=_verify)
 connection_disable = dispatch(POST=_set_enabled(False))
 connection_enable = dispatch(POST=_set_enabled(True))
 connection_oauth_start = dispatch(POST=_oauth_start)
+connection_redaction = dispatch(PUT=_redaction)
 
 
 def _form_create_data(post: Any) -> dict[str, Any]:

@@ -259,9 +259,13 @@ async def _stream(
     connection: Any, system: str, user: str, answer: Answer, usage: dict[str, int]
 ) -> None:
     from chatrooms.integration import provider_for
+    from providers import redaction
     from providers.base import ChatMessage, TextDelta, Usage
     from reviews import actions
 
+    # Numbered as in the proposal's room, so "[secret:…#1]" is the same secret there.
+    room = answer.room_id
+    redaction.set_scope(f"room:{room}" if room else f"review:{answer.review_id}")
     provider = provider_for(connection)
     iterator = aiter(
         provider.stream(

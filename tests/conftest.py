@@ -210,11 +210,14 @@ def hops(monkeypatch):
 def _fresh_process_caches():
     """Caches of rows kept in process memory start empty: a test's rolled-back rows must
     not reach the next test through them."""
+    from providers import redaction
     from runbooks import active
 
     active.forget_now()
+    redaction.forget_now()
     yield
     active.forget_now()
+    redaction.forget_now()
 
 
 @pytest.fixture(autouse=True)

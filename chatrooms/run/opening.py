@@ -26,7 +26,7 @@ from chatrooms.run.config import history_limit
 from hal.db.threads import calling_loop
 from hal.hooks.prompts import prompt_sections
 from hal.live import launch
-from providers import pacing
+from providers import pacing, redaction
 from providers.base import ChatMessage, StreamEvent
 
 log = logging.getLogger("hal.chatrooms")
@@ -47,6 +47,8 @@ class Opened:
     model: str
     operator: str
     credential: Any
+    # The conversation its secrets are numbered in (providers/redaction/).
+    scope: str = ""
     iterator: AsyncIterator[StreamEvent] | None = None
     first: asyncio.Task[tuple[bool, StreamEvent | None]] | None = None
     taken: bool = False
@@ -56,6 +58,7 @@ class Opened:
     async def _first(self, end: Callable[[], None]) -> tuple[bool, StreamEvent | None]:
         token = launch.mark(end)  # the HTTP client ends the launch once the request is out
         pacing.current.set(self.pace)  # this task's own context: the body reader takes it
+        redaction.set_scope(self.scope)
         try:
             integration.hand_over_credential(self.connection_id, self.credential)
             self.credential = None
@@ -229,11 +232,14 @@ def open_calls(
             model=connection.model,
             operator=full.operator.get_username() if full.operator is not None else "",
             credential=None,
+            scope=f"room:{room.pk}",
         )
         callable_now.append(connection)
     if not opening.calls:
         return None
     credentials = integration.precheck_credentials(callable_now, fresh=True)
+    # The known secret values, read in this trip: the calls then read none.
+    redaction.ready()
     for pk, call in opening.calls.items():
         call.credential = credentials.get(pk)
 

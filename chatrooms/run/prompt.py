@@ -17,6 +17,7 @@ from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import history_limit
 from hal.actions.base import Actor
 from hal.hooks.prompts import prompt_sections
+from providers import redaction
 from providers.base import ChatMessage, ProviderError, ToolCall, ToolRan, ToolResult
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Prepared:
     # reply facts).
     tool_log: list[dict[str, Any]] = field(default_factory=list)
     tool_slots: dict[str, int] = field(default_factory=dict)  # call id → its tool_log entry
+    # Placeholders of the secrets held back from this reply's calls (providers/redaction/).
+    redacted: set[str] = field(default_factory=set)
     current: RoundState | None = None  # set by the turn's run (chatrooms/run/turn.py)
 
 
@@ -323,6 +326,8 @@ def prepare_turns(
         if not isinstance(item.provider, Exception) and item.opened is None
     ]
     credentials = integration.precheck_credentials(callable_now, fresh=same_trip)
+    # The known secret values, read in this trip: the calls then read none.
+    redaction.ready()
     for item in prepared:
         item.credential = credentials.get(item.connection.pk)
     return prepared

@@ -17,13 +17,19 @@ from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds
 from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
-from chatrooms.run.turn_rounds import ToolRounds, chip_status, note_tool, show_tools
+from chatrooms.run.turn_rounds import (
+    ToolRounds,
+    chip_status,
+    note_redacted,
+    note_tool,
+    show_tools,
+)
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.db.threads import db
 from hal.errors import Conflict
 from hal.live import launch
-from providers import pacing
-from providers.base import ProviderError, TextDelta, ToolCall, ToolRan, Usage
+from providers import pacing, redaction
+from providers.base import ProviderError, Redacted, TextDelta, ToolCall, ToolRan, Usage
 
 log = logging.getLogger("hal.chatrooms")
 
@@ -120,6 +126,8 @@ class TurnRunner(ToolRounds, TurnEndings):
         framer = prepared.framer = Framer(self, group, prepared.reply)
         # This reply's streams are read at the pace of its frames (providers/pacing.py).
         pacing.current.set(pacing.Slot(framer))
+        # Its secrets are numbered in its room's conversation (providers/redaction/).
+        redaction.set_scope(f"room:{prepared.room_id}")
         framer.post("message.created", {**prepared.reply.as_dict(), "turn_id": turn_id})
         usage = prepared.usage
         rounds = prepared.rounds
@@ -199,9 +207,13 @@ class TurnRunner(ToolRounds, TurnEndings):
                                 status = chip_status(
                                     event.is_error, event.proposal_id, event.unknown
                                 )
-                                if note_tool(
+                                changed = note_tool(
                                     prepared, event.id, event.name, status, event.proposal_id
-                                ):
+                                )
+                                if note_redacted(prepared, ran=event) or changed:
+                                    show_tools(prepared)
+                            elif isinstance(event, Redacted):
+                                if note_redacted(prepared, event=event):
                                     show_tools(prepared)
                             elif isinstance(event, Usage):
                                 prepared.charge[0] += event.input_tokens

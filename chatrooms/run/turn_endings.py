@@ -17,6 +17,7 @@ from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared
 from chatrooms.watchdog import Watchdog
 from hal.db.threads import db
+from providers.redaction.scrub import by_kind
 
 
 def facts_of(prepared: Prepared) -> dict[str, Any]:
@@ -28,6 +29,7 @@ def facts_of(prepared: Prepared) -> dict[str, Any]:
         began=prepared.began,
         first_token=framer.first_at if framer is not None else None,
         tool_calls=prepared.tool_log,
+        redacted=by_kind(prepared.redacted),
     )
 
 

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
 
 from chatrooms import integration
 from chatrooms.run.prompt import Prepared
 from hal.db.threads import db
-from providers.base import ToolCall, ToolRan
+from hal.tools.placeholders import PLACEHOLDER
+from providers.base import Redacted, ToolCall, ToolRan
 
 
 def chip_status(is_error: bool, proposal_id: int | None, unknown: bool = False) -> str:
@@ -44,6 +46,36 @@ def note_tool(
     else:
         entry.pop("proposal_id", None)
     return True
+
+
+def note_redacted(
+    prepared: Prepared, *, event: Redacted | None = None, ran: ToolRan | None = None
+) -> bool:
+    """Count what a call held back (the reply's meta line: "2 secrets held back") and mark
+    the chips of the tool results it was in; True when a chip changed. `ran`: a result the
+    CLI read from HAL's MCP server, which says what it held back (hal/mcp/server.py)."""
+    ids: tuple[str, ...] = ()
+    marks: tuple[str, ...] = ()
+    if event is not None:
+        ids, marks = event.tool_call_ids, event.placeholders
+    elif ran is not None and '"redacted"' in ran.content:
+        try:
+            held = json.loads(ran.content).get("redacted")
+        except (ValueError, AttributeError):
+            held = None
+        if isinstance(held, dict):
+            ids = (ran.id,)
+            # The MCP result names kinds and counts; its placeholders are in its text.
+            marks = tuple(set(PLACEHOLDER.findall(ran.content)))
+    before = len(prepared.redacted)
+    prepared.redacted.update(marks)
+    changed = len(prepared.redacted) != before
+    for call_id in ids:
+        slot = prepared.tool_slots.get(call_id)
+        if slot is not None and not prepared.tool_log[slot].get("redacted"):
+            prepared.tool_log[slot]["redacted"] = True
+            changed = True
+    return changed
 
 
 def show_tools(prepared: Prepared) -> None:

@@ -22,10 +22,16 @@ from hal.models import AuditEntry
 # Origin lives in the leaf module hal.tools.origin so that hal.actions.proposals can use it
 # without importing dispatch (which imports proposals); re-exported here for callers.
 from hal.tools.origin import Origin, current_origin, running_with_origin  # noqa: F401
+from hal.tools.placeholders import holds_placeholder
 from hal.tools.registry import READ, actor_for_tools, get_tool, jsonable, proposal_references
 from hal.web.jsonin import check_json_value
 
 MAX_RAW_ARGS = 100_000
+PLACEHOLDER_REFUSAL = (
+    "The arguments hold a [secret:…] placeholder: it stands for a secret HAL did not send "
+    "you, and no tool can use or reveal it. Nothing was run or proposed. Ask the operator "
+    "to fill the value in the console if it is really needed."
+)
 MAX_TRACKED_TURNS = 4096
 
 
@@ -154,6 +160,10 @@ def run_tool_call(
         )
     if not isinstance(parsed, dict):
         return _refuse(actor, tool.name, "invalid_arguments", "Arguments must be a JSON object.")
+    if holds_placeholder(parsed):
+        # A placeholder stands for a secret HAL held back from the model; no tool resolves
+        # one, and a proposal must not carry one (the operator types the value if needed).
+        return _refuse(actor, tool.name, "secret_placeholder", PLACEHOLDER_REFUSAL)
     # Proposal references (e.g. `runbook`) are not the tool's arguments: taken out here,
     # resolved only if the call becomes a proposal, stored beside its arguments.
     references: dict[str, Any] = {}

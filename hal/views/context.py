@@ -123,6 +123,12 @@ def panel_strings() -> dict[str, Any]:
         "tool_call_cancelled": _("Tool call: the proposal was cancelled; nothing ran"),
         "tool_call_expired": _("Tool call: the proposal expired unapproved; nothing ran"),
         "tool_unknown": _("unknown tool"),
+        "tool_redacted": _("secrets held back"),
+        "tool_call_redacted": _(
+            "Secrets in this result were replaced with placeholders before a model read it"
+        ),
+        # {n}: how many distinct secrets; the kinds follow in brackets, never the values.
+        "secrets_held_back": _("{n} secrets held back"),
         "in_this_room": _("In this room"),
         "stop": _("Stop"),
         "stopped": _("Stopped"),

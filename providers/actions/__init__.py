@@ -47,6 +47,7 @@ from providers.actions.secrets import (
 )
 from providers.actions.status import (
     check_set_connection_enabled,
+    check_set_redaction_patterns,
 )
 from providers.actions.verify import (
     VerifyOutcome,
@@ -77,6 +78,7 @@ __all__ = [
     "check_oauth_start",
     "check_set_connection_enabled",
     "check_set_connection_secret",
+    "check_set_redaction_patterns",
     "check_update_connection",
     "check_verify_connection",
     "clean_name",

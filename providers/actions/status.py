@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
-from hal.actions.base import Actor, action, record_audit, require_perm
+from hal.actions.base import Actor, action, record_audit, require_perm, require_recent
 from hal.errors import InvalidInput, NotFound
 from hal.live.events import OPS_GROUP, publish
 from providers import verification
@@ -115,6 +115,31 @@ def check_set_connection_enabled(*, actor: Actor, connection: Any, enabled: bool
             target=conn,
             before=before,
             after=_snapshot(conn),
+        )
+        _changed(conn)
+    return conn
+
+
+def check_set_redaction_patterns(*, actor: Actor, connection: Any, enabled: Any) -> AIConnection:
+    """Turn redaction's pattern part on or off for one connection (a self-hosted model on
+    the same host); the known values are redacted whatever this says. Administer and a
+    recent re-authentication; audited with before and after."""
+    require_perm(actor, "administer")
+    require_recent(actor)
+    conn = resolve_connection(connection)
+    if not isinstance(enabled, bool):
+        raise InvalidInput(_("enabled must be true or false."), code="invalid_input")
+    with transaction.atomic():
+        conn = _locked(conn)
+        before = {"redact_patterns": conn.redact_patterns}
+        conn.redact_patterns = enabled
+        conn.save(update_fields=["redact_patterns", "updated_at"])
+        record_audit(
+            actor,
+            "connections.redaction_patterns",
+            target=conn,
+            before=before,
+            after={"redact_patterns": enabled},
         )
         _changed(conn)
     return conn

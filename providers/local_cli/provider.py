@@ -16,12 +16,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from providers import redaction
 from providers.base import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
     ChatMessage,
     McpAccess,
     ProviderError,
+    Redacted,
     StreamEvent,
     ToolSpec,
     bounded_stream,
@@ -72,6 +74,8 @@ class LocalCLIProvider:
     """Runs the Claude Code CLI as an async subprocess per call; no credential passes HAL."""
 
     kind = "local_cli"
+    # The pattern part of redaction (the connection's switch); known values always.
+    redact_patterns = True
     # It runs HAL's tools itself, over /mcp with a per-turn token the turn mints
     # (chatrooms/run/turn.py): `stream(mcp=McpAccess)`.
     runs_tools_itself = True
@@ -352,6 +356,13 @@ class LocalCLIProvider:
         for `operator` (none when neither is given)."""
         binary = self.resolve_binary()
         self.check_config_dir()
+        # The one redaction step (providers/redaction/); tool results are redacted by
+        # HAL's MCP server before the CLI reads them (hal/mcp/server.py).
+        system, messages, held = await redaction.outbound(
+            system, messages, patterns=self.redact_patterns, where=self.label
+        )
+        if held:
+            yield Redacted(dict(held), held.tool_call_ids, held.placeholders)
         # aclosing: a consumer that stops early ends the run now, not at garbage collection.
         async with contextlib.aclosing(
             self._run(

@@ -76,5 +76,15 @@ export function replyFacts(m) {
   }
   if (m.duration_ms != null) facts.push(seconds(m.duration_ms));
   if (m.ttft_ms != null) facts.push(`${T.first_token || "first token"} ${seconds(m.ttft_ms)}`);
+  // Secrets HAL replaced with placeholders before the model read them: kinds, never values.
+  const held = m.redacted && typeof m.redacted === "object" ? m.redacted : null;
+  if (held) {
+    const kinds = Object.keys(held).sort();
+    const n = kinds.reduce((sum, k) => sum + (Number(held[k]) || 0), 0);
+    if (n > 0) {
+      const said = (T.secrets_held_back || "{n} secrets held back").replace("{n}", String(n));
+      facts.push(`${said} (${kinds.join(", ")})`);
+    }
+  }
   return facts.join(" · ");
 }

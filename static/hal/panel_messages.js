@@ -160,6 +160,15 @@ function renderToolCalls(li, m) {
         if (status === "pending" && PROPOSAL_ENDS.has(card)) status = card;
       }
       chipState(chip, status);
+      if (c.redacted) {
+        // Secrets in this call's result went to the model as placeholders.
+        const mark = document.createElement("span");
+        mark.className = "ai-tool-chip-redacted";
+        mark.textContent = T.tool_redacted || "secrets held back";
+        mark.title = T.tool_call_redacted || "";
+        chip.dataset.redacted = "true";
+        chip.append(mark);
+      }
       return chip;
     }),
   );

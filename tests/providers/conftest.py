@@ -74,3 +74,16 @@ def wire(request, provider_api_key):
         return provider, credential
 
     return request.param, fake, factory
+
+
+@pytest.fixture(autouse=True)
+def _known_values_without_a_database(request, monkeypatch):
+    """Provider tests without a database: redaction's known values are the settings' only
+    (with one, the vault's rows too — tests/redaction/)."""
+    if request.node.get_closest_marker("django_db") is None and not {
+        "db",
+        "transactional_db",
+    } & set(request.fixturenames):
+        from providers.redaction import known
+
+        monkeypatch.setattr(known, "_vault_values", lambda: [])
