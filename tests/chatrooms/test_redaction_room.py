@@ -93,10 +93,15 @@ async def test_no_planted_canary_reaches_the_model(models, aclient, orchestrator
     assert reply["status"] == "complete", reply
     # The meta line's facts: distinct secrets by kind, never a value.
     # Eight secrets; the operator's own and the module URL's are the same one (#1 twice).
-    assert reply["redacted"] == {
+    # The `password = "…"` line is named by one of the two generic rules: gitleaks'
+    # generic-api-key when the random value's entropy passes its threshold, HAL's
+    # secret-assignment otherwise (about 2 % of fresh values) — either way one secret.
+    held = dict(reply["redacted"])
+    generic = held.pop("generic-api-key", 0) + held.pop("secret-assignment", 0)
+    assert generic == 1, reply["redacted"]
+    assert held == {
         "aws-access-token": 1,
         "bearer-token": 1,
-        "generic-api-key": 1,
         "github-pat": 1,
         "hal-token": 1,
         "jwt": 1,
