@@ -130,7 +130,7 @@ def _pause(
     room_id: int | None,
 ) -> bool:
     """Set status `paused` with a reason until the latest exhausted period ends."""
-    conn = AIConnection.objects.select_for_update().get(pk=budget.connection_id)
+    conn = AIConnection.objects.select_for_update(no_key=True).get(pk=budget.connection_id)
     reason, until = _record_pause(budget, totals, exhausted, day)
     if conn.status != AIConnection.ACTIVE:
         return conn.status == AIConnection.PAUSED  # disabled/error stay as they are
@@ -197,7 +197,9 @@ def resume_expired(now: datetime.datetime | None = None) -> list[int]:
     resumed = []
     for connection_id in due:
         with transaction.atomic():
-            conn = AIConnection.objects.select_for_update().filter(pk=connection_id).first()
+            conn = (
+                AIConnection.objects.select_for_update(no_key=True).filter(pk=connection_id).first()
+            )
             budget = (
                 ConnectionBudget.objects.select_for_update()
                 .filter(connection_id=connection_id)
@@ -304,7 +306,7 @@ def check_set_budget(*, actor: Actor, connection: Any, data: Any) -> AIConnectio
 def do_set_budget(actor: Actor, conn: AIConnection, limits: dict[str, Any]) -> AIConnection:
     """Save the budget (audited before/after); a raised budget resumes a paused connection."""
     with transaction.atomic():
-        conn = AIConnection.objects.select_for_update().get(pk=conn.pk)
+        conn = AIConnection.objects.select_for_update(no_key=True).get(pk=conn.pk)
         budget, _created = ConnectionBudget.objects.select_for_update().get_or_create(
             connection=conn
         )

@@ -199,7 +199,15 @@ def reserve(holds: list[Hold], *, replacing: int | None = None) -> list[Hold]:
         mine = by_connection[connection_id]
         # Connection, then budget: the order of every other budget writer (do_set_budget,
         # the pause of a charge, keep_paused), so a reservation never deadlocks with them.
-        list(AIConnection.objects.select_for_update().filter(pk=connection_id).values_list("pk"))
+        # FOR NO KEY UPDATE (PostgreSQL): rows inserted with a key to the connection (turns,
+        # reservations, usage) take FOR KEY SHARE on it, which FOR UPDATE waits for — two
+        # such transactions each waiting for the other's share was a deadlock (20 sends at
+        # once over two processes); NO KEY UPDATE still orders every budget writer.
+        list(
+            AIConnection.objects.select_for_update(no_key=True)
+            .filter(pk=connection_id)
+            .values_list("pk")
+        )
         budget = (
             ConnectionBudget.objects.select_for_update().filter(connection_id=connection_id).first()
         )
