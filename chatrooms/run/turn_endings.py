@@ -17,6 +17,7 @@ from chatrooms.run.framing import Framer
 from chatrooms.run.prompt import Prepared
 from chatrooms.watchdog import Watchdog
 from hal.db.threads import db
+from providers.local_cli.process import uninterrupted
 from providers.redaction.scrub import by_kind
 
 
@@ -45,19 +46,7 @@ async def to_the_end(work: Coroutine[Any, Any, None]) -> None:
     (a reset after a stop): cut short, its `message.completed` or `message.failed` would
     never be sent (the turn's framer closes as its task ends) and the panel would show the
     reply streaming. A cancel that arrived meanwhile is raised once the save is done."""
-    saving = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            await asyncio.shield(saving)
-        except asyncio.CancelledError:
-            if saving.done():
-                raise
-            cancelled = True
-            continue
-        break
-    if cancelled:
-        raise asyncio.CancelledError
+    await uninterrupted(work)  # the same guarantee the CLI run's clean-up needs
 
 
 class TurnEndings:
