@@ -56,12 +56,13 @@ LOCAL_WHEELS = REPO / ".venv" / "wheelhouse"
 PYTHON = sys.executable
 
 
-def build_wheelhouse(dest: Path) -> Path:
-    """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS."""
+def build_wheelhouse(dest: Path, host_python: str | None = None) -> Path:
+    """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS
+    (for `host_python`'s full version, as `--host-python`; default this interpreter's)."""
     if not any(LOCAL_WHEELS.glob("*.whl")):
         raise RuntimeError(f"{LOCAL_WHEELS} holds no wheels: run `make wheelhouse`")
     load_release().build_wheelhouse(
-        REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)]
+        REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)], host_python
     )
     return dest
 

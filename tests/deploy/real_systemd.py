@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -217,13 +218,22 @@ class Machine:
     def run(
         self, *argv: str, check: bool = True, timeout: float = 120, **kw
     ) -> subprocess.CompletedProcess:
-        """A command inside the machine (root, its root directory, a login's PATH)."""
+        """A command inside the machine (root, its root directory, a login's PATH).
+
+        Its output goes through files, not pipes: a daemon it starts (sshd, PostgreSQL)
+        keeps its descriptors until the machine stops, and a pipe would wait for that."""
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "LANG": "C.UTF-8", "HOME": "/root", **kw.pop("env", {})}  # fmt: skip
-        done = subprocess.run(
-            [*self.nsenter(), *argv], capture_output=True, text=True, timeout=timeout,
-            env=env, **kw,
-        )  # fmt: skip
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            code = subprocess.run(
+                [*self.nsenter(), *argv], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                timeout=timeout, env=env, check=False, **kw,
+            ).returncode  # fmt: skip
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode(errors="replace")
+            stderr = err.read().decode(errors="replace")
+        done = subprocess.CompletedProcess(argv, code, stdout, stderr)
         if check and done.returncode != 0:
             raise RuntimeError(
                 f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
