@@ -11,7 +11,8 @@ the `hal-web@` layout, and its upgrade under the operators' load (tests/deploy/l
 Then `deploy/ship.py` drives the rest from the "workstation" (this process) over SSH: a
 release whose health raises (rolled back), a web process killed under load (SIGKILL of
 its main process: Restart=on-failure brings it back), a release whose migration fails
-(refused), `dr_restore` of the pre-upgrade snapshot and an install after it. The results
+(refused), then §4's manual rollback and restore for this layout as written (back to
+the first release, `dr_restore` of the pre-upgrade snapshot) and an install after it. The results
 (exit statuses, timings, load counts, the host's state as systemd reports it) go to
 CONFIG["results"] as JSON; the test asserts on them.
 """
@@ -30,7 +31,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.deploy import hosts  # noqa: E402
-from tests.deploy.docs_blocks import DOC, blocks_before, section_blocks  # noqa: E402
+from tests.deploy.docs_blocks import (  # noqa: E402
+    DOC,
+    SIX_LAYOUT_ROLLBACK,
+    blocks_before,
+    blocks_under,
+    section_blocks,
+)
 from tests.deploy.layout_services import (  # noqa: E402
     ARTIFACTS,
     NAME,
@@ -59,11 +66,14 @@ def documented_steps() -> dict:
     text = DOC.read_text()
     setup = blocks_before(text, 2, "Units, proxy, TLS")
     database, first, upgrade = section_blocks(text, 6, 6)
+    rollback, restore = blocks_under(text, 4, SIX_LAYOUT_ROLLBACK)
     ports = re.search(r"--web-ports (\S+)", upgrade)
     assert ports, "§6's upgrade names no --web-ports"
     return {
         "first": doc_script([*setup, database, first]),
         "upgrade": doc_script([upgrade]),
+        "rollback": doc_script([rollback]),
+        "restore": doc_script([restore]),
         "web_ports": [int(p) for p in ports.group(1).split(",")],
     }
 
@@ -178,16 +188,14 @@ def main() -> int:
             cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log"
         )
         steps["bad_migration"]["current"] = current()
-        # docs/deploy.md §4: restore the snapshot the upgrade was installed over.
-        record = json.loads(Path("/srv/hal/current/.hal-release.json").read_text())
-        units = [f"hal-web@{p}" for p in cfg["web_ports"]] + ["hal-worker"]
-        started = time.monotonic()
-        sh("systemctl", "stop", *units)
-        hal_manage("dr_restore", record["snapshot"], "--verify-only")
-        restore_out = hal_manage("dr_restore", record["snapshot"], "--yes")
-        sh("systemctl", "start", *units)
+        # docs/deploy.md §4 on the §6 layout, as written: the manual rollback to the first
+        # release (each process restarted and read back on its own port), then the restore
+        # of the snapshot the upgrade was installed over.
+        steps["rollback"] = run_script(documented["rollback"], docs, logs / "rollback.log")
+        steps["rollback"]["current"] = current()
+        steps["restore"] = run_script(documented["restore"], docs, logs / "restore.log")
+        steps["restore"]["current"] = current()
         wait_ready(health, ca.ca_pem)
-        steps["restore"] = {"seconds": round(time.monotonic() - started, 1), "out": restore_out}
         cookie = session_cookie()  # the restored database predates the first cookie's session
         with Load(NAME, 443, ca.ca_pem, cookie) as load:
             steps["after_restore"] = ship(

@@ -11,7 +11,8 @@ version, ADR 0018). §2 up to "Units" and §6's blocks run literally: the Postgr
 and database, the first install of the `hal-web@` layout, its upgrade under load (0
 failed requests, `/api/health` included). Then ship.py: a release whose health raises
 (rolled back), a web process killed (restarted by systemd), one whose migration fails
-(refused, nothing switched), `dr_restore` of the pre-upgrade snapshot and an install
+(refused, nothing switched), §4's manual rollback and restore for this layout as written
+(back to the first release; `dr_restore` of the pre-upgrade snapshot) and an install
 after it under load. It needs root, systemd as PID 1 in namespaces (a cgroup2 sub-cgroup
 to delegate), nginx, sshd and the PostgreSQL and Redis server binaries; it runs once per
 CI run, in the PostgreSQL + Redis pass (DATABASE_URL set), and skips, saying why,
@@ -294,6 +295,14 @@ def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifa
     assert timer["NextElapseUSecRealtime"], timer  # §6's `enable --now`: scheduled
     assert "hal-snapshot.timer" in units["list-timers"], units["list-timers"]
 
+    # docs/deploy.md §4 on the §6 layout, as written under the real systemd: back to the
+    # first release, every process read back on its own port; then the restore.
+    rollback = steps["rollback"]
+    assert rollback["rc"] == 0, rollback["out"][-2000:] + rollback["err"][-2000:]
+    assert rollback["current"] == versions["first"]
+    restore = steps["restore"]
+    assert restore["rc"] == 0, restore["out"][-2000:] + restore["err"][-2000:]
+    assert restore["current"] == versions["first"]
     assert "Restored from" in steps["restore"]["out"]
     # The dump's own `running` row came back and was marked interrupted, not left to
     # refuse the next install's snapshot.
