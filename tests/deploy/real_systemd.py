@@ -27,6 +27,7 @@ Run as a script (`python real_systemd.py stage ROOT WORK BINDS…`) it is the st
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import shutil
@@ -47,6 +48,7 @@ After=systemd-journald.service dbus.service
 AllowIsolate=yes
 """
 OVERLAYS = ("etc", "var", "srv", "root")
+PR_SET_PDEATHSIG = 1
 
 
 def cgroup2_mount() -> Path | None:
@@ -167,6 +169,9 @@ class Machine:
 
         def join_cgroup() -> None:
             (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+            # If the test process dies, unshare dies, and its --kill-child takes systemd
+            # (PID 1 of the namespace: every process in it) along.
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
         proc = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc",

@@ -223,19 +223,22 @@ def test_snapshot_timer_is_scheduled_and_starts_the_snapshot(host):
     # itself is the unit's; its random delay applies to every trigger, so it goes too), and
     # the snapshot is written under the service's sandbox.
     dropin = "/etc/systemd/system/hal-snapshot.timer.d"
-    now = "[Timer]\\nOnActiveSec=1\\nRandomizedDelaySec=0\\n"
+    # (AccuracySec: systemd may otherwise coalesce the wake-up anywhere within a minute.)
+    now = "[Timer]\\nOnActiveSec=1\\nRandomizedDelaySec=0\\nAccuracySec=1us\\n"
     host.run("bash", "-c", f"mkdir -p {dropin} && printf '{now}' "
              f"> {dropin}/now.conf && systemctl daemon-reload && systemctl restart "
              "hal-snapshot.timer")  # fmt: skip
-    found = wait_for(
-        lambda: host.run(
-            "bash", "-c", "ls /var/lib/hal/snapshots/*/report.json", check=False
-        ).stdout.split(),
-        "the timer to run hal-snapshot.service",
-    )
+
+    def finished() -> dict[str, str] | None:
+        props = ("ActiveState", "Result", "ExecMainExitTimestampMonotonic")
+        state = show(host, "hal-snapshot.service", *props)
+        done = state["ActiveState"] == "inactive" and state[props[2]] != "0"
+        return state if done else None
+
+    result = wait_for(finished, "the timer to run hal-snapshot.service to its end")
+    assert result["Result"] == "success", result
+    found = host.run("bash", "-c", "ls /var/lib/hal/snapshots/*/report.json").stdout.split()
     assert_sandboxed(json.loads(host.run("cat", found[0]).stdout), host)
-    result = show(host, "hal-snapshot.service", "Result", "ActiveState")
-    assert result == {"Result": "success", "ActiveState": "inactive"}, result
     host.run("bash", "-c", f"rm -r {dropin} && systemctl daemon-reload")
 
 
