@@ -145,7 +145,9 @@ def stage(root: Path, work: Path, binds: Sequence[str]) -> None:
     env = {"container": "hal-test", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     os.execve(
         str(SYSTEMD),
-        [str(SYSTEMD), f"--unit={TARGET}", "--log-target=console", "--show-status=no"],
+        # Its own lines ("Stopping …", "State 'stop-sigterm' timed out") into the journal,
+        # where the tests read them.
+        [str(SYSTEMD), f"--unit={TARGET}", "--log-target=journal", "--show-status=no"],
         env,
     )
 
@@ -217,8 +219,10 @@ class Machine:
         pid = self.pid1()
         if pid is None:
             raise RuntimeError(f"systemd is not running: {self.log_tail()}")
+        # `--wd` bare: systemd's own working directory, inside the root (`--wd=/` would be
+        # opened before entering it: a directory outside, os.getcwd() fails).
         return ["nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--pid",
-                "--cgroup", "--root", "--wd=/"]  # fmt: skip
+                "--cgroup", "--root", "--wd"]  # fmt: skip
 
     def run(
         self, *argv: str, check: bool = True, timeout: float = 120, **kw

@@ -168,6 +168,9 @@ def test_web_unit_runs_in_its_sandbox_and_stops_by_killmode_mixed(host):
     assert show(host, f"hal-web@{PORT}", "ActiveState")["ActiveState"] == "inactive"
     journal = host.run("journalctl", "--no-pager", "-u", f"hal-web@{PORT}").stdout
     assert f"probe: web on 127.0.0.1:{PORT}" in journal, journal  # stdout into journald
+    # systemd's own lines too: the SIGKILL went to the child, after the main process left.
+    assert f"Killing process {child} (python) with signal SIGKILL" in journal, journal
+    assert f"Stopped hal-web@{PORT}.service" in journal, journal
 
 
 def test_worker_is_restarted_on_failure_not_on_stop(host):
@@ -248,3 +251,9 @@ def test_hal_manage_runs_through_systemd_run_in_the_same_sandbox(host):
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert_sandboxed(report, host)
     assert "run-u" in report["cgroup"]  # a transient unit of its own
+
+
+def test_commands_run_inside_the_root(host):
+    """`Machine.run` enters the root and its working directory (ship.py calls getcwd)."""
+    done = host.run("/usr/bin/python3", "-c", "import os; print(os.getcwd())")
+    assert done.stdout == "/\n"
