@@ -35,8 +35,10 @@ import pytest
 
 from tests.deploy.docs_blocks import DOC, doc_versions, section_blocks
 from tests.deploy.install_host import (
+    HOST_PYTHON,
     REPO,
     build_wheelhouse,
+    host_python_version,
     load_release,
     make_release_key,
     retarget,
@@ -47,20 +49,6 @@ from tests.deploy.load import Load
 from tests.deploy.real_systemd import Machine, unavailable
 
 DRIVER = Path(__file__).with_name("layout_host.py")
-HOST_PYTHON = "/usr/bin/python3"  # the host's own interpreter: the release venv's
-
-
-def host_python_version() -> str | None:
-    """/usr/bin/python3's full version, if it is of this interpreter's minor version (the
-    wheels are built for that minor version), else None."""
-    if not Path(HOST_PYTHON).exists():
-        return None
-    done = subprocess.run(
-        [HOST_PYTHON, "-c", "import platform; print(platform.python_version())"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    full = done.stdout.strip()
-    return full if full.split(".")[:2] == list(map(str, sys.version_info[:2])) else None
 
 
 def missing_prerequisite() -> str | None:
