@@ -10,7 +10,7 @@ servers started from the machine's binaries (a fresh cluster in the overlay, as 
 `apt-get install postgresql redis-server` leaves them); nginx is the system's, run by its
 own unit (`systemctl reload nginx` in the docs reloads it), with the shipped config
 installed as docs/deploy.md §2's prose says. The one stand-in is `apt-get` (no package
-index here: tests/deploy/fake_systemd.py's `apt-get` checks the packages are installed).
+index here: tests/deploy/fake_apt.py checks the packages are installed).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from tests.deploy import hosts
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_SYSTEMD = REPO / "tests" / "deploy" / "fake_systemd.py"
+FAKE_APT = REPO / "tests" / "deploy" / "fake_apt.py"
 NAME = "hal.example.org"
 ARTIFACTS = "artifacts.example.org"
 
@@ -46,7 +46,7 @@ def private_host(work: Path) -> None:
     shims = work / "shims"
     shims.mkdir(parents=True)
     shim = shims / "apt-get"
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} apt-get "$@"\n')
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_APT} "$@"\n')
     shim.chmod(0o755)
     real = shutil.which("apt-get") or "/usr/bin/apt-get"
     if not Path(real).exists():

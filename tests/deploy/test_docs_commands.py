@@ -12,7 +12,7 @@ overlay, hal.example.org and artifacts.example.org resolve to loopback and are s
 the system's nginx (under its unit) with the shipped proxy config and a certificate from
 a throwaway CA added to the overlay's trust store; the release venv is the host's own
 /usr/bin/python3 (the artifacts are built for its version). Two stand-ins remain:
-`apt-get` (no package index: tests/deploy/fake_systemd.py checks the packages are
+`apt-get` (no package index: tests/deploy/fake_apt.py checks the packages are
 installed) and certbot (it checks that its token is served over plain HTTP at the name —
 §2's TLS order — then puts the throwaway CA's certificate at certbot's paths). The prose
 step between the blocks (publish the artifacts) is done by the harness the way the prose
@@ -50,7 +50,7 @@ from tests.deploy.marks import slow_once
 from tests.deploy.real_systemd import Machine, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
+FAKE_APT = Path(__file__).with_name("fake_apt.py")
 
 
 CERTBOT = r"""
@@ -166,7 +166,7 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, release_key):
     shims = tmp_path / "shims"
     shims.mkdir()
     apt_get = shims / "apt-get"  # no package index here: checks they are installed
-    apt_get.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} apt-get "$@"\n')
+    apt_get.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_APT} "$@"\n')
     apt_get.chmod(0o755)
     # certbot: puts a token in the webroot, fetches it as the ACME server would (plain HTTP
     # to the name: only an nginx already serving the webroot passes), then issues.
