@@ -182,7 +182,7 @@ def artifacts(tmp_path):
 
 # Five installs from the wheelhouse (each pip-installs ~90 wheels, as on a host) and about
 # fifteen daphne starts: 36 min on a 2-core machine at a load average of 13 (not yet
-# measured on an idle one).
+# measured on an idle one); under the real systemd, 20-22 min at a load average of 10-12.
 @pytest.mark.timeout(3600)
 def test_section_6_as_written_then_ship_on_postgresql_and_redis(tmp_path, artifacts):
     results = tmp_path / "results" / "results.json"
