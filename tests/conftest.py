@@ -51,9 +51,27 @@ def _generous_communicator_bounds() -> None:
     from asgiref.testing import ApplicationCommunicator
     from channels.testing import HttpCommunicator, WebsocketCommunicator
 
+    from tests import bounds
     from tests.bounds import WAIT
 
-    ApplicationCommunicator.wait.__defaults__ = (WAIT,)
+    stock_wait = ApplicationCommunicator.wait
+
+    async def wait(self, timeout=None):
+        # Stock wait() swallows its own timeout: it cancels the application and returns, so
+        # a consumer that never ends (no websocket.disconnect sent) cost a test the whole
+        # bound in silence (120 s, issue 43). With the suite's bound it is a failure; an
+        # explicit timeout= keeps the stock "cancel and return".
+        if timeout is not None:
+            return await stock_wait(self, timeout)
+        bound = bounds.WAIT  # read at call time: tests/test_conftest_wait.py shortens it
+        await stock_wait(self, bound)
+        if self.future.cancelled():
+            raise AssertionError(
+                f"the application did not end within {bound:.0f} s: send it "
+                "websocket.disconnect (or http.disconnect) before wait()"
+            )
+
+    ApplicationCommunicator.wait = wait
     ApplicationCommunicator.receive_output.__defaults__ = (WAIT,)
     WebsocketCommunicator.connect.__defaults__ = (WAIT,)
     WebsocketCommunicator.receive_from.__defaults__ = (WAIT,)
