@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.fleet.conftest import active_server, op, server  # noqa: F401
+from tests.investigations.conftest import *  # noqa: F403
+
 
 def admin(user: Any) -> Any:
     from hal.actions.base import Actor
