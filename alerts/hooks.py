@@ -29,9 +29,20 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
     }
 
 
+def incident_alerts(incident: Any) -> list[dict[str, str]]:
+    """The alerts behind an incident (its own groups), for the investigator's summary."""
+    from alerts.models import Alert
+
+    rows = Alert.objects.filter(group__incident=incident, group__folded=False).order_by("id")
+    return [
+        {"name": a.name or a.fingerprint, "status": a.status, "url": a.generator_url}
+        for a in rows[:SHOWN_ALERTS]
+    ]
+
+
 def register() -> None:
     from hal.actions.settings import register_setting
-    from hal.hooks.incidents import register_incident_panel
+    from hal.hooks.incidents import register_incident_panel, register_incident_sources
 
     register_setting(
         receive.STORM_WINDOW_SETTING,
@@ -61,3 +72,4 @@ def register() -> None:
         ),
     )
     register_incident_panel("alerts", incident_panel)
+    register_incident_sources("alerts", incident_alerts)
