@@ -42,7 +42,7 @@ wheelhouse: $(WHEEL_STAMP)
 # chromium + a Korean font for the browser tests (screenshots of the Korean UI show text,
 # not boxes); openssh-server, nginx and caddy for the deploy tests (ship over SSH, TLS proxy).
 SYSTEM_DEPS := chromium:/usr/bin/chromium fonts-nanum:fonts-nanum openssh-server:/usr/sbin/sshd \
-  nginx:/usr/sbin/nginx caddy:/usr/bin/caddy
+  nginx:/usr/sbin/nginx caddy:/usr/bin/caddy prometheus-alertmanager:/usr/bin/prometheus-alertmanager
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do pkg=$${dep%%:*}; path=$${dep#*:}; \
 	  case $$path in /*) [ -x "$$path" ] || missing="$$missing $$pkg";; \
