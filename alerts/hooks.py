@@ -40,9 +40,39 @@ def incident_alerts(incident: Any) -> list[dict[str, str]]:
     ]
 
 
+def on_incident_changed(kind: str, incident: Any, event: Any) -> None:
+    """In the incident's transaction: a closing queues its postmortem draft."""
+    if kind == "closed":
+        from alerts.postmortem import queue_for_closed
+
+        queue_for_closed(incident)
+
+
+def postmortem_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
+    """Catch me up (an open incident) or the postmortem (a closed one)."""
+    from alerts.models import Postmortem
+
+    pm = Postmortem.objects.filter(incident=incident).first()
+    return {
+        "template": "alerts/_postmortem_panel.html",
+        "context": {
+            "incident": incident,
+            "postmortem": pm,
+            "latest": pm.latest() if pm else None,
+            "versions": list(pm.versions.order_by("-number")[:20]) if pm else [],
+        },
+    }
+
+
 def register() -> None:
+    from alerts.postmortem import worker_loop
     from hal.actions.settings import register_setting
-    from hal.hooks.incidents import register_incident_panel, register_incident_sources
+    from hal.hooks.incidents import (
+        register_incident_panel,
+        register_incident_sources,
+        register_on_incident_changed,
+    )
+    from hal.hooks.workers import register_loop
 
     register_setting(
         receive.STORM_WINDOW_SETTING,
@@ -73,3 +103,6 @@ def register() -> None:
     )
     register_incident_panel("alerts", incident_panel)
     register_incident_sources("alerts", incident_alerts)
+    register_incident_panel("postmortems", postmortem_panel)
+    register_on_incident_changed("postmortems", on_incident_changed)
+    register_loop("postmortems", worker_loop)

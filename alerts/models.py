@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 
 
@@ -149,3 +150,76 @@ class AlertStorm(models.Model):
 
     def __str__(self) -> str:
         return f"storm {self.pk} of {self.source_id}: {self.groups} groups"
+
+
+class IncidentLook(models.Model):
+    """When an operator last caught up on an incident ("Catch me up" starts from there)."""
+
+    incident = models.ForeignKey("hal.Incident", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    looked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["incident", "user"], name="alerts_look_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} looked at {self.incident_id}"
+
+
+class Postmortem(models.Model):
+    """A closed incident's postmortem: drafted by a model, edited and published by people."""
+
+    QUEUED = "queued"
+    DRAFTING = "drafting"
+    DRAFT = "draft"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    STATUSES = [QUEUED, DRAFTING, DRAFT, PUBLISHED, FAILED]
+    STATUS_CHOICES = [(s, s) for s in STATUSES]
+
+    incident = models.OneToOneField(
+        "hal.Incident", on_delete=models.CASCADE, related_name="postmortem"
+    )
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=QUEUED)
+    reason = models.CharField(max_length=500, blank=True)  # why the model's part is missing
+    published_version = models.PositiveIntegerField(null=True, blank=True)
+    published_by = models.CharField(max_length=150, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"postmortem of {self.incident_id} ({self.status})"
+
+    def latest(self) -> PostmortemVersion | None:
+        """The newest version (None while the draft is queued)."""
+        return self.versions.order_by("-number").first()  # type: ignore[attr-defined]
+
+
+class PostmortemVersion(models.Model):
+    """One version of a postmortem's Markdown (the model's draft is version 1); kept forever."""
+
+    MODEL = "model"
+    EDIT = "edit"
+    KIND_CHOICES = [(MODEL, MODEL), (EDIT, EDIT)]
+
+    postmortem = models.ForeignKey(Postmortem, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8, choices=KIND_CHOICES)
+    markdown = models.TextField()
+    author = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.UniqueConstraint(fields=["postmortem", "number"], name="alerts_pm_version_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"postmortem {self.postmortem_id} v{self.number}"

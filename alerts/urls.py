@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from alerts import views
+from alerts import views, views_postmortem
 
 app_name = "alerts"
 
@@ -12,4 +12,28 @@ urlpatterns = [
     path("api/alerts/sources", views.api_sources, name="api_sources"),
     path("api/alerts/sources/<int:source_id>", views.api_source, name="api_source"),
     path("alerts/", views.page, name="page"),
+]
+
+urlpatterns += [
+    path(
+        "api/incidents/<int:incident_id>/catch-up",
+        views_postmortem.api_catch_up,
+        name="api_catch_up",
+    ),
+    path(
+        "api/incidents/<int:incident_id>/postmortem",
+        views_postmortem.api_postmortem,
+        name="api_postmortem",
+    ),
+    path(
+        "api/incidents/<int:incident_id>/postmortem/publish",
+        views_postmortem.api_publish,
+        name="api_postmortem_publish",
+    ),
+    path("incidents/<int:incident_id>/postmortem.md", views_postmortem.export, name="export"),
+    path(
+        "incidents/<int:incident_id>/postmortem/",
+        views_postmortem.page_action,
+        name="postmortem_action",
+    ),
 ]
