@@ -84,7 +84,10 @@ def test_a_closed_incident_gets_an_editable_postmortem_citing_real_audit_ids(
     assert Postmortem.objects.get(incident=incident).status == Postmortem.QUEUED
 
     jobs, proposals = Job.objects.count(), Proposal.objects.count()
-    draft_md = "# Postmortem: PortalDown\n\n## Summary\nThe portal was down.\n\n## Follow-ups\n- [ ] alert earlier"
+    draft_md = (
+        "# Postmortem: PortalDown\n\n## Summary\nThe portal was down.\n\n"
+        "## Follow-ups\n- [ ] alert earlier"
+    )
     investigator.fake.replies.push(Reply(text=draft_md))
     assert [status for _pk, status in draft_pending_once()] == [Postmortem.DRAFT]
     pm = Postmortem.objects.get(incident=incident)
