@@ -118,8 +118,12 @@ def _entry(
         {"name": i.name, "fingerprint": i.fingerprint, "status": i.status, "url": i.generator_url}
         for i in items[:MAX_LISTED]
     ]
-    english = i18n.english(text) + "\n" + "\n".join(_line(i) for i in items[:MAX_LISTED])
-    do_record_alert(actor, incident, text=english, data={"text_i18n": [text], "alerts": listed})
+    # The alerts' lines are the source's words: kept as written, in every language.
+    lines = [_line(i) for i in items[:MAX_LISTED]]
+    english = "\n".join([i18n.english(text), *lines])
+    do_record_alert(
+        actor, incident, text=english, data={"text_i18n": [text, *lines], "alerts": listed}
+    )
 
 
 def receive(source_id: int, batch: Batch) -> dict[str, Any]:

@@ -11,7 +11,7 @@ urlpatterns = [
     path("api/alerts/grafana", views.grafana, name="grafana"),
     path("api/alerts/sources", views.api_sources, name="api_sources"),
     path("api/alerts/sources/<int:source_id>", views.api_source, name="api_source"),
-    path("alerts/", views.page, name="page"),
+    path("alerts/", views.page, name="alert_sources"),
 ]
 
 urlpatterns += [
