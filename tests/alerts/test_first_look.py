@@ -5,6 +5,7 @@ reaches the model only as a placeholder."""
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
@@ -32,11 +33,17 @@ def test_an_alert_gets_one_first_look_per_episode_and_reaches_on_call(
     posts_before = len(receiver.posts())
     _source, token = am_source
     values = shaped()
+    # A pasted receiver config: an alert source's own token shape (hal-alerts-…) too.
+    values["alerts"] = "hal-alerts-" + secrets.token_urlsafe(32)
     canary = embed(values)
     a = alert(
         "PortalDown",
         fingerprint="dddd000000000001",
-        annotations={"description": canary["url"], "runbook": canary["aws"]},
+        annotations={
+            "description": canary["url"],
+            "runbook": canary["aws"],
+            "config": f"credentials: {values['alerts']}",
+        },
         labels={"severity": "critical"},
     )
     script_investigation(investigator.fake)
