@@ -65,9 +65,12 @@ class GrafanaAlert(AmAlert):
     dashboardURL: Short = ""
     panelURL: Short = ""
     imageURL: Short = ""
+    embeddedImage: str = ""  # bounded by the body's 1 MiB; not stored
+    ruleUID: Short = ""
     values: dict[Key, Any] | None = None
     valueString: Long = ""
     orgId: int | None = None
+    enrichments: Any = None  # Grafana's alert enrichments: not stored
 
 
 class GrafanaPayload(AmPayload):
@@ -77,6 +80,7 @@ class GrafanaPayload(AmPayload):
     version: Literal["1"]  # type: ignore[assignment]
     alerts: Annotated[list[GrafanaAlert], Field(max_length=MAX_ALERTS)]  # type: ignore[assignment]
     orgId: int | None = None
+    appVersion: Short = ""
     title: Long = ""
     state: Short = ""
     message: Long = ""
@@ -133,9 +137,27 @@ def _why(exc: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"[:300]
 
 
+def _nulls_as_empty(data: dict[str, Any]) -> dict[str, Any]:
+    """Grafana (Go) sends an empty map as null in places: read it as {}."""
+    out = {k: ({} if v is None and k in _MAPS else v) for k, v in data.items()}
+    if isinstance(out.get("alerts"), list):
+        out["alerts"] = [
+            {k: ({} if v is None and k in _MAPS else v) for k, v in a.items()}
+            if isinstance(a, dict)
+            else a
+            for a in out["alerts"]
+        ]
+    return out
+
+
+_MAPS = {"labels", "annotations", "groupLabels", "commonLabels", "commonAnnotations"}
+
+
 def parse(kind: str, data: dict[str, Any]) -> Batch:
     """The notification in `data` from a source of `kind`, or invalid_payload (nothing read)."""
     model = GrafanaPayload if kind == "grafana" else AmPayload
+    if kind == "grafana":
+        data = _nulls_as_empty(data)
     try:
         payload = model.model_validate(data)
     except ValidationError as exc:

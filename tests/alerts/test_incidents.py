@@ -162,3 +162,34 @@ def test_grafanas_documented_payload_opens_an_incident(client, operator):
     assert post(client, token, resolved, path="/api/alerts/grafana").json()["result"] == "resolved"
     # Alertmanager's token is not Grafana's door, and Grafana's shape is not Alertmanager's
     assert post(client, token, GRAFANA_EXAMPLE).status_code == 401
+
+
+def test_grafanas_newer_fields_and_null_maps_are_read(client, operator):
+    """Fields of grafana/alerting's webhookMessage/ExtendedAlert beyond the documented
+    example (appVersion, ruleUID, embeddedImage, enrichments), and Go's null maps."""
+    _row, token, _k = make_source(operator, kind="grafana")
+    first = GRAFANA_EXAMPLE["alerts"][0]
+    payload = {
+        **GRAFANA_EXAMPLE,
+        "groupKey": '{}:{alertname="Newer"}',
+        "appVersion": "12.3.0",
+        "commonAnnotations": None,
+        "alerts": [
+            {
+                **first,
+                "annotations": None,
+                "values": None,
+                "ruleUID": "ddx0v9",
+                "embeddedImage": "",
+                "enrichments": {"k": [1, 2]},
+            }
+        ],
+    }
+    response = post(client, token, payload, path="/api/alerts/grafana")
+    assert response.status_code == 200, response.content
+    assert (
+        post(client, token, {**payload, "surprise": 1}, path="/api/alerts/grafana").json()["error"][
+            "code"
+        ]
+        == "invalid_payload"
+    )
