@@ -78,3 +78,19 @@ def test_an_alert_gets_one_first_look_per_episode_and_reaches_on_call(
     post(client, token, notification("g-look", [a]))
     assert Investigation.objects.filter(incident=incident).count() == 2
     assert Incident.objects.count() == 1
+
+
+def test_a_storm_starts_a_bounded_number_of_investigations(
+    investigator, operator, am_source, client
+):
+    from alerts.models import AlertStorm
+    from tests.investigations.conftest import change_setting
+
+    _source, token = am_source
+    change_setting(operator, "alerts.storm_groups", 5)
+    for n in range(60):
+        assert post(client, token, notification(f"storm-{n}", [alert(f"S{n}")])).status_code == 200
+    # 5 incidents of their own and one storm incident: six first looks, not sixty
+    assert Incident.objects.count() == 6
+    assert Investigation.objects.count() == 6
+    assert AlertStorm.objects.get().groups == 55
