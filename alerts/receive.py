@@ -30,6 +30,7 @@ STORM_WINDOW_SETTING = "alerts.storm_window_seconds"
 STORM_GROUPS_SETTING = "alerts.storm_groups"
 CLOSE_SETTING = "alerts.close_when_resolved"
 HOST_LABELS = ("instance", "host", "hostname", "nodename")
+LAST_USED_GRANULARITY = timedelta(seconds=60)
 
 
 def source_actor(source: AlertSource) -> Actor:
@@ -131,8 +132,10 @@ def receive(source_id: int, batch: Batch) -> dict[str, Any]:
     with transaction.atomic():
         source = AlertSource.objects.select_for_update().get(pk=source_id)
         now = timezone.now()
-        source.last_used_at = now
-        source.save(update_fields=["last_used_at"])
+        if source.last_used_at is None or now - source.last_used_at > LAST_USED_GRANULARITY:
+            # At most one write a minute: not a row update per notification of a storm.
+            source.last_used_at = now
+            source.save(update_fields=["last_used_at"])
         key_hash = hashlib.sha256(batch.group_key.encode("utf-8")).hexdigest()
         group = AlertGroup.objects.filter(source=source, key_hash=key_hash).first()
         if group is None:
@@ -162,6 +165,7 @@ def _store_alerts(group: AlertGroup, items: list[Item]) -> list[Alert]:
 def _new_group(source: AlertSource, batch: Batch, key_hash: str, now: Any) -> dict[str, Any]:
     actor = source_actor(source)
     firing = [i for i in batch.items if i.status == Alert.FIRING]
+    storm = _storm_for(source, now) if firing else None
     group = AlertGroup.objects.create(
         source=source,
         group_key=batch.group_key[:1000],
@@ -170,19 +174,18 @@ def _new_group(source: AlertSource, batch: Batch, key_hash: str, now: Any) -> di
         notifications=1,
         truncated_alerts=batch.truncated,
         resolved_at=None if firing else now,
+        incident=storm.incident if storm else None,
+        folded=storm is not None,
     )
     _store_alerts(group, list(batch.items))
     if not firing:
         # Resolved before HAL heard it fire (a restart, a new source): kept, no incident.
         return {"group": group.pk, "incident": None, "result": "resolved_unseen"}
-    storm = _storm_for(source, now)
     if storm is not None:
         storm.groups += 1
         storm.alerts += len(batch.items)
         storm.last_at = now
         storm.save(update_fields=["groups", "alerts", "last_at"])
-        group.incident, group.folded = storm.incident, True
-        group.save(update_fields=["incident", "folded"])
         return {"group": group.pk, "incident": storm.incident_id, "result": "folded"}
     incident = do_open_incident(
         actor,
