@@ -198,7 +198,7 @@ class Postmortem(models.Model):
 
     def latest(self) -> PostmortemVersion | None:
         """The newest version (None while the draft is queued)."""
-        return self.versions.order_by("-number").first()  # type: ignore[attr-defined]
+        return self.versions.order_by("-number").first()
 
 
 class PostmortemVersion(models.Model):

@@ -211,7 +211,7 @@ def do_publish_postmortem(actor: Actor, pm: Postmortem, number: int) -> Postmort
 def export(pm: Postmortem, number: int | None = None) -> PostmortemVersion:
     """The version to export: `number`, else the published one, else the latest."""
     want = number or pm.published_version
-    version = pm.versions.filter(number=want).first() if want else pm.latest()  # type: ignore[attr-defined]
+    version = pm.versions.filter(number=want).first() if want else pm.latest()
     if version is None:
         raise NotFound(_("No such version."), code="version_not_found")
     return version
