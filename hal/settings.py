@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "reviews",
     "investigations",
     "notifications",
+    "alerts",
 ]
 
 MIDDLEWARE = [

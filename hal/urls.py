@@ -48,6 +48,7 @@ urlpatterns = [
     path("", include("runbooks.urls")),
     path("", include("investigations.urls")),
     path("", include("notifications.urls")),
+    path("", include("alerts.urls")),
     path("admin/", admin.site.urls),
 ]
 

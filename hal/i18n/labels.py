@@ -277,6 +277,7 @@ INCIDENT_EVENT_LABELS: dict[str, Any] = {
     "escalated": _("escalated"),
     "closed": _("closed"),
     "reopened": _("reopened"),
+    "alert": _("alert"),
 }
 
 

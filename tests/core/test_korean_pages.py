@@ -78,6 +78,7 @@ WORDS = {
 # EHLO (the SMTP greeting HAL checks), argv (the restart command's argument list), vN and
 # the runbook scope keys id/servers/jobs (what a model cites and an operator writes).
 WORDS |= {"EHLO", "argv", "vN", "id", "servers", "jobs", "DuckDuckGo", "bits"}
+WORDS |= {"Prometheus", "Alertmanager", "Grafana", "HMAC"}  # product names (alerts/)
 # Names the fixtures below give to things (shown as names, never translated).
 NAMES = {"ops", "web", "payments", "alpha", "runbook"}
 EXEMPT_TAGS = {"code", "pre", "kbd", "samp", "script", "style", "time", "textarea"}
@@ -100,6 +101,8 @@ NOT_PAGES = {
     "oauth_callback",  # the provider's redirect target
     "server_register",  # POST only
     "form",  # POST: start or stop an incident's investigation (investigations/)
+    "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
+    "export",  # a postmortem's Markdown file, not a page (alerts/)
 }
 
 
