@@ -120,7 +120,7 @@ class Provider:
             timeout=900,
         )
         self.port = free_port()
-        self.log = open(run_dir / "server.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.log = open(run_dir / "server.log", "wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
             cwd=ROOT,
@@ -140,10 +140,14 @@ class Provider:
 
     def _ready(self) -> bool:
         if self.process.poll() is not None:
-            raise AssertionError("the test provider exited: " + (self.run_dir / "server.log").read_text())
+            raise AssertionError(
+                "the test provider exited: " + (self.run_dir / "server.log").read_text()
+            )
         try:
             return (
-                httpx2.get(self.direct + "/o/.well-known/openid-configuration", timeout=5).status_code
+                httpx2.get(
+                    self.direct + "/o/.well-known/openid-configuration", timeout=5
+                ).status_code
                 == 200
             )
         except httpx2.HTTPError:
