@@ -37,4 +37,10 @@ class HalConfig(AppConfig):
         # definitions: they import it). Lazily, so the registration order is unchanged.
         from hal.tools.registry import add_loader
 
+        # SSO sessions are re-checked at the identity provider by the worker (ADR 0020).
+        from hal.actions.oidc import recheck_loop
+        from hal.hooks.workers import register_loop
+
+        register_loop("oidc.recheck", recheck_loop)
+
         add_loader(_load_tool_definitions)

@@ -440,3 +440,23 @@ def _recheck_one(sso: OidcSession, actor: Actor) -> bool:
         identity.save(update_fields=["groups"])
         OidcSession.objects.filter(pk=sso.pk).update(checked_at=timezone.now())
     return False
+
+
+RECHECK_LOOP_SECONDS = 30  # how often the worker looks for SSO sessions due a re-check
+
+
+def recheck_loop(stop: Any) -> None:
+    """hal_worker's SSO thread: re-check due sessions until the worker stops (a provider
+    call never delays the heartbeat). Access ends at most HAL_OIDC_RECHECK_SECONDS +
+    RECHECK_LOOP_SECONDS (+ the provider's timeout) after the provider stops vouching."""
+    from django.db import close_old_connections
+
+    while not stop.wait(RECHECK_LOOP_SECONDS):
+        if not proto.sso_enabled():
+            continue
+        try:
+            recheck_sessions()
+        except Exception:  # one bad round must not end the thread
+            log.exception("oidc: re-check round failed")
+        finally:
+            close_old_connections()
