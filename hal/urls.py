@@ -18,6 +18,7 @@ hal_patterns = [
     path("oidc/login/<slug:provider>/", oidc.oidc_login, name="oidc_login"),
     path("oidc/callback/<slug:provider>/", oidc.oidc_callback, name="oidc_callback"),
     path("oidc/reauth/", oidc.oidc_reauth, name="oidc_reauth"),
+    path("oidc/reauth/done/", oidc.oidc_reauth_done, name="oidc_reauth_done"),
     path("language/", auth_views.set_language, name="language"),
     path("audit/", pages.audit_list, name="audit"),
     path("api/health", health.health, name="api_health"),

@@ -67,3 +67,10 @@ def oidc_callback(request: HttpRequest, provider: str) -> HttpResponse:
     except OidcError as exc:
         return _refusal(request, exc)
     return redirect(next_url)
+
+
+@require_GET
+def oidc_reauth_done(request: HttpRequest) -> HttpResponse:
+    """Where the step-up window lands: it closes itself, and the page that opened it
+    retries what asked for the re-auth."""
+    return render(request, "hal/oidc_done.html")
