@@ -300,6 +300,12 @@ HAL_OIDC_BREAK_GLASS = [n.strip() for n in env("HAL_OIDC_BREAK_GLASS", "").split
 # How often an SSO session is re-checked at the provider (refresh token), in seconds.
 HAL_OIDC_RECHECK_SECONDS = int(env("HAL_OIDC_RECHECK_SECONDS", "300"))
 HAL_OIDC_LEEWAY_SECONDS = int(env("HAL_OIDC_LEEWAY_SECONDS", "60"))
+# Logging out (a POSTed form) ends at the provider's end-session page: browsers apply
+# form-action to the redirects after a form, so the provider's origin is allowed there.
+for _provider in HAL_OIDC_PROVIDERS:
+    _parts = _provider["issuer"].split("/")
+    if len(_parts) > 2:
+        CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append("/".join(_parts[:3]))
 # The largest MCP request body /mcp accepts (hal/mcp/http.py); larger ones get 413.
 HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 # The URL a local CLI turn uses to reach this web process's /mcp; empty: found out

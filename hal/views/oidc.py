@@ -8,7 +8,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from hal.actions import oidc as oidc_actions
-from hal.views.auth import _safe_next
+from hal.models import OperatorProfile
+from hal.views.auth import _remember_language, _safe_next
 from hal.web.oidc import OidcError
 
 
@@ -66,7 +67,13 @@ def oidc_callback(request: HttpRequest, provider: str) -> HttpResponse:
         )
     except OidcError as exc:
         return _refusal(request, exc)
-    return redirect(next_url)
+    response = redirect(next_url)
+    profile = OperatorProfile.objects.filter(user=request.user).first()
+    if profile and profile.language:
+        # As the password login does: the operator's language for this session and browser.
+        request.session["hal_language"] = profile.language
+        _remember_language(response, profile.language)
+    return response
 
 
 @require_GET

@@ -163,6 +163,22 @@ class Provider:
         )
         assert answer.status_code == 200, answer.text
 
+    def set_redirects(self, client_id: str, redirect_uris: list[str], logout: list[str]) -> None:
+        """Point a client at a HAL server started after the provider."""
+        answer = httpx2.post(
+            self.direct + "/control/",
+            content=json.dumps(
+                {
+                    "client_id": client_id,
+                    "redirect_uris": redirect_uris,
+                    "post_logout_redirect_uris": logout,
+                }
+            ),
+            headers={"X-Control": self.control_token},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+
     def stop(self) -> None:
         self.proxy.close()
         self.process.terminate()

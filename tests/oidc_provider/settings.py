@@ -32,6 +32,9 @@ TEMPLATES = [
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": RUN_DIR / "op.sqlite3"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/accounts/login/"
+# Cookies are per host, not per port: the provider's must not overwrite HAL's on 127.0.0.1.
+SESSION_COOKIE_NAME = "op_session"
+CSRF_COOKIE_NAME = "op_csrftoken"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # test speed only
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,

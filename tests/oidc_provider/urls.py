@@ -19,6 +19,14 @@ def control(request: HttpRequest) -> JsonResponse:
     if not hmac.compare_digest(request.headers.get("X-Control", ""), token):
         return JsonResponse({"error": "forbidden"}, status=403)
     body = json.loads(request.body)
+    if "client_id" in body:  # a redirect URI known only once HAL's server has its port
+        from oauth2_provider.models import Application
+
+        Application.objects.filter(client_id=body["client_id"]).update(
+            redirect_uris=" ".join(body["redirect_uris"]),
+            post_logout_redirect_uris=" ".join(body.get("post_logout_redirect_uris", [])),
+        )
+        return JsonResponse({"ok": True})
     user, _ = User.objects.get_or_create(username=body["username"])
     if "password" in body:
         user.set_password(body["password"])
