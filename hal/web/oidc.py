@@ -117,7 +117,7 @@ def _get_json(url: str, what: str) -> Any:
         return answer.json()
     except ValueError:
         raise OidcError(
-            _("The identity provider's %s is not JSON.") % what, code="oidc_bad_metadata"
+            _("The identity provider's answer is not JSON."), code="oidc_bad_metadata"
         ) from None
 
 
@@ -268,10 +268,6 @@ def _header(token: str) -> dict[str, Any]:
     return header
 
 
-def _refuse(code: str, message: Any) -> OidcError:
-    return OidcError(message, code=code)
-
-
 def verify_id_token(
     cfg: ProviderConfig,
     token: str,
@@ -285,7 +281,7 @@ def verify_id_token(
     skew = leeway()
     header = _header(token)
     if header.get("alg") not in ALLOWED_ALGS:
-        raise _refuse("oidc_bad_alg", _("The ID token's signing algorithm is not accepted."))
+        raise OidcError(_("The ID token's signing algorithm is not accepted."), code="oidc_bad_alg")
     claims = None
     for fresh in (False, True):  # a key we do not know yet: the provider may have rotated
         try:
@@ -296,25 +292,29 @@ def verify_id_token(
         except JoseError:
             continue
     if claims is None:
-        raise _refuse("oidc_bad_signature", _("The ID token's signature does not verify."))
+        raise OidcError(_("The ID token's signature does not verify."), code="oidc_bad_signature")
     if str(claims.get("iss", "")).rstrip("/") != cfg.issuer:
-        raise _refuse("oidc_bad_issuer", _("The ID token comes from another issuer."))
+        raise OidcError(_("The ID token comes from another issuer."), code="oidc_bad_issuer")
     aud = claims.get("aud")
     audiences = [aud] if isinstance(aud, str) else list(aud or [])
     if cfg.client_id not in audiences:
-        raise _refuse("oidc_bad_audience", _("The ID token was issued for another client."))
+        raise OidcError(_("The ID token was issued for another client."), code="oidc_bad_audience")
     azp = claims.get("azp")
     if (len(audiences) > 1 or azp is not None) and azp != cfg.client_id:
-        raise _refuse("oidc_bad_audience", _("The ID token was issued for another client."))
+        raise OidcError(_("The ID token was issued for another client."), code="oidc_bad_audience")
     exp, iat = claims.get("exp"), claims.get("iat")
     if not isinstance(exp, int | float) or not isinstance(iat, int | float):
-        raise _refuse("oidc_bad_token", _("The ID token lacks its times."))
+        raise OidcError(_("The ID token lacks its times."), code="oidc_bad_token")
     if exp < now - skew:
-        raise _refuse("oidc_expired", _("The ID token has expired."))
+        raise OidcError(_("The ID token has expired."), code="oidc_expired")
     if iat > now + skew:
-        raise _refuse("oidc_clock_skew", _("The ID token was issued in the future (clock skew)."))
+        raise OidcError(
+            _("The ID token was issued in the future (clock skew)."), code="oidc_clock_skew"
+        )
     if nonce is not None and claims.get("nonce") != nonce:
-        raise _refuse("oidc_bad_nonce", _("The ID token does not answer this sign-in (nonce)."))
+        raise OidcError(
+            _("The ID token does not answer this sign-in (nonce)."), code="oidc_bad_nonce"
+        )
     if not isinstance(claims.get("sub"), str) or not claims["sub"]:
-        raise _refuse("oidc_bad_token", _("The ID token names no subject."))
+        raise OidcError(_("The ID token names no subject."), code="oidc_bad_token")
     return dict(claims)
