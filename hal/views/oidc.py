@@ -68,7 +68,7 @@ def oidc_callback(request: HttpRequest, provider: str) -> HttpResponse:
     except OidcError as exc:
         return _refusal(request, exc)
     response = redirect(next_url)
-    profile = OperatorProfile.objects.filter(user_id=request.user.pk).first()
+    profile = OperatorProfile.objects.filter(user_id=int(request.user.pk or 0)).first()
     if profile and profile.language:
         # As the password login does: the operator's language for this session and browser.
         request.session["hal_language"] = profile.language
