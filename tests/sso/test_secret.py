@@ -34,3 +34,32 @@ def test_no_secret_anywhere_is_a_clear_refusal(sso, client, settings):
         provider["secret_file"] = ""
     answer = sso_login(client, sso, person(sso, ["hal-ops"]))
     assert b'data-code="oidc_misconfigured"' in answer.content
+
+
+def test_no_token_is_kept_or_logged_in_clear(sso, client, caplog):
+    import json
+    import logging
+
+    from django.contrib.sessions.models import Session
+
+    from vault.models import Secret
+
+    seen = {}
+
+    def keep(body):
+        seen.update(body)
+        return body
+
+    sso.proxy.rewrite_token = keep
+    caplog.set_level(logging.DEBUG)
+    assert sso_login(client, sso, person(sso, ["hal-ops"])).status_code == 302
+    tokens = [seen[k] for k in ("id_token", "access_token", "refresh_token")]
+    stored = json.dumps(
+        [[r.before, r.after, r.message, r.target_label] for r in AuditEntry.objects.all()]
+    )
+    stored += json.dumps([s.get_decoded() for s in Session.objects.all()], default=str)
+    stored += json.dumps([[s.hint, bytes(s.ciphertext).hex()] for s in Secret.objects.all()])
+    stored += caplog.text
+    for token in tokens:
+        assert token and token not in stored
+        assert token[-8:] not in stored  # not even a tail
