@@ -75,6 +75,9 @@ def test_login_approve_with_step_up_and_logout(
 
     page = page_factory()
     page.goto(base + "/login/")
+    if lang == "ko":  # the login page in Korean (this browser's choice, kept in a cookie)
+        page.click("#login-language button[value=ko]")
+        expect(page.locator("html")).to_have_attribute("lang", "ko")
     sso_button = page.locator("#sso-sso")
     expect(sso_button).to_be_visible()
     screenshot(page, f"sso-1-login-page-{lang}")
