@@ -32,7 +32,7 @@ def sso_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "HAL_OIDC_CLIENT_SECRET_FILE": str(secret_file),
         "HAL_OIDC_NAME": "Corp ID",
         "HAL_OIDC_SCOPES": "openid email profile groups",
-        "HAL_OIDC_GROUP_ROLES": "hal-ops=operator;hal-admins=administrator",
+        "HAL_OIDC_GROUP_ROLES": "hal-ops=operator;hal-high=operator_high_risk",
         "HAL_OIDC_BREAK_GLASS": "ops",
     }
     try:
@@ -65,12 +65,14 @@ def test_login_approve_with_step_up_and_logout(
         email=f"{username}@corp.test",
         first_name="Dana",
         last_name="Kim" if lang == "ko" else "Lee",  # the provider's `locale` claim follows
-        groups=["hal-ops"],
+        groups=["hal-ops", "hal-high"],
     )
     # A model connection (by the break-glass administrator: passwords still work for it).
     admin = page_factory()
     login(admin, base, operator)
     conn = connect_model(admin, base, operator, "alpha", fake_anthropic, provider_api_key)
+    call(admin, base, "POST", "/api/servers", {"hostname": "web1.test"})
+    call(admin, base, "POST", "/api/servers/web1.test/approve")
     admin.context.close()
 
     page = page_factory()
@@ -95,13 +97,17 @@ def test_login_approve_with_step_up_and_logout(
     rooms = call(page, base, "GET", "/api/ai/rooms")["rooms"]
     unified = next(r for r in rooms if r["kind"] == "unified")
     actor = Actor(user=user, via="ai", label=user.username, session_key="chat")
-    outcome = run_tool_call(
-        "open_incident",
-        {"severity": "sev3", "title": "Disk full web1", "servers": []},
-        actor=actor,
-        origin={"connection_id": conn["id"], "room_id": unified["id"]},
+
+    def propose(tool, args):
+        outcome = run_tool_call(
+            tool, args, actor=actor, origin={"connection_id": conn["id"], "room_id": unified["id"]}
+        )
+        assert outcome.proposal is not None, outcome.error
+        return outcome
+
+    outcome = propose(
+        "open_incident", {"severity": "sev3", "title": "Disk full web1", "servers": []}
     )
-    assert outcome.proposal is not None, outcome.error
 
     expire_reauth(page)
     page.goto(base + "/proposals/")
@@ -118,6 +124,23 @@ def test_login_approve_with_step_up_and_logout(
 
     row = AuditEntry.objects.filter(action="auth.reauth", actor=user).latest("id")
     assert row.after["method"] == "oidc"
+
+    # High risk: the step-up comes before step 1, and the three steps go on after it.
+    high = propose("isolate_server", {"server": "web1.test", "reason": "suspicious traffic"})
+    expire_reauth(page)
+    page.goto(base + "/proposals/")
+    page.wait_for_selector("body[data-proposals-ready=true]", state="attached")
+    high_card = page.locator(f"#proposal-{high.proposal.pk}")
+    with page.expect_popup() as popup_info:
+        high_card.locator(".proposal-impact-btn").click()
+    _provider_login(popup_info.value, username, password)
+    expect(high_card.locator(".proposal-target")).to_have_text("web1.test")
+    high_card.locator(".proposal-retype").fill("web1.test")
+    high_card.locator(".proposal-target-btn").click()
+    high_card.locator(".proposal-execute").click()
+    expect(high_card).to_have_attribute("data-status", "executed")
+    steps_up = AuditEntry.objects.filter(action="auth.reauth", actor=user).count()
+    assert steps_up == 2
 
     page.locator("form[action='/logout/'] button").click()
     # RP-initiated logout: with no ID token hint (HAL keeps no ID token), the provider
