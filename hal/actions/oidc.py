@@ -383,6 +383,11 @@ def recheck_sessions(actor: Actor | None = None, *, force: bool = False) -> int:
 
 def _recheck_one(sso: OidcSession, actor: Actor) -> bool:
     identity = sso.identity
+    if _session_store()(sso.session_key).load().get("_auth_user_id") != str(identity.user_id):
+        # The console session ended on its own (expiry, logout elsewhere): its refresh
+        # token must not outlive it, nor keep being used.
+        forget_session(sso.session_key, actor)
+        return False
     cfg = proto.providers().get(identity.provider)
     token = (
         read_secret(REFRESH_PURPOSE, "oidc_session", str(sso.pk)) if sso.has_refresh_token else None

@@ -172,3 +172,17 @@ def test_a_group_change_at_the_provider_changes_the_role_at_the_recheck(sso, cli
     assert recheck_sessions(force=True) == 0
     assert perms(user) == {"operate"}
     assert AuditEntry.objects.filter(action="auth.sso_roles").exists()
+
+
+def test_an_sso_session_that_ended_on_its_own_leaves_no_refresh_token(sso, client):
+    from django.contrib.sessions.models import Session
+
+    from hal.actions.oidc import recheck_sessions
+    from vault.models import Secret
+
+    sso_login(client, sso, person(sso, ["hal-ops"]))
+    assert Secret.objects.filter(purpose="oidc.refresh_token").count() == 1
+    Session.objects.all().delete()  # expired and cleared, or ended by another path
+    assert recheck_sessions(force=True) == 0
+    assert OidcSession.objects.count() == 0
+    assert Secret.objects.filter(purpose="oidc.refresh_token").count() == 0
