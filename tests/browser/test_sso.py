@@ -131,6 +131,17 @@ def test_login_approve_with_step_up_and_logout(
     page.goto(base + "/proposals/")
     page.wait_for_selector("body[data-proposals-ready=true]", state="attached")
     high_card = page.locator(f"#proposal-{high.proposal.pk}")
+    # Someone else signs in in the step-up window: refused there, and the card says so.
+    other, other_password = username + "x", secrets.token_urlsafe(12)
+    op.control(other, password=other_password, groups=["hal-ops", "hal-high"])
+    with page.expect_popup() as popup_info:
+        high_card.locator(".proposal-impact-btn").click()
+    refused = popup_info.value
+    _provider_login(refused, other, other_password)
+    expect(refused.locator("#oidc-error")).to_have_attribute("data-code", "oidc_wrong_subject")
+    expect(high_card.locator(".proposal-error")).to_have_attribute("data-code", "reauth_required")
+    expect(high_card.locator(".proposal-impact-btn")).to_be_enabled()
+    refused.close()
     with page.expect_popup() as popup_info:
         high_card.locator(".proposal-impact-btn").click()
     _provider_login(popup_info.value, username, password)
