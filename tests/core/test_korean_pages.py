@@ -99,6 +99,9 @@ NOT_PAGES = {
     "release_upload",  # POST upload
     "server_enrolment_token",  # POST: issue a token
     "oauth_callback",  # the provider's redirect target
+    "oidc_login",  # SSO: redirects to the identity provider
+    "oidc_callback",  # SSO: the identity provider's redirect target
+    "oidc_reauth",  # SSO step-up: redirects to the identity provider
     "server_register",  # POST only
     "form",  # POST: start or stop an incident's investigation (investigations/)
     "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
