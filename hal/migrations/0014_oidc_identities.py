@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('hal', '0012_merge_20261202_1506'),
+        ('hal', '0013_incidentevent_alert_i46'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
