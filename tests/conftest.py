@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ordering import file_order
+
 
 def _cancel_all_tasks_bounded(loop: asyncio.AbstractEventLoop) -> None:
     tasks = asyncio.all_tasks(loop)
@@ -51,9 +53,27 @@ def _generous_communicator_bounds() -> None:
     from asgiref.testing import ApplicationCommunicator
     from channels.testing import HttpCommunicator, WebsocketCommunicator
 
+    from tests import bounds
     from tests.bounds import WAIT
 
-    ApplicationCommunicator.wait.__defaults__ = (WAIT,)
+    stock_wait = ApplicationCommunicator.wait
+
+    async def wait(self, timeout=None):
+        # Stock wait() swallows its own timeout: it cancels the application and returns, so
+        # a consumer that never ends (no websocket.disconnect sent) cost a test the whole
+        # bound in silence (120 s, issue 43). With the suite's bound it is a failure; an
+        # explicit timeout= keeps the stock "cancel and return".
+        if timeout is not None:
+            return await stock_wait(self, timeout)
+        bound = bounds.WAIT  # read at call time: tests/test_conftest_wait.py shortens it
+        await stock_wait(self, bound)
+        if self.future.cancelled():
+            raise AssertionError(
+                f"the application did not end within {bound:.0f} s: send it "
+                "websocket.disconnect (or http.disconnect) before wait()"
+            )
+
+    ApplicationCommunicator.wait = wait
     ApplicationCommunicator.receive_output.__defaults__ = (WAIT,)
     WebsocketCommunicator.connect.__defaults__ = (WAIT,)
     WebsocketCommunicator.receive_from.__defaults__ = (WAIT,)
@@ -80,19 +100,6 @@ if _WORKER:
 
 # Wire-true fake providers, OAuth server and claude CLI, for every test package.
 pytest_plugins = ["tests.fakes.fixtures"]
-
-# The files that take minutes start first. pytest-xdist hands whole files to its workers
-# (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
-# by number of tests, put these few-test files last, each then running alone on one worker
-# while the other had finished — the tail of CI's run (the §6 layout test ~12 min, the
-# install and docs tests ~10 min between them, measured 2026-12-02).
-LONG_FILES_FIRST = (
-    "tests/deploy/test_layout_e2e.py",
-    "tests/deploy/test_install.py",
-    "tests/deploy/test_docs_commands.py",
-    "tests/deploy/test_ship.py",
-)
-
 
 # CI runs the suite twice (.ci/run): on SQLite + the in-memory channel layer, then on
 # PostgreSQL + Redis with HAL_TEST_PASS=second. The second pass repeats what the backend can
@@ -146,26 +153,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The second pass keeps what the backend can change; then the long files first and, as
-    xdist would, the files with the most tests first; a file's own order unchanged."""
+    """The second pass keeps what the backend can change; then the files in the order
+    tests/ordering.py gives (the long ones first, the browser files as one block)."""
     if SECOND_PASS:
         once = [item for item in items if not runs_in_second_pass(item)]
         if once:
             config.hook.pytest_deselected(items=once)
             items[:] = [item for item in items if runs_in_second_pass(item)]
             print(f"\nsecond pass: {len(once)} tests the backend cannot change ran in the first")
-    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
-    counts: dict[str, int] = {}
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        counts[path] = counts.get(path, 0) + 1
-
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, str, int]:
-        index, item = pair
-        path = item.nodeid.split("::", 1)[0]
-        return (rank.get(path, len(rank)), -counts[path], path, index)
-
-    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+    order = file_order([item.nodeid.split("::", 1)[0] for item in items])
+    items[:] = [items[i] for i in order]
 
 
 class Hops(list):

@@ -182,6 +182,9 @@ async def test_a_socket_behind_past_the_bound_is_closed_to_resume_and_gets_what_
     await asyncio.gather(*(layer.group_send(group, n) for n in notices))  # a busy loop
     closed = await chat.receive_output(timeout=WAIT)
     assert closed == {"type": "websocket.close", "code": channel_queue.BEHIND_CODE}
+    # The client's side of the close handshake, as daphne delivers it: the consumer ends on
+    # it (without it, wait() sat out its whole bound before cancelling the consumer).
+    await chat.send_input({"type": "websocket.disconnect", "code": channel_queue.BEHIND_CODE})
     await chat.wait()
     # The panel reconnects on that code and resumes from the last message it showed.
     again = await open_socket(browser, "/ws/ai/")

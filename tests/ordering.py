@@ -1,0 +1,52 @@
+"""The order in which pytest-xdist hands test files to its workers (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# The files that take minutes start first. pytest-xdist hands whole files to its workers
+# (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
+# by number of tests, put these few-test files last, each then running alone on one worker
+# while the others had finished — the tail of CI's run. Longest first, as measured
+# (`--junitxml` of CI's passes, 2026-12-06: the §6 layout test ~10 min in the second pass;
+# test_ship 170 s, test_docs_commands 112 s, test_layout_pages 100 s, test_install 84 s,
+# test_host_python 74 s in the first).
+LONG_FILES_FIRST = (
+    "tests/deploy/test_layout_e2e.py",
+    "tests/deploy/test_ship.py",
+    "tests/deploy/test_docs_commands.py",
+    "tests/browser/test_layout_pages.py",
+    "tests/deploy/test_install.py",
+    "tests/deploy/test_host_python.py",
+    "tests/deploy/test_install_entry.py",
+    "tests/deploy/test_ship_security.py",
+    "tests/deploy/test_install_security.py",
+)
+
+# A package whose files share package-scoped fixtures that cost seconds to build (the
+# browser tests' daphne and chromium: ~10 s a worker): its files run as one block, so a
+# worker builds them once for the block instead of once each time the order interleaved
+# them with other packages' files (11 times a pass, measured 2026-12-05).
+CONTIGUOUS_PACKAGES = ("tests/browser/",)
+
+
+def file_order(paths: Sequence[str]) -> list[int]:
+    """The indexes of `paths` (each test's file, in collection order) in the order to run:
+    the long files first, then each contiguous package's files, then the rest; within
+    each group the files with the most tests first; a file's own order unchanged."""
+    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
+    counts: dict[str, int] = {}
+    for path in paths:
+        counts[path] = counts.get(path, 0) + 1
+
+    def group(path: str) -> int:
+        if path in rank:
+            return rank[path]
+        for n, package in enumerate(CONTIGUOUS_PACKAGES):
+            if path.startswith(package):
+                return len(rank) + n
+        return len(rank) + len(CONTIGUOUS_PACKAGES)
+
+    return sorted(
+        range(len(paths)), key=lambda i: (group(paths[i]), -counts[paths[i]], paths[i], i)
+    )
