@@ -121,10 +121,10 @@ _BACKEND_WORDS = re.compile(
 _module_uses_backend: dict[str, bool] = {}
 # The deploy tests build, sign, ship and install releases into hosts of their own, from a
 # clean environment (tests/deploy/install_host.py clean_env: no DATABASE_URL or REDIS_URL
-# from the outer run): on the second pass they would only repeat the first. The exceptions:
-# the §6 layout runs (on PostgreSQL + Redis of its own) only in the second pass, and the
-# proxy test serves HAL's daphne on the configured backend.
-_DEPLOY_ON_BACKEND = {"tests/deploy/test_layout_e2e.py", "tests/deploy/test_proxy_client_ip.py"}
+# from the outer run): on the second pass they would only repeat the first — the §6 layout
+# test too (it brings PostgreSQL and Redis servers of its own). The exception: the proxy
+# test serves HAL's daphne on the configured backend.
+_DEPLOY_ON_BACKEND = {"tests/deploy/test_proxy_client_ip.py"}
 
 
 def runs_in_second_pass(item: pytest.Item) -> bool:

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = [
     "tests/deploy/test_release.py",  # builds releases in a clean environment: once
     "tests/deploy/test_units.py",  # unit files checked by systemd-analyze: once
+    # the §6 layout under a real systemd brings its own PostgreSQL and Redis: once
+    "tests/deploy/test_layout_e2e.py",
     "tests/deploy/test_proxy_client_ip.py",  # daphne on the configured backend: both
     "tests/core/test_rows.py",  # the database: both
     "tests/core/test_fastjson.py",  # a pure function: once

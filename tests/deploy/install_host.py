@@ -56,12 +56,29 @@ LOCAL_WHEELS = REPO / ".venv" / "wheelhouse"
 PYTHON = sys.executable
 
 
-def build_wheelhouse(dest: Path) -> Path:
-    """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS."""
+HOST_PYTHON = "/usr/bin/python3"  # a host's own interpreter (the release venv's under systemd)
+
+
+def host_python_version() -> str | None:
+    """/usr/bin/python3's full version, if it is of this interpreter's minor version (the
+    wheels are built for that minor version), else None."""
+    if not Path(HOST_PYTHON).exists():
+        return None
+    done = subprocess.run(
+        [HOST_PYTHON, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    full = done.stdout.strip()
+    return full if full.split(".")[:2] == list(map(str, sys.version_info[:2])) else None
+
+
+def build_wheelhouse(dest: Path, host_python: str | None = None) -> Path:
+    """The dependencies' wheelhouse as release.py build makes it, but from LOCAL_WHEELS
+    (for `host_python`'s full version, as `--host-python`; default this interpreter's)."""
     if not any(LOCAL_WHEELS.glob("*.whl")):
         raise RuntimeError(f"{LOCAL_WHEELS} holds no wheels: run `make wheelhouse`")
     load_release().build_wheelhouse(
-        REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)]
+        REPO, "HEAD", dest, ["--no-index", "--find-links", str(LOCAL_WHEELS)], host_python
     )
     return dest
 

@@ -1,17 +1,20 @@
-"""The §6 ops host, end to end: run as root inside `unshare --mount --net --pid --fork`.
+"""The §6 ops host, end to end: run as root inside tests/deploy/real_systemd.py's machine.
 
     python tests/deploy/layout_host.py CONFIG.json
 
-A fresh ops host (tests/deploy/layout_services.py: overlays, its own loopback, private
-PostgreSQL and Redis, the system's nginx, the real unit files under a stand-in systemd,
-a real `hal` user, sshd taking root's key only). First docs/deploy.md runs as written:
-§2 up to "Units" (packages, user, directories, release key, hal.env), then §6's own
-blocks — PostgreSQL role and database, the first install of the `hal-web@` layout, and
-its upgrade under the operators' load (tests/deploy/load.py). Then `deploy/ship.py`
-drives the rest from the "workstation" (this process) over SSH: a release whose health
-raises (rolled back), a release whose migration fails (refused), `dr_restore` of the
-pre-upgrade snapshot and an install after it. The results (exit statuses, timings, load
-counts, the host's state) go to CONFIG["results"] as JSON; the test asserts on them.
+A fresh ops host (tests/deploy/layout_services.py: the real systemd as PID 1 running the
+real unit files, overlays, its own loopback, private PostgreSQL and Redis, the system's
+nginx under its unit, a real `hal` user, sshd taking root's key only). First
+docs/deploy.md runs as written: §2 up to "Units" (packages, user, directories, release
+key, hal.env), then §6's own blocks — PostgreSQL role and database, the first install of
+the `hal-web@` layout, and its upgrade under the operators' load (tests/deploy/load.py).
+Then `deploy/ship.py` drives the rest from the "workstation" (this process) over SSH: a
+release whose health raises (rolled back), a web process killed under load (SIGKILL of
+its main process: Restart=on-failure brings it back), a release whose migration fails
+(refused), then §4's manual rollback and restore for this layout as written (back to
+the first release, `dr_restore` of the pre-upgrade snapshot) and an install after it. The results
+(exit statuses, timings, load counts, the host's state as systemd reports it) go to
+CONFIG["results"] as JSON; the test asserts on them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -29,16 +31,24 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.deploy import hosts  # noqa: E402
-from tests.deploy.docs_blocks import DOC, blocks_before, section_blocks  # noqa: E402
+from tests.deploy.docs_blocks import (  # noqa: E402
+    DOC,
+    SIX_LAYOUT_ROLLBACK,
+    blocks_before,
+    blocks_under,
+    section_blocks,
+)
 from tests.deploy.layout_services import (  # noqa: E402
     ARTIFACTS,
     NAME,
+    journal_stops,
     private_host,
     proxy_and_artifacts,
     run_script,
     sh,
     start_postgresql,
     start_redis,
+    unit_journal,
 )
 from tests.deploy.load import Load, wait_ready  # noqa: E402
 
@@ -56,11 +66,14 @@ def documented_steps() -> dict:
     text = DOC.read_text()
     setup = blocks_before(text, 2, "Units, proxy, TLS")
     database, first, upgrade = section_blocks(text, 6, 6)
+    rollback, restore = blocks_under(text, 4, SIX_LAYOUT_ROLLBACK)
     ports = re.search(r"--web-ports (\S+)", upgrade)
     assert ports, "§6's upgrade names no --web-ports"
     return {
         "first": doc_script([*setup, database, first]),
         "upgrade": doc_script([upgrade]),
+        "rollback": doc_script([rollback]),
+        "restore": doc_script([restore]),
         "web_ports": [int(p) for p in ports.group(1).split(",")],
     }
 
@@ -170,20 +183,19 @@ def main() -> int:
             steps["broken"] = ship(cfg, ssh, ca, arts["broken"], logs / "broken.log")
         steps["broken"].update(load=load.report(), current=current())
         steps.save()
+        steps["crash"] = crash(cfg, ca, cookie)
         steps["bad_migration"] = ship(
             cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log"
         )
         steps["bad_migration"]["current"] = current()
-        # docs/deploy.md §4: restore the snapshot the upgrade was installed over.
-        record = json.loads(Path("/srv/hal/current/.hal-release.json").read_text())
-        units = [f"hal-web@{p}" for p in cfg["web_ports"]] + ["hal-worker"]
-        started = time.monotonic()
-        sh("systemctl", "stop", *units)
-        hal_manage("dr_restore", record["snapshot"], "--verify-only")
-        restore_out = hal_manage("dr_restore", record["snapshot"], "--yes")
-        sh("systemctl", "start", *units)
+        # docs/deploy.md §4 on the §6 layout, as written: the manual rollback to the first
+        # release (each process restarted and read back on its own port), then the restore
+        # of the snapshot the upgrade was installed over.
+        steps["rollback"] = run_script(documented["rollback"], docs, logs / "rollback.log")
+        steps["rollback"]["current"] = current()
+        steps["restore"] = run_script(documented["restore"], docs, logs / "restore.log")
+        steps["restore"]["current"] = current()
         wait_ready(health, ca.ca_pem)
-        steps["restore"] = {"seconds": round(time.monotonic() - started, 1), "out": restore_out}
         cookie = session_cookie()  # the restored database predates the first cookie's session
         with Load(NAME, 443, ca.ca_pem, cookie) as load:
             steps["after_restore"] = ship(
@@ -198,8 +210,9 @@ def main() -> int:
             "print(json.dumps(list(Snapshot.objects.values('name', 'status', 'error'))))",
         ).strip().splitlines()[-1]  # fmt: skip
     finally:
+        results["units"] = unit_state(cfg)
         results["stop_seconds"] = stop_all(cfg)
-        sh("nginx", "-s", "stop", check=False)
+        sh("systemctl", "stop", "nginx", check=False)
         hosts.stop(ssh.proc)
     return finish(cfg, results)
 
@@ -214,18 +227,73 @@ def stop_all(cfg: dict) -> dict:
     return took
 
 
+def crash(cfg: dict, ca: hosts.LocalCA, cookie: str) -> dict:
+    """A web process dies (SIGKILL of its main process) under load: Restart=on-failure
+    starts it again after RestartSec, and it answers its own /api/health."""
+    unit = f"hal-web@{cfg['web_ports'][1]}"
+
+    def show(*props: str) -> dict[str, str]:
+        out = sh("systemctl", "show", unit, *(f"--property={p}" for p in props)).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    before = show("MainPID", "NRestarts")
+    started = time.monotonic()
+    with Load(NAME, 443, ca.ca_pem, cookie) as load:
+        sh("systemctl", "kill", "--kill-whom=main", "--signal=KILL", unit)
+        deadline = time.monotonic() + 180
+        while show("NRestarts")["NRestarts"] == before["NRestarts"]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        # Its own /api/health, straight from daphne (install.py's read-back, as the docs' §4).
+        health = ["curl", "-fsS", "-o", "/dev/null", "-H", "X-Forwarded-Proto: https",
+                  f"http://127.0.0.1:{cfg['web_ports'][1]}/api/health"]  # fmt: skip
+        while sh(*health, check=False).returncode != 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    after = show("MainPID", "NRestarts", "ActiveState")
+    return {
+        "unit": unit,
+        "before": before,
+        "after": after,
+        "seconds": round(time.monotonic() - started, 1),
+        "load": load.report(),
+    }
+
+
+def unit_state(cfg: dict) -> dict:
+    """What systemd says of the units and the snapshot timer (real `systemctl show`)."""
+    props = ["ActiveState", "SubState", "KillMode", "Restart", "NRestarts", "User",
+             "ProtectSystem", "PrivateTmp", "NoNewPrivileges", "CapabilityBoundingSet"]  # fmt: skip
+    state = {}
+    for unit in [f"hal-web@{p}" for p in cfg["web_ports"]] + ["hal-worker"]:
+        out = sh("systemctl", "show", unit, *(f"--property={p}" for p in props)).stdout
+        state[unit] = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        # The sandbox as the kernel holds it for the running process (the real daphne).
+        pid = sh("systemctl", "show", unit, "--property=MainPID", "--value").stdout.strip()
+        status = Path(f"/proc/{pid}/status")
+        if pid != "0" and status.exists():
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+            for key in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp"):
+                state[unit][f"proc:{key}"] = fields[key].split()[0]
+    timer = sh("systemctl", "show", "hal-snapshot.timer", "--property=ActiveState",
+               "--property=UnitFileState", "--property=NextElapseUSecRealtime").stdout  # fmt: skip
+    state["hal-snapshot.timer"] = dict(line.split("=", 1) for line in timer.splitlines())
+    state["list-timers"] = sh("systemctl", "list-timers", "--all", "--no-pager").stdout
+    return state
+
+
 def finish(cfg: dict, results: dict) -> int:
-    stops = Path("/run/fake-systemd/stops.log")
-    results["stops"] = stops.read_text().splitlines() if stops.exists() else []
+    """The stops and the units' journals from journald, into the results."""
+    results["stops"] = journal_stops()
     # What held a slow stop, as the process itself reported it (hal/web/server_stop.py).
     results["stop_reports"] = {}
-    for log in Path("/run/fake-systemd").glob("hal-*.log"):
-        text = log.read_text(errors="replace")
+    out = Path(cfg["results"]).parent
+    for unit in [f"hal-web@{p}" for p in cfg.get("web_ports", [])] + ["hal-worker"]:
+        text = unit_journal(unit)
+        (out / f"unit-{unit}.log").write_text(text)
         found = re.findall(r"hal: still stopping.*?hal: end of stop report", text, re.S)
         if found:
-            results["stop_reports"][log.stem] = found
-    for log in Path("/run/fake-systemd").glob("*.log"):
-        shutil.copy(log, Path(cfg["results"]).parent / f"unit-{log.name}")
+            results["stop_reports"][unit] = found
     Path(cfg["results"]).write_text(json.dumps(results, indent=2))
     return 0
 

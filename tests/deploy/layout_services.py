@@ -1,19 +1,21 @@
-"""The §6 ops host's machinery, for tests/deploy/layout_host.py (inside its namespaces).
+"""The §6 ops host's machinery, for tests/deploy/layout_host.py (inside the machine).
 
-A fresh Debian-like host in the test's private mount + network + PID namespace: /etc,
-/srv, /var and /root are overlays (the real ones are never written), /run is a tmpfs,
-loopback is the namespace's own (so the documented ports — 443, 5432, 6379, 8001… — are
-free and nothing is reachable from outside). PostgreSQL and Redis are private servers
-started from the machine's binaries (a fresh cluster in the overlay, as a host's
-`apt-get install postgresql redis-server` leaves them); nginx is the system's, with the
-shipped config installed as docs/deploy.md §2's prose says; systemd is the one stand-in
-(tests/deploy/fake_systemd.py, bound over systemctl, systemd-run and apt-get).
+The host is tests/deploy/real_systemd.py's machine: the real systemd as PID 1 (journald,
+D-Bus) in namespaces of its own, /etc, /srv, /var and /root overlays of this machine's
+(the real ones are never written), tmpfs /run and /tmp, its own loopback (so the
+documented ports — 443, 5432, 6379, 8001… — are free and nothing is reachable from
+outside). The shipped unit files run under that systemd; `systemctl`, `systemd-run`
+(deploy/hal-manage) and `journalctl` are the real ones. PostgreSQL and Redis are private
+servers started from the machine's binaries (a fresh cluster in the overlay, as a host's
+`apt-get install postgresql redis-server` leaves them); nginx is the system's, run by its
+own unit (`systemctl reload nginx` in the docs reloads it), with the shipped config
+installed as docs/deploy.md §2's prose says. The one stand-in is `apt-get` (no package
+index here: tests/deploy/fake_apt.py checks the packages are installed).
 """
 
 from __future__ import annotations
 
-import os
-import shlex
+import json
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from pathlib import Path
 from tests.deploy import hosts
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_SYSTEMD = REPO / "tests" / "deploy" / "fake_systemd.py"
+FAKE_APT = REPO / "tests" / "deploy" / "fake_apt.py"
 NAME = "hal.example.org"
 ARTIFACTS = "artifacts.example.org"
 
@@ -39,35 +41,17 @@ def postgres_bin() -> Path | None:
 
 
 def private_host(work: Path) -> None:
-    """Overlays, tmpfs /run, own loopback, the fake systemd and python3 on the real paths."""
-    sh("mount", "--make-rprivate", "/")
-    sh("ip", "link", "set", "lo", "up")
-    for top in ("etc", "srv", "var", "root"):
-        up, wk = work / "ov" / top / "up", work / "ov" / top / "work"
-        up.mkdir(parents=True)
-        wk.mkdir(parents=True)
-        sh("mount", "-t", "overlay", "overlay", "-o",
-           f"lowerdir=/{top},upperdir={up},workdir={wk}", f"/{top}")  # fmt: skip
-    sh("mount", "-t", "tmpfs", "tmpfs", "/run")
-    # /usr/bin/python3 (install.py's and ship.py's default) is the interpreter the wheelhouse
-    # was built with; it may live under /root (pyenv), which the overlay opens to `hal` as
-    # /usr/bin would be.
-    Path("/root").chmod(0o755)
+    """The apt-get stand-in on its real path and the host's names (the machine made the
+    rest: overlays, /run, loopback, systemd)."""
     shims = work / "shims"
-    shims.mkdir()
-    python = shims / "python3"
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    python.write_text(f'#!/bin/sh\nexec {shlex.quote(base)} "$@"\n')
-    python.chmod(0o755)
-    sh("mount", "--bind", str(python), "/usr/bin/python3")
-    for name in ("systemctl", "systemd-run", "apt-get"):
-        shim = shims / name
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} {name} "$@"\n')
-        shim.chmod(0o755)
-        real = shutil.which(name) or f"/usr/bin/{name}"
-        if not Path(real).exists():
-            raise SystemExit(f"{real} is missing: nothing to bind the fake over")
-        sh("mount", "--bind", str(shim), real)
+    shims.mkdir(parents=True)
+    shim = shims / "apt-get"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_APT} "$@"\n')
+    shim.chmod(0o755)
+    real = shutil.which("apt-get") or "/usr/bin/apt-get"
+    if not Path(real).exists():
+        raise SystemExit(f"{real} is missing: nothing to bind the stand-in over")
+    sh("mount", "--bind", str(shim), real)
     with open("/etc/hosts", "a") as hosts_file:
         hosts_file.write(f"127.0.0.1 {NAME} {ARTIFACTS}\n")
 
@@ -127,7 +111,7 @@ def proxy_and_artifacts(ca: hosts.LocalCA, published: Path) -> None:
 """
     )
     sh("nginx", "-t", "-q")
-    sh("nginx")
+    sh("systemctl", "start", "nginx")  # the distribution's unit: `systemctl reload` works
 
 
 def run_script(script: str, cwd: Path, log: Path) -> dict:
@@ -150,3 +134,35 @@ def run_script(script: str, cwd: Path, log: Path) -> dict:
     log.write_text(f"$ bash <<'EOF'\n{script}\nEOF\n{done.stdout}\n--- stderr\n{done.stderr}")
     print(f"{log.stem}: exit {done.returncode} after {seconds}s", flush=True)
     return {"rc": done.returncode, "seconds": seconds, "out": done.stdout, "err": done.stderr}
+
+
+HAL_UNITS = ("hal-web", "hal-worker")
+
+
+def journal_stops() -> list[str]:
+    """Every stop of a HAL unit, from systemd's own journal lines: `<unit> <seconds>s`, and
+    ` SIGKILL` when it was still there at TimeoutStopSec (`State 'stop-sigterm' timed
+    out`), ` leftovers-killed` when KillMode=mixed SIGKILLed processes the main one left."""
+    done = sh("journalctl", "-o", "json", "--no-pager", "_PID=1", check=False)
+    stops, stopping = [], {}
+    for line in done.stdout.splitlines():
+        entry = json.loads(line)
+        unit = str(entry.get("UNIT", "")).removesuffix(".service")
+        message = entry.get("MESSAGE", "")
+        if not unit.startswith(HAL_UNITS) or not isinstance(message, str):
+            continue
+        at = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        if message.startswith("Stopping "):
+            stopping[unit] = [at, ""]
+        elif unit in stopping and "timed out" in message:
+            stopping[unit][1] = " SIGKILL"
+        elif unit in stopping and "with signal SIGKILL" in message:
+            stopping[unit][1] = stopping[unit][1] or " leftovers-killed"
+        elif unit in stopping and message.startswith("Stopped "):
+            started, how = stopping.pop(unit)
+            stops.append(f"{unit} {at - started:.2f}s{how}")
+    return stops
+
+
+def unit_journal(unit: str) -> str:
+    return sh("journalctl", "-u", unit, "--no-pager", "-o", "short-precise", check=False).stdout

@@ -1,24 +1,27 @@
 """docs/deploy.md §2–§4, run as written: first install, upgrade, rollback and restore.
 
-(§4's blocks for §6's `hal-web@` layout are run by tests/deploy/test_docs_six_rollback.py.)
+(§4's blocks for §6's `hal-web@` layout are run by tests/deploy/test_docs_six_rollback.py
+with stand-ins, and under the real systemd by tests/deploy/test_layout_e2e.py.)
 
-The shell blocks of those sections are extracted from the Markdown and run in order, in
-a private mount + network + PID namespace that stands in for a fresh Debian ops host:
-/etc, /srv and /var are overlays (the real ones are never written), `useradd` creates a
-real `hal` user in the overlay, hal.example.org and artifacts.example.org resolve to
-loopback and are served by the system's nginx with the shipped proxy config and a
-certificate from a throwaway CA added to the overlay's trust store. systemd is one
-stand-in (tests/deploy/fake_systemd.py: it runs the shipped units' ExecStart lines as
-written), certbot the other (it checks that its token is served over plain HTTP at the
-name — §2's TLS order — then puts the throwaway CA's certificate at certbot's paths). The
-prose step between the blocks (publish the artifacts) is done by the harness the way the
-prose says.
+The shell blocks of those sections are extracted from the Markdown and run in order on a
+fresh Debian ops host: tests/deploy/real_systemd.py's machine, the real systemd as PID 1
+(journald, D-Bus) running the shipped units — the docs' `systemctl`, `systemd-run`
+(hal-manage) are the real ones — with /etc, /srv, /var and /root overlays (the real ones
+are never written) and a loopback of its own. `useradd` creates a real `hal` user in the
+overlay, hal.example.org and artifacts.example.org resolve to loopback and are served by
+the system's nginx (under its unit) with the shipped proxy config and a certificate from
+a throwaway CA added to the overlay's trust store; the release venv is the host's own
+/usr/bin/python3 (the artifacts are built for its version). Two stand-ins remain:
+`apt-get` (no package index: tests/deploy/fake_apt.py checks the packages are
+installed) and certbot (it checks that its token is served over plain HTTP at the name —
+§2's TLS order — then puts the throwaway CA's certificate at certbot's paths). The prose
+step between the blocks (publish the artifacts) is done by the harness the way the prose
+says.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -36,11 +39,18 @@ from tests.deploy.docs_blocks import (
     section_blocks,
     single_process_blocks,
 )
-from tests.deploy.install_host import load_release, retarget, sign
+from tests.deploy.install_host import (
+    build_wheelhouse,
+    host_python_version,
+    load_release,
+    retarget,
+    sign,
+)
 from tests.deploy.marks import slow_once
+from tests.deploy.real_systemd import Machine, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_SYSTEMD = Path(__file__).with_name("fake_systemd.py")
+FAKE_APT = Path(__file__).with_name("fake_apt.py")
 
 
 CERTBOT = r"""
@@ -112,23 +122,19 @@ def test_the_section_6_blocks_are_found():
     assert not placeholders(blocks), placeholders(blocks)
 
 
-def namespaces_work() -> bool:
-    done = subprocess.run(
-        ["unshare", "--mount", "--net", "--pid", "--fork", "true"], capture_output=True
-    )
-    return done.returncode == 0
-
-
 @slow_once
 # Two installs from the wheelhouse (pip installs ~90 wheels each, as on a host) on top of
 # the rest: more than slow_once's 15 min on a loaded machine.
 @pytest.mark.timeout(1800)
-def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key):
+def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, release_key):
     for tool in ("/usr/sbin/nginx", "/usr/bin/curl"):
         if not Path(tool).exists():
             pytest.skip(f"{tool} is missing (make system-deps installs nginx)")
-    if not namespaces_work():
-        pytest.skip("no mount/net/pid namespaces here (needs root)")
+    if reason := unavailable():
+        pytest.skip(f"systemd cannot run as PID 1 here: {reason}")
+    python = host_python_version()
+    if python is None:
+        pytest.skip("/usr/bin/python3 is missing or of another minor version")
     blocks = single_process_blocks(DOC.read_text())
     first, upgrade = doc_versions(blocks)[:2]
 
@@ -143,7 +149,10 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
     ).stdout.strip()
     built = tmp_path / "built.tar.gz"
     version = release.read_version((REPO / "pyproject.toml").read_text())
-    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1}}
+    # Built for the host's /usr/bin/python3, as `release.py build --host-python` builds.
+    wheels = build_wheelhouse(tmp_path / "wheels", python)
+    info = {"version": version, "commit": commit, "tested": True, "tests": {"passed": 1},
+            "python": python}  # fmt: skip
     release.write_artifact(REPO, commit, f"hal-{version}/", info, built, wheels)
     for name in (first, upgrade):
         artifact = published / f"hal-{name}.tar.gz"
@@ -153,20 +162,12 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
         for suffix in ("", ".sha256", ".record.json"):
             shutil.copy(published / f"{artifact.name}{suffix}", work)
     shutil.copy(release_key["public"], work)  # "… and release-key.pub" (§1)
-    # The host's python3, in the namespace: the interpreter the wheelhouse was built with
-    # (this machine's /usr/bin/python3 may be another version; CI's certainly is).
-    host_python = tmp_path / "python3"
-    base = shlex.quote(os.path.realpath(sys._base_executable))
-    host_python.write_text(f'#!/bin/sh\nexec {base} "$@"\n')
-    host_python.chmod(0o755)
-
     ca = hosts.make_ca(tmp_path / "tls", "hal.example.org", "artifacts.example.org")
     shims = tmp_path / "shims"
     shims.mkdir()
-    for name in ("systemctl", "systemd-run", "apt-get"):
-        shim = shims / name
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_SYSTEMD} {name} "$@"\n')
-        shim.chmod(0o755)
+    apt_get = shims / "apt-get"  # no package index here: checks they are installed
+    apt_get.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_APT} "$@"\n')
+    apt_get.chmod(0o755)
     # certbot: puts a token in the webroot, fetches it as the ACME server would (plain HTTP
     # to the name: only an nginx already serving the webroot passes), then issues.
     certbot = shims / "certbot"
@@ -184,13 +185,6 @@ def test_deploy_md_sections_2_to_4_run_as_written(tmp_path, wheels, release_key)
     harness = tmp_path / "harness.sh"
     harness.write_text(
         f"""set -euo pipefail
-ip link set lo up
-OV={q(str(tmp_path / "ov"))}
-for d in etc srv var; do
-  mkdir -p $OV/$d/up $OV/$d/work
-  mount -t overlay overlay -o lowerdir=/$d,upperdir=$OV/$d/up,workdir=$OV/$d/work /$d
-done
-mount -t tmpfs tmpfs /run
 echo '127.0.0.1 hal.example.org artifacts.example.org' >> /etc/hosts
 cat {q(str(ca.ca_pem))} >> /etc/ssl/certs/ca-certificates.crt
 # The proxy is §2's "Units, proxy, TLS" block (certbot: the stand-in below). The artifact
@@ -208,15 +202,7 @@ server {{
     location /hal/ {{ alias /srv/artifacts/hal/; }}
 }}
 EOF
-nginx -t -q && nginx
-# /usr/bin/python3 (install.py's default --python) is the interpreter the wheelhouse was
-# built for; it may live under /root (pyenv), which the overlay opens to the service user
-# as /usr/bin would be. Nothing lends the release venv packages: it is installed from the
-# artifact's wheelhouse, offline, as on a host.
-mkdir -p $OV/root/up $OV/root/work
-mount -t overlay overlay -o lowerdir=/root,upperdir=$OV/root/up,workdir=$OV/root/work /root
-chmod 0755 /root
-mount --bind {q(str(host_python))} /usr/bin/python3
+nginx -t -q && systemctl start nginx
 export PATH={q(str(shims))}:/usr/sbin:/usr/bin:/sbin:/bin
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export CERTBOT_ISSUES={q(str(ca.cert_pem))}:{q(str(ca.key_pem))}
@@ -233,17 +219,15 @@ for _ in $(seq 1 180); do
 done
 readlink /srv/hal/current > $R/current.txt
 systemctl stop hal-web hal-worker
-nginx -s stop
+systemctl stop nginx
 """
     )
-    done = subprocess.run(
-        ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", str(harness)],
-        capture_output=True,
-        text=True,
-        timeout=1740,
-        # A fresh login's environment, not the test runner's (DJANGO_ALLOW_ASYNC_UNSAFE…).
-        env={"PATH": os.environ["PATH"], "HOME": "/root", "LANG": "C.UTF-8"},
-    )
+    # The harness runs inside the machine as root (a login's environment, not the test
+    # runner's); the repository is there read-only, this test's directory read-write.
+    with Machine.boot(tmp_path / "machine", binds=[f"{REPO}:ro", str(tmp_path)]) as machine:
+        done = machine.run("bash", str(harness), check=False, timeout=1740)
+        # systemd's own lines: the units it ran, and whether a stop needed the SIGKILL.
+        journal = machine.run("journalctl", "--no-pager", "_PID=1", check=False).stdout
     print(done.stdout[-20000:], done.stderr[-8000:], sep="\n")
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -256,3 +240,8 @@ nginx -s stop
     # Rolled back by hand and restored: the first version again, healthy.
     assert health["version"] == first and health["status"] == "ok", health
     assert (results / "current.txt").read_text().strip() == f"releases/{first}"
+    # The docs' units ran under the real systemd, and every stop ended on SIGTERM.
+    for unit in ("hal-web.service", "hal-worker.service", "hal-snapshot.timer"):
+        assert f"Started {unit}" in journal, unit
+    assert "Stopped hal-web.service" in journal
+    assert "stop-sigterm' timed out" not in journal, journal[-3000:]

@@ -46,9 +46,13 @@ done
 
 CURL = r"""#!/bin/sh
 # curl stand-in: a web process's /api/health from $STATE; the public name: any process.
-for arg in "$@"; do url=$arg; done
+# Plain HTTP straight to daphne without X-Forwarded-Proto: https gets HAL's redirect to
+# HTTPS (HAL_PRODUCTION), an empty body that `curl -f` does not fail on.
+proto=""
+for arg in "$@"; do [ "$arg" = "X-Forwarded-Proto: https" ] && proto=https; url=$arg; done
 case $url in
   http://127.0.0.1:*/api/health)
+    [ "$proto" = https ] || exit 0
     port=${url#http://127.0.0.1:}; port=${port%%/*}
     files="$STATE/hal-web@$port" ;;
   https://hal.example.org/api/health) files=$(ls "$STATE"/hal-web@* 2>/dev/null) ;;

@@ -263,6 +263,12 @@ def test_hal_manage_runs_like_the_units():
         assert f"{key}={web[key]}" in text, key
     assert f'"Environment={web["Environment"]}"' in text
     assert f'{PYTHON} manage.py "$@"' in text
+    # The whole hardening block (it had only the first five lines: a manual command ran with
+    # every capability in its bounding set and no seccomp filter; issue 42 item 2).
+    hardening = list(web)[list(web).index("NoNewPrivileges") :]
+    for key in hardening:
+        value = f"{key}={web[key]}"
+        assert f"-p {value} " in text or f'-p "{value}" ' in text, value
 
 
 @pytest.mark.parametrize(
