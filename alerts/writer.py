@@ -30,6 +30,30 @@ def writer_connection() -> Any:
     return connection
 
 
+# The console's languages other than English, as a model is told to write them.
+LANGUAGE_NAMES = {"ko": "Korean (한국어)"}
+
+
+def in_language_of(system: str, user: Any) -> str:
+    """`system` with a line asking for the operator's console language (English is the
+    default and adds nothing); `user` may be None, a user or a username."""
+    from django.contrib.auth import get_user_model
+
+    from hal.models import OperatorProfile
+
+    if isinstance(user, str):
+        user = get_user_model().objects.filter(username=user).first() if user else None
+    if user is None or not getattr(user, "pk", None):
+        return system
+    profile = OperatorProfile.objects.filter(user=user).first()
+    name = LANGUAGE_NAMES.get(profile.language if profile else "")
+    if name is None:
+        return system
+    return (
+        f"{system}Write in {name}; keep names, ids, times, URLs and quoted alert text as given.\n"
+    )
+
+
 async def write(connection: Any, system: str, prompt: str, scope: str) -> str:
     """The model's text for `prompt` (no tools: nothing it says can run anything)."""
     from chatrooms.integration import provider_for, record_usage

@@ -144,3 +144,31 @@ def test_an_empty_edit_is_refused_and_changes_nothing(investigator, operator, am
     with pytest.raises(InvalidInput):
         check_edit_postmortem(actor=admin(operator), incident_id=incident.pk, markdown="  ")
     assert PostmortemVersion.objects.count() == 1
+
+
+def test_the_writer_writes_in_the_operators_language(investigator, operator, am_source, client):
+    """Catch-up in the asker's language, the postmortem draft in the closer's (issue 46
+    item 4: both languages); English stays the default."""
+    from alerts.catchup import check_catch_up
+    from hal.actions.incidents import check_close_incident
+    from hal.models import OperatorProfile
+    from tests.alerts.conftest import admin
+
+    incident, _a = _alerted_incident(client, am_source[1], investigator, shaped())
+    actor = admin(operator)
+    investigator.fake.replies.push(Reply(text="status"))
+    check_catch_up(actor=actor, incident_id=incident.pk)
+    english = json.loads(investigator.fake.message_requests[-1].raw_body)
+    assert "Korean" not in json.dumps(english.get("system"))
+
+    OperatorProfile.objects.update_or_create(user=operator, defaults={"language": "ko"})
+    investigator.fake.replies.push(Reply(text="상태"))
+    check_catch_up(actor=actor, incident_id=incident.pk)
+    korean = json.loads(investigator.fake.message_requests[-1].raw_body)
+    assert "Write in Korean" in json.dumps(korean.get("system"), ensure_ascii=False)
+
+    check_close_incident(actor=actor, incident_id=incident.pk, resolution="Restarted.")
+    investigator.fake.replies.push(Reply(text="# 사후 분석"))
+    draft_pending_once()
+    drafted = json.loads(investigator.fake.message_requests[-1].raw_body)
+    assert "Write in Korean" in json.dumps(drafted.get("system"), ensure_ascii=False)
