@@ -161,7 +161,7 @@ class McpHttpMount:
         async with self._starting:
             if self._manager is None:
                 manager = StreamableHTTPSessionManager(
-                    app=HalMCPServer(None)._lowlevel_server,
+                    app=HalMCPServer(None).lowlevel,
                     json_response=True,
                     stateless=True,
                     max_request_body_size=self.max_body,
