@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -40,10 +40,12 @@ from mcp_types import (
     ToolAnnotations,
 )
 from mcp_types import Tool as MCPTool
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hal.actions.base import Actor, record_audit
 from hal.hooks.redaction import scrub_payload
 from hal.mcp import catalog
+from hal.mcp.changes import ResourceChanges
 from hal.models import AuditEntry
 from hal.tools.dispatch import run_tool_call
 from hal.tools.registry import READ, Tool, all_tools, get_tool
@@ -104,6 +106,7 @@ class HalMCPServer:
         if actor is not None and actor.via != "mcp":
             actor = actor.with_via("mcp")
         self.actor = actor
+        self.changes = ResourceChanges()
         self.lowlevel: Server[Any] = Server(
             "hal",
             version=get_version(),
@@ -115,6 +118,7 @@ class HalMCPServer:
             on_read_resource=self._on_read_resource,
             on_list_prompts=self._on_list_prompts,
             on_get_prompt=self._on_get_prompt,
+            on_subscriptions_listen=self.changes.listen,
         )
 
     def actor_for(self, context: Any) -> Actor:
@@ -171,6 +175,9 @@ class HalMCPServer:
 
     async def _on_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
         actor = self.actor_for(ctx)
+        if self.actor is not None and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            # stdio, handshake era: this connection hears of list changes from now on.
+            self.changes.attach(ctx.session)
         rows = await database_sync_to_async(catalog.list_resources)(actor)
         return ListResourcesResult(resources=rows)
 
@@ -280,10 +287,15 @@ def serve(username: str) -> None:
     """Serve MCP over stdin/stdout until the client disconnects."""
     import anyio
 
-    server = HalMCPServer(operator_actor(username)).lowlevel
+    hal = HalMCPServer(operator_actor(username))
+    server = hal.lowlevel
+    # stdio carries notifications on its one connection: listChanged is true there.
+    options = server.create_initialization_options(NotificationOptions(resources_changed=True))
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with stdio_server() as (read, write), anyio.create_task_group() as group:
+            group.start_soon(hal.changes.watch)
+            await server.run(read, write, options)
+            group.cancel_scope.cancel()
 
     anyio.run(run)

@@ -113,3 +113,66 @@ async def test_http_annotations_resources_and_prompts(live, operator):  # noqa: 
         async with streamable_http_client(live.url + "/mcp", http_client=http) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
                 await exercise(session, ids)
+
+
+def open_incident(operator, title: str) -> int:
+    from hal.actions.incidents import check_open_incident
+
+    actor = Actor(user=operator, via="api", label=operator.username)
+    return check_open_incident(actor=actor, severity="sev3", title=title).pk
+
+
+async def test_stdio_client_hears_resource_list_changes(operator, tmp_path):
+    """The handshake protocol over stdio: an incident opened elsewhere (here: the test's
+    process, as a web process would) reaches the client as notifications/resources/
+    list_changed, and the re-listed resources show it."""
+    import mcp_types
+
+    from tests.bounds import eventually
+
+    heard: list[object] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, mcp_types.ResourceListChangedNotification):
+            heard.append(message)
+
+    params = server_params(operator.username, tmp_path)
+    params.env["HAL_MCP_CHANGES_POLL_SECONDS"] = "0.1"
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            assert init.capabilities.resources.list_changed is True
+            assert (await session.list_resources()).resources == []
+            number = await sync_to_async(open_incident)(operator, "Disk full on db-01")
+            await eventually(lambda: heard, "resources/list_changed")
+            uris = [str(r.uri) for r in (await session.list_resources()).resources]
+            assert uris == [f"hal://incidents/{number}"]
+
+
+async def test_http_listen_stream_hears_resource_list_changes(operator, tmp_path):
+    """The 2026-07-28 protocol over HTTP at /mcp: the SDK client's subscriptions/listen
+    stream (a POST's response; /mcp stays stateless) receives ResourcesListChanged."""
+    import anyio
+    from mcp.client.subscriptions import ResourcesListChanged, listen
+
+    from tests.bounds import WAIT
+    from tests.browser.conftest import LiveServer
+
+    server = await sync_to_async(LiveServer)(tmp_path, {"HAL_MCP_CHANGES_POLL_SECONDS": "0.1"})
+    try:
+        raw = await sync_to_async(mint)(operator)
+        headers = {"Authorization": f"Bearer {raw}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=WAIT) as http:
+            async with streamable_http_client(server.url + "/mcp", http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    found = await session.discover()
+                    assert found.capabilities.resources.list_changed is True
+                    async with listen(session, resources_list_changed=True) as events:
+                        number = await sync_to_async(open_incident)(operator, "Relay down")
+                        with anyio.fail_after(WAIT):
+                            event = await events.__anext__()
+                    assert isinstance(event, ResourcesListChanged)
+                    listed = await session.list_resources()
+                    assert [str(r.uri) for r in listed.resources] == [f"hal://incidents/{number}"]
+    finally:
+        await sync_to_async(server.stop)()
