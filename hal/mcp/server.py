@@ -178,6 +178,10 @@ class HalMCPServer:
         if self.actor is not None and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             # stdio, handshake era: this connection hears of list changes from now on.
             self.changes.attach(ctx.session)
+        if TURN_SCOPE in actor.extra:
+            # A CLI turn connects once per turn and its model reads through the tools:
+            # listing would run (and audit) two list reads on every turn's connect.
+            return ListResourcesResult(resources=[])
         rows = await database_sync_to_async(catalog.list_resources)(actor)
         return ListResourcesResult(resources=rows)
 
