@@ -85,9 +85,7 @@ def test_resources_are_redacted_and_carry_the_investigation_summary(operator):
 
     values = shaped()
     lines = embed(values)
-    incident = Incident.objects.create(
-        title="Leaky", severity="sev3", description=lines["github"]
-    )
+    incident = Incident.objects.create(title="Leaky", severity="sev3", description=lines["github"])
     room = Room.objects.create(kind=Room.INCIDENT, incident=incident, title="Leaky")
     Investigation.objects.create(
         incident=incident,
