@@ -113,6 +113,9 @@ async def test_http_annotations_resources_and_prompts(live, operator):  # noqa: 
         async with streamable_http_client(live.url + "/mcp", http_client=http) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
                 await exercise(session, ids)
+                # A handshake client over HTTP has no stream for notifications (no GET
+                # stream): it is not told listChanged.
+                assert session.initialize_result.capabilities.resources.list_changed is False
 
 
 def open_incident(operator, title: str) -> int:
@@ -176,3 +179,21 @@ async def test_http_listen_stream_hears_resource_list_changes(operator, tmp_path
                     assert [str(r.uri) for r in listed.resources] == [f"hal://incidents/{number}"]
     finally:
         await sync_to_async(server.stop)()
+
+
+def test_the_change_mark_moves_with_incidents_and_runbooks_only(operator):
+    """What the watcher compares (hal/mcp/changes.py): the newest successful audit row of
+    an incident or a runbook, whichever process wrote it."""
+    from hal.actions.servers import check_register_server
+    from hal.mcp.changes import resources_mark
+    from runbooks.actions import check_create_runbook
+
+    actor = Actor(user=operator, via="api", label=operator.username)
+    start = resources_mark()
+    check_register_server(actor=actor, hostname="web-09")
+    assert resources_mark() == start  # a server is not a resource
+    open_incident(operator, "Queue stuck")
+    after_incident = resources_mark()
+    assert after_incident > start
+    check_create_runbook(actor=actor, title="Queue stuck", body="Drain it.")
+    assert resources_mark() > after_incident
