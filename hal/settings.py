@@ -312,6 +312,8 @@ HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 # The URL a local CLI turn uses to reach this web process's /mcp; empty: found out
 # (hal/mcp/address.py: the address daphne serves on, else its -b/-p, else 127.0.0.1:8000).
 HAL_MCP_INTERNAL_URL = env("HAL_MCP_INTERNAL_URL", "")
+# While an MCP client listens for resource list changes: how often the change mark is read.
+HAL_MCP_CHANGES_POLL_SECONDS = float(env("HAL_MCP_CHANGES_POLL_SECONDS", "5"))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 # Failed logins/re-auths allowed per (username, client address), and per client address.
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))

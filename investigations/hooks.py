@@ -77,9 +77,29 @@ def incident_panel(actor: Any, incident: Any) -> dict[str, Any] | None:
     }
 
 
+def incident_summary(actor: Any, incident_id: int) -> dict[str, Any] | None:
+    """The latest investigation of an incident, for its MCP resource (the caller already
+    read the incident through get_incident, under the operator's permissions)."""
+    from investigations.models import Investigation
+
+    latest = Investigation.objects.filter(incident_id=incident_id).first()
+    if latest is None:
+        return None
+    return {
+        "status": latest.status,
+        "summary": latest.summary,
+        "started_by": latest.started_by,
+        "finished_at": latest.finished_at.isoformat() if latest.finished_at else None,
+    }
+
+
 def register() -> None:
     from hal.actions.settings import register_setting
-    from hal.hooks.incidents import register_incident_panel, register_on_incident_changed
+    from hal.hooks.incidents import (
+        register_incident_panel,
+        register_incident_summary,
+        register_on_incident_changed,
+    )
     from hal.hooks.workers import register_loop
     from investigations.runner import worker_loop
 
@@ -132,4 +152,5 @@ def register() -> None:
     )
     register_on_incident_changed("investigations", on_incident_changed)
     register_incident_panel("investigations", incident_panel)
+    register_incident_summary("investigation", incident_summary)
     register_loop("investigations", worker_loop)

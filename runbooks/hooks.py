@@ -12,7 +12,14 @@ from pydantic import ConfigDict, Field, StringConstraints
 from hal.actions.base import Actor
 from hal.hooks.prompts import register_prompt_section
 from hal.hooks.proposals import register_proposal_extra
-from hal.tools.registry import READ, Tool, ToolArgs, register_proposal_reference, register_tool
+from hal.tools.registry import (
+    READ,
+    READS_HAL,
+    Tool,
+    ToolArgs,
+    register_proposal_reference,
+    register_tool,
+)
 from runbooks import services
 from runbooks.models import Runbook
 
@@ -84,6 +91,7 @@ TOOLS = (
         ),
         args=ListRunbooksArgs,
         handler=list_runbooks,
+        hints=READS_HAL,
     ),
     Tool(
         name="read_runbook",
@@ -95,6 +103,7 @@ TOOLS = (
         ),
         args=ReadRunbookArgs,
         handler=read_runbook,
+        hints=READS_HAL,
     ),
 )
 

@@ -19,7 +19,16 @@ from pydantic import Field, StringConstraints
 
 from hal import i18n
 from hal.actions.base import Actor
-from hal.tools.registry import READ, WRITE, Tier, Tool, ToolArgs, register_tool
+from hal.tools.registry import (
+    READ,
+    READS_HAL,
+    WRITE,
+    Hints,
+    Tier,
+    Tool,
+    ToolArgs,
+    register_tool,
+)
 
 FETCH_URL_PER_TURN = 2
 SEARCH_TEXT_CHARS = 4_000  # page text per search hit handed to the model
@@ -233,6 +242,10 @@ def web_metrics(actor: Actor, arguments: dict[str, Any], confirmation: str | Non
 
 # --- registration ----------------------------------------------------------------------------
 
+# Both reach the open web and change nothing (a fetch_url proposal is about what is sent,
+# not about a change): read-only, repeatable, open world.
+WEB_READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=True)
+
 TOOLS = (
     Tool(
         name="fetch_url",
@@ -252,6 +265,7 @@ TOOLS = (
             gettext_noop("Fetch {url} (its domain is not on the fetch allowlist)."), url=a["url"]
         ),
         target=lambda a: a["url"],
+        hints=WEB_READ,
     ),
     Tool(
         name="web_search",
@@ -264,6 +278,7 @@ TOOLS = (
         args=WebSearchArgs,
         handler=web_search,
         needs_secret=True,  # the Tavily key, when one is stored
+        hints=WEB_READ,
     ),
     Tool(
         name="web_metrics",
@@ -274,6 +289,7 @@ TOOLS = (
         ),
         args=NoArgs,
         handler=web_metrics,
+        hints=READS_HAL,
     ),
 )
 

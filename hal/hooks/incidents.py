@@ -76,6 +76,31 @@ def incident_sources(incident: Any) -> list[dict[str, str]]:
     return out
 
 
+# (actor, incident id) -> {...} or None: a summary an app above hal keeps of the incident
+# (the investigator's latest investigation), read by HAL's MCP incident resources.
+SummaryFn = Callable[[Any, int], "dict[str, Any] | None"]
+_SUMMARIES: dict[str, SummaryFn] = {}
+
+
+def register_incident_summary(name: str, fn: SummaryFn) -> None:
+    """Add (or replace) a provider of a summary of an incident: `fn(actor, incident_id)`."""
+    _SUMMARIES[name] = fn
+
+
+def incident_summaries(actor: Any, incident_id: int) -> dict[str, Any]:
+    """{provider name: its summary} of this incident; a failing provider is logged."""
+    out: dict[str, Any] = {}
+    for name, fn in list(_SUMMARIES.items()):
+        try:
+            summary = fn(actor, incident_id)
+        except Exception:
+            log.exception("incident summary %s failed for incident %s", name, incident_id)
+            continue
+        if summary is not None:
+            out[name] = summary
+    return out
+
+
 def incident_changed(kind: str, incident: Any, event: Any) -> None:
     """Run the hooks; a failing hook is logged and never undoes or blocks the change."""
     for name, fn in list(_CHANGED.items()):

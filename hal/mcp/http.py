@@ -11,7 +11,9 @@ dispatch, read tools only. What this module adds is the door:
   one) must be the console's own or a CSRF-trusted one, by the WebSocket rule
   (hal/live/origin.py);
 - request bodies bounded (HAL_MCP_MAX_BODY_BYTES) by the SDK's limit middleware;
-- POST only: any other method is 405 `Allow: POST` (no GET event stream, no session).
+- POST only: any other method is 405 `Allow: POST` (no GET event stream, no session);
+  change notifications ride a 2026-07-28 `subscriptions/listen` POST's response stream
+  (hal/mcp/changes.py).
 
 The SDK runs stateless with JSON responses: each POST is authenticated and answered on
 its own, so any web process behind the load balancer serves any request (tokens live in
@@ -160,8 +162,9 @@ class McpHttpMount:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._manager is None:
+                hal = HalMCPServer(None)
                 manager = StreamableHTTPSessionManager(
-                    app=HalMCPServer(None)._lowlevel_server,
+                    app=hal.lowlevel,
                     json_response=True,
                     stateless=True,
                     max_request_body_size=self.max_body,
@@ -171,7 +174,8 @@ class McpHttpMount:
                 async def run() -> None:
                     async with manager.run():
                         ready.set()
-                        await asyncio.Event().wait()  # until the process stops
+                        # Until the process stops: tells listen streams of resource changes.
+                        await hal.changes.watch()
 
                 self._task = loop.create_task(run(), name="hal-mcp-http")
                 waiter = loop.create_task(ready.wait())

@@ -1,7 +1,9 @@
 """HAL's MCP server (stdio here; Streamable HTTP at /mcp in hal/mcp/http.py): every tool
-with its schema and annotations; only reads execute.
+with its schema and declared annotations, resources and prompts (hal/mcp/catalog.py); only
+reads execute.
 
-Built on the official SDK's `MCPServer` (mcp 2.x). Tools come from the same registry the
+Built on the official SDK's low-level `Server` (mcp 2.x), configured through its public
+constructor. Tools come from the same registry the
 chat models use. Read tools run as the configured operator (over HTTP: the owner of the
 request's MCP token) through the `mcp` path (audited with via="mcp"). Write and high-risk
 tools are listed (so a client knows they exist) but refused: they need an operator's
@@ -20,15 +22,33 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from mcp.server import MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListToolsResult,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types import Tool as MCPTool
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hal.actions.base import Actor, record_audit
 from hal.hooks.redaction import scrub_payload
+from hal.mcp import catalog
+from hal.mcp.changes import ResourceChanges
 from hal.models import AuditEntry
 from hal.tools.dispatch import run_tool_call
-from hal.tools.registry import HIGH_RISK, READ, all_tools, get_tool
+from hal.tools.registry import READ, Tool, all_tools, get_tool
 
 # The ASGI scope key under which hal/mcp/http.py hands the token's actor to the server.
 SCOPE_ACTOR = "hal.mcp_actor"
@@ -59,37 +79,54 @@ def refusal_text(tool_name: str) -> str:
 
 
 _LISTED: dict[tuple[str, ...], list[MCPTool]] = {}
-UNSERVED = (
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-)
 
 
-class HalMCPServer(MCPServer):
-    """An MCPServer whose tools are HAL's registry, acting as one operator via `mcp`."""
+def _annotations(tool: Tool) -> ToolAnnotations:
+    """The tool's declared hints (hal/tools/registry.py `Hints`) as MCP annotations."""
+    hints = tool.hints
+    assert hints is not None  # register_tool refuses a tool without them
+    return ToolAnnotations(
+        title=tool.title or tool.name.replace("_", " ").capitalize(),
+        read_only_hint=hints.read_only,
+        destructive_hint=hints.destructive,
+        idempotent_hint=hints.idempotent,
+        open_world_hint=hints.open_world,
+    )
+
+
+class HalMCPServer:
+    """HAL's MCP server, acting as one operator via `mcp`: the SDK's low-level `Server`
+    with HAL's handlers passed through its public constructor (`on_*`), so nothing reaches
+    into the SDK's private handler table. Capabilities follow from the handlers given:
+    tools, resources and prompts (no templates, no completion, no logging)."""
 
     def __init__(self, actor: Actor | None) -> None:
         from hal.version import get_version
 
-        super().__init__(name="hal", instructions=INSTRUCTIONS, version=get_version())
-        # HAL serves tools only: without these handlers the server does not advertise
-        # prompts or resources, so a client (every CLI turn) does not list them on connect.
-        handlers = self._lowlevel_server._request_handlers
-        for method in UNSERVED:
-            handlers.pop(method, None)
         if actor is not None and actor.via != "mcp":
             actor = actor.with_via("mcp")
         self.actor = actor
+        self.changes = ResourceChanges()
+        self.lowlevel: Server[Any] = Server(
+            "hal",
+            version=get_version(),
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=self._tool_input_schema,
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+            on_list_resources=self._on_list_resources,
+            on_read_resource=self._on_read_resource,
+            on_list_prompts=self._on_list_prompts,
+            on_get_prompt=self._on_get_prompt,
+            on_subscriptions_listen=self.changes.listen,
+        )
 
     def actor_for(self, context: Any) -> Actor:
         """Who makes this call: the stdio server's operator, or (over HTTP, where one
         server answers every token) the actor hal/mcp/http.py put in the request's scope."""
         if self.actor is not None:
             return self.actor
-        request = getattr(getattr(context, "request_context", None), "request", None)
+        request = getattr(context, "request", None)
         actor = getattr(request, "scope", {}).get(SCOPE_ACTOR)
         if not isinstance(actor, Actor):
             raise PermissionError("an MCP call without an authenticated actor")
@@ -108,15 +145,10 @@ class HalMCPServer(MCPServer):
         return [
             MCPTool(
                 name=tool.name,
-                title=tool.title or tool.name.replace("_", " "),
+                title=tool.title or tool.name.replace("_", " ").capitalize(),
                 description=tool.description,
                 input_schema=tool.input_schema,
-                annotations=ToolAnnotations(
-                    read_only_hint=tool.tier == READ,
-                    destructive_hint=tool.tier == HIGH_RISK,
-                    idempotent_hint=tool.tier == READ,
-                    open_world_hint=False,
-                ),
+                annotations=_annotations(tool),
             )
             for tool in all_tools()
             if not tool.needs_secret
@@ -126,16 +158,58 @@ class HalMCPServer(MCPServer):
         tool = get_tool(name)
         return tool.input_schema if tool else None
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Any = None
-    ) -> CallToolResult:
-        actor = self.actor_for(context)
-        meta = getattr(getattr(context, "request_context", None), "meta", None)
+    async def _on_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=await self.list_tools())
+
+    async def _on_call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        actor = self.actor_for(ctx)
+        meta = ctx.meta
         call_id = meta.get(TOOL_USE_META) if isinstance(meta, dict) else None
         # database_sync_to_async: a long-lived web process must not keep a stale connection.
         return await database_sync_to_async(self.call_tool_sync)(
-            name, arguments, actor, call_id=call_id if isinstance(call_id, str) else None
+            params.name,
+            params.arguments or {},
+            actor,
+            call_id=call_id if isinstance(call_id, str) else None,
         )
+
+    async def _on_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
+        actor = self.actor_for(ctx)
+        if self.actor is not None and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            # stdio, handshake era: this connection hears of list changes from now on.
+            self.changes.attach(ctx.session)
+        if TURN_SCOPE in actor.extra:
+            # A CLI turn connects once per turn and its model reads through the tools:
+            # listing would run (and audit) two list reads on every turn's connect.
+            return ListResourcesResult(resources=[])
+        rows = await database_sync_to_async(catalog.list_resources)(actor)
+        return ListResourcesResult(resources=rows)
+
+    async def _on_read_resource(self, ctx: Any, params: ReadResourceRequestParams) -> Any:
+        actor = self.actor_for(ctx)
+        uri = str(params.uri)
+        mime, text = await database_sync_to_async(self.read_resource_sync)(actor, uri)
+        return ReadResourceResult(contents=[catalog.resource_contents(uri, mime, text)])
+
+    def read_resource_sync(self, actor: Actor, uri: str) -> tuple[str, str]:
+        """(mime type, text) of one resource, through the redaction step (sync: the ORM)."""
+        mime, _text, data = catalog.read_resource(actor, uri)
+        try:
+            scrubbed, _held = scrub_payload(json.loads(json.dumps(data, default=str)), "")
+        except LookupError:
+            raise MCPError(INVALID_PARAMS, NO_SCRUB, data={"code": "unavailable"}) from None
+        if mime == "text/markdown":
+            head = f"# {scrubbed.get('title', '')} (v{scrubbed.get('version', '')})\n\n"
+            return mime, head + str(scrubbed.get("body", ""))
+        # The incident (its investigation summary included) as get_incident returned it.
+        return mime, json.dumps(scrubbed.get("incident") or {}, ensure_ascii=False, default=str)
+
+    async def _on_list_prompts(self, ctx: Any, params: Any) -> ListPromptsResult:
+        return ListPromptsResult(prompts=list(catalog.PROMPTS.values()))
+
+    async def _on_get_prompt(self, ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        self.actor_for(ctx)  # an authenticated caller only, as every other method
+        return catalog.get_prompt(params.name, params.arguments)
 
     def _refuse(self, actor: Actor, tool_name: str, code: str, message: str) -> dict[str, Any]:
         """Audit a refused MCP call; the payload the client reads."""
@@ -215,4 +289,17 @@ def operator_actor(username: str) -> Actor:
 
 def serve(username: str) -> None:
     """Serve MCP over stdin/stdout until the client disconnects."""
-    HalMCPServer(operator_actor(username)).run("stdio")
+    import anyio
+
+    hal = HalMCPServer(operator_actor(username))
+    server = hal.lowlevel
+    # stdio carries notifications on its one connection: listChanged is true there.
+    options = server.create_initialization_options(NotificationOptions(resources_changed=True))
+
+    async def run() -> None:
+        async with stdio_server() as (read, write), anyio.create_task_group() as group:
+            group.start_soon(hal.changes.watch)
+            await server.run(read, write, options)
+            group.cancel_scope.cancel()
+
+    anyio.run(run)

@@ -37,6 +37,21 @@ class ToolArgs(BaseModel):
 
 
 @dataclass(frozen=True)
+class Hints:
+    """What a tool does to the world, declared with the tool: MCP clients read these
+    (ToolAnnotations) to decide when to ask the person before calling."""
+
+    read_only: bool  # changes nothing (HAL's state, the fleet, anything outside)
+    destructive: bool  # may undo or overwrite something (only meaningful when not read-only)
+    idempotent: bool  # a second identical call has no further effect
+    open_world: bool  # reaches beyond HAL and its fleet (the web, a mail relay)
+
+
+# The hints of a tool that reads HAL's own database and nothing else (define_read's).
+READS_HAL: Final = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
+
+
+@dataclass(frozen=True)
 class Tool:
     """One tool: what a model sees (name, description, schema) and what HAL runs."""
 
@@ -60,6 +75,8 @@ class Tool:
     # The handler may decrypt a vault secret (e.g. a search provider key): not offered
     # where no vault exists (HAL's MCP server), refused there with `unavailable_over_mcp`.
     needs_secret: bool = False
+    # What the tool does (required by register_tool: a new tool must state it).
+    hints: Hints | None = None
 
     def call_tier(self, arguments: dict[str, Any]) -> str:
         """The tier of one validated call (the static tier unless `tier_for` decides)."""
@@ -136,6 +153,8 @@ def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
         raise ValueError(f"high-risk tool {tool.name} needs the confirmation action_code")
     if tool.args.model_config.get("extra") != "forbid":
         raise ValueError(f"{tool.name}: the argument model must forbid extra fields")
+    if not isinstance(tool.hints, Hints):
+        raise ValueError(f"{tool.name}: declare its hints (read-only, destructive, ...)")
     if tool.name in _REGISTRY and not replace:
         raise ValueError(f"tool {tool.name} is already registered")
     _REGISTRY[tool.name] = tool

@@ -87,10 +87,13 @@ async def test_sdk_client_lists_and_reads_and_is_refused_writes(live, operator):
             async with ClientSession(read, write) as session:
                 init = await session.initialize()
                 assert init.server_info.name == "hal"
-                # Tools only (hal/mcp/server.py drops the SDK's prompt and resource handlers through
-                # a private attribute: an SDK upgrade that moves it fails here).
+                # Tools, resources and prompts (hal/mcp/server.py gives the low-level Server its
+                # handlers through its public constructor).
                 assert init.capabilities.tools is not None
-                assert init.capabilities.prompts is None and init.capabilities.resources is None
+                assert (
+                    init.capabilities.prompts is not None
+                    and init.capabilities.resources is not None
+                )
                 tools = {t.name: t for t in (await session.list_tools()).tools}
                 assert {"list_servers", "get_skill", "approve_server"} <= set(tools)
                 assert tools["list_servers"].annotations.read_only_hint is True

@@ -73,3 +73,62 @@ def test_a_placeholder_over_mcp_is_refused(operator):
     )
     payload = json.loads(result.content[0].text)
     assert result.is_error and payload["error"]["code"] == "secret_placeholder"
+
+
+def test_resources_are_redacted_and_carry_the_investigation_summary(operator):
+    """Issue 48 item 3: an incident resource (its timeline and the investigator's summary)
+    and a runbook resource pass the same redaction step as a tool result."""
+    from chatrooms.models import Room
+    from hal.models import Incident
+    from investigations.models import Investigation
+    from runbooks.actions import check_create_runbook
+
+    values = shaped()
+    lines = embed(values)
+    incident = Incident.objects.create(title="Leaky", severity="sev3", description=lines["github"])
+    room = Room.objects.create(kind=Room.INCIDENT, incident=incident, title="Leaky")
+    Investigation.objects.create(
+        incident=incident,
+        room=room,
+        status="done",
+        summary={"cause": "relay down", "evidence": lines["aws"]},
+    )
+    actor = Actor(user=operator, via="mcp")
+    runbook = check_create_runbook(
+        actor=actor.with_via("api"), title="Keys", body="Rotate " + lines["jwt"]
+    )
+    server = HalMCPServer(actor)
+    mime, text = server.read_resource_sync(actor, f"hal://incidents/{incident.pk}")
+    data = json.loads(text)
+    assert mime == "application/json" and leaks(text, values) == []
+    assert data["investigation"]["investigation"]["summary"]["cause"] == "relay down"
+    assert "[secret:aws-access-token#1]" in text and "[secret:github-pat#1]" in text
+    mime, text = server.read_resource_sync(actor, f"hal://runbooks/{runbook.pk}")
+    assert mime == "text/markdown" and leaks(text, values) == []
+    assert text.startswith("# Keys (v1)\n\nRotate ") and "[secret:jwt#1]" in text
+
+
+def test_a_turn_token_lists_no_resources(operator):
+    """A CLI turn connects once per turn: its token lists no resources (the turn's model
+    reads through the tools), so a turn does not run and audit two list reads on connect."""
+    import asyncio
+
+    from hal.models import AuditEntry, Incident
+
+    Incident.objects.create(title="Open one", severity="sev3")
+    actor = Actor(user=operator, via="mcp", extra={TURN_SCOPE: live_scope(operator)})
+    server = HalMCPServer(None)
+
+    class Request:
+        scope = {"hal.mcp_actor": actor}
+
+    class Ctx:
+        request = Request()
+        protocol_version = "2025-11-25"
+        session = None
+
+    result = asyncio.run(server._on_list_resources(Ctx(), None))
+    assert result.resources == []
+    assert not AuditEntry.objects.filter(action="tools.call").exists()
+    Ctx.request.scope = {"hal.mcp_actor": Actor(user=operator, via="mcp")}
+    assert len(asyncio.run(server._on_list_resources(Ctx(), None)).resources) == 1

@@ -16,6 +16,7 @@ from hal.tools import (
     tool_specs,
     unregister_tool,
 )
+from hal.tools.registry import READ, READS_HAL, Hints
 
 # SPEC §4: every console capability, with its tier.
 EXPECTED_TIERS = {
@@ -204,6 +205,7 @@ def test_registration_is_open_to_other_packages():
         description="Echo one word back (test tool).",
         args=EchoArgs,
         handler=lambda actor, a, confirmation=None: {"word": a["word"]},
+        hints=READS_HAL,
     )
     register_tool(tool)
     try:
@@ -230,6 +232,7 @@ def test_registration_refuses_open_argument_models():
                 description="x" * 30,
                 args=Loose,
                 handler=lambda *a, **k: None,
+                hints=READS_HAL,
             )
         )
     with pytest.raises(ValueError):
@@ -240,8 +243,43 @@ def test_registration_refuses_open_argument_models():
                 description="x" * 30,
                 args=EchoArgs,
                 handler=lambda *a, **k: None,
+                hints=READS_HAL,
             )
         )
+
+
+def test_a_tool_must_declare_its_hints():
+    """Issue 48 item 2: what a tool does (read-only, destructive, idempotent, open world)
+    is declared with the tool, never guessed from its tier: a tool without it is refused,
+    and every registered tool has it."""
+    with pytest.raises(ValueError, match="hints"):
+        register_tool(
+            Tool(
+                name="hintless",
+                tier="read",
+                description="x" * 30,
+                args=EchoArgs,
+                handler=lambda *a, **k: None,
+            )
+        )
+    assert get_tool("hintless") is None
+    tools = all_tools()
+    assert len(tools) > 40
+    for tool in tools:
+        assert isinstance(tool.hints, Hints), tool.name
+        # A read-only tool cannot be destructive; a read tier tool is read-only.
+        assert not (tool.hints.read_only and tool.hints.destructive), tool.name
+        if tool.tier == READ:
+            assert tool.hints.read_only, tool.name
+    by_name = {t.name: t.hints for t in tools}
+    assert by_name["fetch_url"].open_world and by_name["web_search"].open_world
+    assert by_name["fetch_url"].read_only
+    assert not by_name["list_servers"].open_world
+    assert by_name["delete_server"].destructive and not by_name["approve_release"].destructive
+    assert by_name["restart_module"].destructive and not by_name["restart_module"].idempotent
+    assert not by_name["open_incident"].idempotent and by_name["close_incident"].idempotent
+    assert by_name["cancel_job"].destructive and not by_name["retry_job"].idempotent
+    assert by_name["check_mail_relay"].open_world
 
 
 def test_the_models_see_a_replaced_tool_as_it_is_now():
@@ -256,6 +294,7 @@ def test_the_models_see_a_replaced_tool_as_it_is_now():
             description=description,
             args=EchoArgs,
             handler=lambda actor, a, confirmation=None: {"word": a["word"]},
+            hints=READS_HAL,
         )
 
     def described() -> str | None:

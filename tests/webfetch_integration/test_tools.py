@@ -11,6 +11,7 @@ from hal.actions.base import Actor
 from hal.errors import ReauthRequired
 from hal.models import AuditEntry, Proposal
 from hal.tools import Tool, ToolArgs, get_tool, register_tool, run_tool_call, unregister_tool
+from hal.tools.registry import READS_HAL
 from tests.webfetch.test_search import tavily_server
 from tests.webfetch_integration.conftest import add_page, ai_actor, approver, named
 
@@ -255,6 +256,7 @@ def test_registry_per_call_tier_and_turn_limit(operator):
             handler=handler,
             tier_for=lambda a: "read" if a["word"] == "safe" else "write",
             max_per_turn=1,
+            hints=READS_HAL,
         )
     )
     try:

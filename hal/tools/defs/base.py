@@ -7,7 +7,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from hal.actions.base import Actor
-from hal.tools.registry import HIGH_RISK, READ, WRITE, Tool, ToolArgs, jsonable, register_tool
+from hal.tools.registry import (
+    HIGH_RISK,
+    READ,
+    READS_HAL,
+    WRITE,
+    Hints,
+    Tool,
+    ToolArgs,
+    jsonable,
+    register_tool,
+)
 
 # --- argument vocabulary -----------------------------------------------------------------
 
@@ -56,11 +66,28 @@ class NoArgs(ToolArgs):
     """A tool without arguments."""
 
 
+def hints(*, destructive: bool, idempotent: bool, open_world: bool = False) -> Hints:
+    """The hints of a tool that changes something (a write or high-risk tool)."""
+    return Hints(
+        read_only=False, destructive=destructive, idempotent=idempotent, open_world=open_world
+    )
+
+
 def define_read(name: str, description: str, args: type[ToolArgs], fn: Any) -> None:
+    # A read tool defined here reads HAL's database only: its hints are READS_HAL.
     def handler(actor: Actor, a: dict[str, Any], confirmation: str | None = None) -> Any:
         return jsonable(fn(actor, a))
 
-    register_tool(Tool(name=name, tier=READ, description=description, args=args, handler=handler))
+    register_tool(
+        Tool(
+            name=name,
+            tier=READ,
+            description=description,
+            args=args,
+            handler=handler,
+            hints=READS_HAL,
+        )
+    )
 
 
 def define_write(
@@ -72,6 +99,7 @@ def define_write(
     summarize: Any,
     target: Any,
     action: str,
+    hints: Hints,
 ) -> None:
     # `action`: the hal.actions code the handler's check_* runs (its precheck's key).
     def handler(actor: Actor, a: dict[str, Any], confirmation: str | None = None) -> Any:
@@ -87,11 +115,14 @@ def define_write(
             summarize=summarize,
             target=target,
             action_code=action,
+            hints=hints,
         )
     )
 
 
-def define_high_risk(name: str, description: str, args: type[ToolArgs], action_code: str) -> None:
+def define_high_risk(
+    name: str, description: str, args: type[ToolArgs], action_code: str, hints: Hints
+) -> None:
     def handler(actor: Actor, a: dict[str, Any], confirmation: str | None = None) -> Any:
         from hal.actions.confirm import get_high_risk
 
@@ -109,5 +140,6 @@ def define_high_risk(name: str, description: str, args: type[ToolArgs], action_c
             args=args,
             handler=handler,
             action_code=action_code,
+            hints=hints,
         )
     )

@@ -16,6 +16,7 @@ from hal.tools.defs.base import (
     ServerRef,
     SettingName,
     define_high_risk,
+    hints,
 )
 from hal.tools.defs.reads import JobArgs
 from hal.tools.registry import ToolArgs
@@ -59,46 +60,54 @@ define_high_risk(
     "Isolate a server: no more jobs; queued jobs cancelled, running jobs asked to stop.",
     ServerReasonArgs,
     "servers.isolate",
+    hints(destructive=True, idempotent=True),
 )
 define_high_risk(
     "delete_server",
     "Delete a server from the fleet (history kept); revokes its agent tokens.",
     ServerReasonArgs,
     "servers.delete",
+    hints(destructive=True, idempotent=True),
 )
 define_high_risk(
     "deploy_release",
     "Deploy an approved release (module@version) to a server (queues a deploy job).",
     DeployArgs,
     "releases.deploy",
+    hints(destructive=True, idempotent=False),
 )
 define_high_risk(
     "rollback_module",
     "Roll a module on a server back to its previous release (queues a rollback job).",
     ModuleServerArgs,
     "modules.rollback",
+    hints(destructive=True, idempotent=False),
 )
 define_high_risk(
     "reconcile_module",
     "Bring every server of a module to its desired release (one deploy per drifted server).",
     ModuleArgs,
     "modules.reconcile",
+    hints(destructive=True, idempotent=True),
 )
 define_high_risk(
     "approve_release",
     "Approve a draft release for deployment (its artifact's sha256 is verified first).",
     ReleaseArgs,
     "releases.approve",
+    hints(destructive=False, idempotent=True),
 )
 define_high_risk(
     "revert_job",
     "Undo a succeeded deploy/rollback job by rolling back to the release it replaced.",
     JobArgs,
     "jobs.revert",
+    hints(destructive=True, idempotent=False),
 )
 define_high_risk(
     "change_setting",
     "Change a console setting (see list_settings for names, types and bounds).",
     ChangeSettingArgs,
     settings_actions.CHANGE_CODE,
+    hints(destructive=True, idempotent=True),
 )

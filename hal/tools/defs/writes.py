@@ -20,6 +20,7 @@ from hal.tools.defs.base import (
     Required500,
     ServerRef,
     define_write,
+    hints,
 )
 from hal.tools.defs.reads import JobArgs, ServerArgs
 from hal.tools.registry import ToolArgs
@@ -97,6 +98,7 @@ define_write(
     ),
     target=lambda a: a["hostname"],
     action="servers.register",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "approve_server",
@@ -108,6 +110,7 @@ define_write(
     ),
     target=lambda a: a["server"],
     action="servers.approve",
+    hints=hints(destructive=False, idempotent=True),
 )
 define_write(
     "set_server_maintenance",
@@ -124,6 +127,7 @@ define_write(
     ),
     target=lambda a: a["server"],
     action="servers.maintenance",
+    hints=hints(destructive=False, idempotent=True),
 )
 define_write(
     "open_incident",
@@ -144,6 +148,7 @@ define_write(
     ),
     target=lambda a: a["title"],
     action="incidents.open",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "close_incident",
@@ -155,6 +160,7 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Close incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
     action="incidents.close",
+    hints=hints(destructive=False, idempotent=True),
 )
 define_write(
     "annotate_incident",
@@ -168,6 +174,7 @@ define_write(
     ),
     target=lambda a: f"INC-{a['incident_id']}",
     action="incidents.annotate",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "escalate_incident",
@@ -181,6 +188,7 @@ define_write(
     ),
     target=lambda a: f"INC-{a['incident_id']}",
     action="incidents.escalate",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "reopen_incident",
@@ -192,6 +200,7 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Reopen incident INC-{id}."), id=a["incident_id"]),
     target=lambda a: f"INC-{a['incident_id']}",
     action="incidents.reopen",
+    hints=hints(destructive=False, idempotent=True),
 )
 # The summary msgids are spelled out so that makemessages extracts each one.
 for _verb, _fn, _what, _summary in (
@@ -223,6 +232,8 @@ for _verb, _fn, _what, _summary in (
         summarize=(lambda msgid: lambda a: i18n.text(msgid, job=a["job"]))(_summary),
         target=lambda a: f"job-{a['job']}",
         action=f"jobs.{_verb}",
+        # cancel/stop end work in flight; retry queues a new job each time.
+        hints=hints(destructive=_verb in ("cancel", "stop"), idempotent=_verb != "retry"),
     )
 define_write(
     "check_module_health",
@@ -242,6 +253,7 @@ define_write(
     ),
     target=lambda a: a["module"],
     action="modules.health_check",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "restart_module",
@@ -255,6 +267,7 @@ define_write(
     ),
     target=lambda a: f"{a['module']} on {a['server']}",
     action="modules.restart",
+    hints=hints(destructive=True, idempotent=False),
 )
 define_write(
     "take_dr_snapshot",
@@ -264,6 +277,7 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Take a DR snapshot now.")),
     target=lambda a: "dr",
     action="dr.snapshot",
+    hints=hints(destructive=False, idempotent=False),
 )
 define_write(
     "check_mail_relay",
@@ -273,6 +287,7 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Check the SMTP relay now.")),
     target=lambda a: "mail",
     action="mail.check",
+    hints=hints(destructive=False, idempotent=False, open_world=True),
 )
 define_write(
     "enter_emergency_mode",
@@ -282,6 +297,7 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Enter emergency-recovery mode.")),
     target=lambda a: "emergency",
     action="emergency.enter",
+    hints=hints(destructive=False, idempotent=True),
 )
 define_write(
     "leave_emergency_mode",
@@ -291,4 +307,5 @@ define_write(
     summarize=lambda a: i18n.text(gettext_noop("Leave emergency-recovery mode.")),
     target=lambda a: "emergency",
     action="emergency.leave",
+    hints=hints(destructive=False, idempotent=True),
 )
