@@ -392,7 +392,7 @@ def _recheck_one(sso: OidcSession, actor: Actor) -> bool:
     token = (
         read_secret(REFRESH_PURPOSE, "oidc_session", str(sso.pk)) if sso.has_refresh_token else None
     )
-    code = ""
+    code: str | None = None  # why the session ends; None: it goes on
     claims: dict[str, Any] = {}
     if cfg is None or cfg.issuer != identity.issuer:
         code = "oidc_unknown_provider"
