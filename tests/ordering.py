@@ -8,18 +8,18 @@ from collections.abc import Sequence
 # (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
 # by number of tests, put these few-test files last, each then running alone on one worker
 # while the others had finished — the tail of CI's run. Longest first, as measured
-# (`--junitxml` of CI's passes, 2026-12-06: the §6 layout test ~10 min in the second pass;
-# test_ship 170 s, test_docs_commands 112 s, test_layout_pages 100 s, test_install 84 s,
-# test_host_python 74 s in the first).
+# (`--junitxml` of CI's first pass, 2026-12-06: the §6 layout test under a real systemd
+# ~12 min alone; the docs' §2–§4 blocks, ship, install, the width matrix of every page,
+# then the shorter deploy files, each one to four minutes on a loaded machine).
 LONG_FILES_FIRST = (
     "tests/deploy/test_layout_e2e.py",
-    "tests/deploy/test_ship.py",
     "tests/deploy/test_docs_commands.py",
-    "tests/browser/test_layout_pages.py",
+    "tests/deploy/test_ship.py",
     "tests/deploy/test_install.py",
-    "tests/deploy/test_host_python.py",
+    "tests/browser/test_layout_pages.py",
     "tests/deploy/test_install_entry.py",
     "tests/deploy/test_ship_security.py",
+    "tests/deploy/test_host_python.py",
     "tests/deploy/test_install_security.py",
 )
 
