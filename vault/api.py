@@ -80,6 +80,11 @@ class _PurposeMismatch(Exception):
     """The caller asked for a secret of another purpose than the row's."""
 
 
+# Secrets no person needs to recognise (machine-held tokens): their hint shows no character
+# of them — an SSO session's refresh token (issue 45: nothing of a token in clear).
+HINTLESS_PURPOSES = frozenset({"oidc.refresh_token"})
+
+
 def make_hint(plaintext: str) -> str:
     """Return the display hint of a secret: `sk-…abcd` only when it is long enough."""
     if len(plaintext) >= HINT_FULL_MIN:
@@ -225,7 +230,7 @@ def put_secret(
         raise InvalidInput(_("The secret is not valid text."), code="invalid_secret") from None
     if len(data) > MAX_PLAINTEXT_BYTES:
         raise InvalidInput(_("The secret is too long."), code="invalid_secret")
-    hint = make_hint(plaintext)
+    hint = "…" if purpose in HINTLESS_PURPOSES else make_hint(plaintext)
 
     failure: str | None = None
     for attempt in range(2):
