@@ -38,3 +38,11 @@ class HalConfig(AppConfig):
         from hal.tools.registry import add_loader
 
         add_loader(_load_tool_definitions)
+
+        # HAL observed (/metrics): the database's gauges, read at each scrape.
+        from hal.observe import sources
+        from hal.queries import metrics
+
+        sources.register("hal.proposals", metrics.proposal_metrics)
+        sources.register("hal.worker", metrics.worker_metrics)
+        sources.register("hal.snapshots", metrics.snapshot_metrics)
