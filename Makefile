@@ -40,9 +40,12 @@ wheelhouse: $(WHEEL_STAMP)
 
 # System packages the tests drive, installed when missing (root or sudo), in one apt call:
 # chromium + a Korean font for the browser tests (screenshots of the Korean UI show text,
-# not boxes); openssh-server, nginx and caddy for the deploy tests (ship over SSH, TLS proxy).
+# not boxes); openssh-server, nginx and caddy for the deploy tests (ship over SSH, TLS proxy);
+# systemd and dbus for the deploy tests under a real systemd; prometheus-alertmanager for the
+# alert receivers' tests (a real Alertmanager delivering to HAL).
 SYSTEM_DEPS := chromium:/usr/bin/chromium fonts-nanum:fonts-nanum openssh-server:/usr/sbin/sshd \
-  nginx:/usr/sbin/nginx caddy:/usr/bin/caddy systemd:/lib/systemd/systemd dbus:/usr/bin/dbus-daemon
+  nginx:/usr/sbin/nginx caddy:/usr/bin/caddy systemd:/lib/systemd/systemd dbus:/usr/bin/dbus-daemon \
+  prometheus-alertmanager:/usr/bin/prometheus-alertmanager
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do pkg=$${dep%%:*}; path=$${dep#*:}; \
 	  case $$path in /*) [ -x "$$path" ] || missing="$$missing $$pkg";; \

@@ -35,7 +35,12 @@ class HalConfig(AppConfig):
 
         # The tool registry runs this on its first read (the registry never imports the
         # definitions: they import it). Lazily, so the registration order is unchanged.
+        # SSO sessions are re-checked at the identity provider by the worker (ADR 0020).
+        from hal.actions.oidc import recheck_loop
+        from hal.hooks.workers import register_loop
         from hal.tools.registry import add_loader
+
+        register_loop("oidc.recheck", recheck_loop)
 
         add_loader(_load_tool_definitions)
 

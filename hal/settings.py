@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "reviews",
     "investigations",
     "notifications",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -267,6 +268,45 @@ CONTENT_SECURITY_POLICY = {
 # HAL's own knobs (documented in .env.example).
 HAL_SERVE_STATIC = env_bool("HAL_SERVE_STATIC", not PRODUCTION)
 HAL_REAUTH_SECONDS = int(env("HAL_REAUTH_SECONDS", "600"))
+
+
+def _oidc_providers() -> list[dict]:
+    """SSO (issue 45, docs/deploy.md): one OpenID provider from HAL_OIDC_*; none = off."""
+    if not env("HAL_OIDC_ISSUER", ""):
+        return []
+    roles = {}
+    for pair in env("HAL_OIDC_GROUP_ROLES", "").split(";"):
+        group, _sep, role = pair.strip().rpartition("=")
+        if group and role:
+            roles[group.strip()] = role.strip()
+    return [
+        {
+            "name": "sso",
+            "label": env("HAL_OIDC_NAME", "SSO"),
+            "issuer": env("HAL_OIDC_ISSUER", ""),
+            "client_id": env("HAL_OIDC_CLIENT_ID", ""),
+            # The secret from a file (a systemd credential, a mounted secret); empty: from
+            # the vault (`manage.py oidc_secret`, purpose oidc.client_secret).
+            "secret_file": env("HAL_OIDC_CLIENT_SECRET_FILE", ""),
+            "scopes": env("HAL_OIDC_SCOPES", "openid email profile").split(),
+            "groups_claim": env("HAL_OIDC_GROUPS_CLAIM", "groups"),
+            "group_roles": roles,
+        }
+    ]
+
+
+HAL_OIDC_PROVIDERS = _oidc_providers()
+# Local accounts that may still log in with a password while SSO is on (comma-separated).
+HAL_OIDC_BREAK_GLASS = [n.strip() for n in env("HAL_OIDC_BREAK_GLASS", "").split(",") if n.strip()]
+# How often an SSO session is re-checked at the provider (refresh token), in seconds.
+HAL_OIDC_RECHECK_SECONDS = int(env("HAL_OIDC_RECHECK_SECONDS", "300"))
+HAL_OIDC_LEEWAY_SECONDS = int(env("HAL_OIDC_LEEWAY_SECONDS", "60"))
+# Logging out (a POSTed form) ends at the provider's end-session page: browsers apply
+# form-action to the redirects after a form, so the provider's origin is allowed there.
+for _provider in HAL_OIDC_PROVIDERS:
+    _parts = _provider["issuer"].split("/")
+    if len(_parts) > 2:
+        CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append("/".join(_parts[:3]))
 # The largest MCP request body /mcp accepts (hal/mcp/http.py); larger ones get 413.
 HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 # The URL a local CLI turn uses to reach this web process's /mcp; empty: found out

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from hal.views import auth as auth_views
-from hal.views import confirmations, health, mcp_access, pages
+from hal.views import confirmations, health, mcp_access, oidc, pages
 from hal.views.fleet.urls import urlpatterns as fleet_patterns
 from hal.views.ops.urls import urlpatterns as ops_patterns
 
@@ -15,6 +15,10 @@ hal_patterns = [
     path("login/", auth_views.login_page, name="login"),
     path("logout/", auth_views.logout_page, name="logout"),
     path("reauth/", auth_views.reauth_page, name="reauth"),
+    path("oidc/login/<slug:provider>/", oidc.oidc_login, name="oidc_login"),
+    path("oidc/callback/<slug:provider>/", oidc.oidc_callback, name="oidc_callback"),
+    path("oidc/reauth/", oidc.oidc_reauth, name="oidc_reauth"),
+    path("oidc/reauth/done/", oidc.oidc_reauth_done, name="oidc_reauth_done"),
     path("language/", auth_views.set_language, name="language"),
     path("audit/", pages.audit_list, name="audit"),
     path("api/health", health.health, name="api_health"),
@@ -48,6 +52,7 @@ urlpatterns = [
     path("", include("runbooks.urls")),
     path("", include("investigations.urls")),
     path("", include("notifications.urls")),
+    path("", include("alerts.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -24,6 +24,9 @@ MAX_STEPS = 3
 MAX_TEXT = 1000
 
 
+MAX_ALERTS = 20  # alerts named in a summary
+
+
 def _clip(value: Any, limit: int = MAX_TEXT) -> str:
     return str(value or "").strip()[:limit]
 
@@ -113,6 +116,7 @@ def compose(
     number: dict[str, int] = {}
     model = f"@{inv.connection.name}" if inv.connection else "@?"
     lines: list[Any] = [i18n.text(gettext_noop("First look by {model}"), model=model)]
+    lines += alert_lines(inv.incident)
     if claims:
         lines.append(i18n.text(gettext_noop("Checked:")))
     for claim in claims:
@@ -164,6 +168,28 @@ def compose(
     lines.extend(notes)
     links.append(_room_link(inv))
     return lines, links
+
+
+def alert_lines(incident: Any) -> list[Any]:
+    """The alerts that raised the incident (an alert source's), each with its source link."""
+    from hal.hooks.incidents import incident_sources
+
+    found = incident_sources(incident)
+    if not found:
+        return []
+    lines: list[Any] = [i18n.text(gettext_noop("Alerts:"))]
+    for item in found[:MAX_ALERTS]:
+        lines.append(
+            i18n.text(
+                gettext_noop("- {name} [{status}] {url}"),
+                name=item.get("name", "")[:200],
+                status=item.get("status", ""),
+                url=item.get("url", "")[:2000],
+            )
+        )
+    if len(found) > MAX_ALERTS:
+        lines.append(i18n.text(gettext_noop("(and {count} more)"), count=len(found) - MAX_ALERTS))
+    return lines
 
 
 def _room_link(inv: Investigation) -> dict[str, Any]:

@@ -18,6 +18,7 @@ LAYERS = {
     "reviews": 6,
     "investigations": 6,
     "notifications": 7,
+    "alerts": 7,
 }
 
 # The ASGI/URL wiring and the settings put every app together: they may import any app.

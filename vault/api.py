@@ -49,6 +49,8 @@ KNOWN_PURPOSES = (
     "oauth.client_secret",
     "oauth.code_verifier",
     "search.tavily_key",
+    "oidc.client_secret",
+    "oidc.refresh_token",
 )
 PURPOSE_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 OWNER_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")

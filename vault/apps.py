@@ -17,3 +17,29 @@ class VaultConfig(AppConfig):
         from vault.keyring import reset_cache
 
         register_forget("vault", reset_cache)
+
+        # hal keeps SSO client secrets and refresh tokens here without importing vault.
+        from hal.hooks.secrets import register
+        from vault import api
+
+        def read(purpose: str, owner_type: str, owner_id: str) -> str | None:
+            row = api.find_secret(purpose=purpose, owner_type=owner_type, owner_id=owner_id)
+            if row is None:
+                return None
+            return api.get_plaintext(row, purpose=purpose, actor_label="oidc").reveal()
+
+        def write(purpose: str, owner_type: str, owner_id: str, plaintext: str, actor) -> None:  # type: ignore[no-untyped-def]
+            api.put_secret(
+                purpose=purpose,
+                owner_type=owner_type,
+                owner_id=owner_id,
+                plaintext=plaintext,
+                actor=actor,
+            )
+
+        def delete(purpose: str, owner_type: str, owner_id: str, actor) -> None:  # type: ignore[no-untyped-def]
+            row = api.find_secret(purpose=purpose, owner_type=owner_type, owner_id=owner_id)
+            if row is not None:
+                api.delete_secret(row, actor=actor)
+
+        register(read=read, write=write, delete=delete)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import SESSION_REAUTH_KEY, Actor, record_audit, record_refusal
-from hal.errors import HalError, InvalidInput, NotAuthenticated, RateLimited
+from hal.errors import HalError, InvalidInput, NotAuthenticated, PermissionDenied, RateLimited
 from hal.models import AuditEntry
 
 
@@ -63,6 +63,18 @@ def check_login(request: Any, *, username: str, password: str) -> Any:
             RateLimited(_("Too many failed attempts; wait a few minutes and try again.")),
             username,
         )
+    from hal.web.oidc import sso_enabled
+
+    if sso_enabled() and username not in settings.HAL_OIDC_BREAK_GLASS:
+        # With SSO on, passwords are for the named break-glass accounts only.
+        raise _refuse(
+            actor,
+            "auth.login",
+            PermissionDenied(
+                _("Log in with your company account (single sign-on)."), code="sso_required"
+            ),
+            username,
+        )
     user = auth.authenticate(request, username=username, password=password)
     if user is None:
         raise _refuse(
@@ -79,16 +91,27 @@ def do_login(request: Any, user: Any) -> Any:
     with transaction.atomic():
         auth.login(request, user)
         request.session[SESSION_REAUTH_KEY] = time.time()
+        from hal.web.oidc import sso_enabled
+
+        # A password login while SSO is on is a break-glass use: its own action code, so
+        # the dashboard can show it.
         record_audit(
-            Actor.from_request(request), "auth.login", target=user, target_label=user.username
+            Actor.from_request(request),
+            "auth.break_glass_login" if sso_enabled() else "auth.login",
+            target=user,
+            target_label=user.username,
         )
     return user
 
 
 def do_logout(request: Any) -> None:
-    """End the session."""
+    """End the session (and its SSO record and refresh token)."""
+    from hal.actions.oidc import forget_session
+
+    actor = Actor.from_request(request)
     if request.user.is_authenticated:
-        record_audit(Actor.from_request(request), "auth.logout", target=request.user)
+        record_audit(actor, "auth.logout", target=request.user)
+    forget_session(request.session.session_key, actor)
     auth.logout(request)
 
 
@@ -103,6 +126,18 @@ def check_reauth(request: Any, *, password: str) -> float:
             actor,
             "auth.reauth",
             RateLimited(_("Too many failed attempts; wait a few minutes and try again.")),
+            user.username,
+        )
+    if not user.has_usable_password():
+        # An SSO operator re-authenticates at the identity provider (/oidc/reauth/).
+        raise _refuse(
+            actor,
+            "auth.reauth",
+            HalError(
+                _("Re-authenticate with your company account."),
+                code="sso_reauth_required",
+                http_status=403,
+            ),
             user.username,
         )
     if not password or not user.check_password(password):

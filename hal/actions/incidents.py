@@ -284,6 +284,20 @@ def do_record_investigation(
     return event
 
 
+# --- an alert source's news -------------------------------------------------------------
+
+
+def do_record_alert(
+    actor: Actor, incident: Incident, *, text: str, data: dict[str, Any]
+) -> IncidentEvent:
+    """A timeline entry from an alert source (the alerts app's receiver, a system actor,
+    inside its transaction): new, resolved or re-firing alerts. `data["text_i18n"]` is what
+    operators read; the receiver audits the notification itself."""
+    event = _event(incident, actor, "alert", text, data)
+    _publish("incident.annotated", incident)
+    return event
+
+
 # --- a failing module health check ------------------------------------------------------
 
 HEALTH_ACTOR_LABEL = "hal-health"

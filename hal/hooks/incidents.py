@@ -23,6 +23,10 @@ _CHANGED: dict[str, ChangedFn] = {}
 # incident page that an app above hal renders (the investigation panel).
 PanelFn = Callable[[Any, Any], "dict[str, Any] | None"]
 _PANELS: dict[str, PanelFn] = {}
+# incident -> [{"name", "status", "url"}]: what outside the console raised the incident
+# (the alerts app's alerts), named in the investigator's summary.
+SourcesFn = Callable[[Any], "list[dict[str, str]]"]
+_SOURCES: dict[str, SourcesFn] = {}
 
 
 def register_on_incident_changed(name: str, fn: ChangedFn) -> None:
@@ -53,6 +57,22 @@ def incident_panels(actor: Any, incident: Any) -> list[dict[str, Any]]:
             continue
         if panel:
             out.append(panel)
+    return out
+
+
+def register_incident_sources(name: str, fn: SourcesFn) -> None:
+    """Add (or replace) a provider of the alerts behind an incident: `fn(incident)`."""
+    _SOURCES[name] = fn
+
+
+def incident_sources(incident: Any) -> list[dict[str, str]]:
+    """The alerts behind this incident ({name, status, url}); a failing provider is logged."""
+    out: list[dict[str, str]] = []
+    for name, fn in list(_SOURCES.items()):
+        try:
+            out.extend(fn(incident))
+        except Exception:
+            log.exception("incident sources %s failed for incident %s", name, incident.pk)
     return out
 
 

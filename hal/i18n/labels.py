@@ -96,7 +96,12 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "accounts.user_set_password": _("operator password set"),
     "accounts.user_update": _("operator updated"),
     "agent.auth": _("agent authentication"),
+    "auth.break_glass_login": _("break-glass password login"),
     "auth.login": _("logged in"),
+    "auth.oidc_login": _("single sign-on login"),
+    "auth.oidc_reauth": _("single sign-on re-authentication"),
+    "auth.sso_revoked": _("single sign-on access ended"),
+    "auth.sso_roles": _("roles changed by the identity provider"),
     "auth.logout": _("logged out"),
     "auth.reauth": _("re-authenticated"),
     "budgets.set_limit": _("budget limit set"),
@@ -277,6 +282,7 @@ INCIDENT_EVENT_LABELS: dict[str, Any] = {
     "escalated": _("escalated"),
     "closed": _("closed"),
     "reopened": _("reopened"),
+    "alert": _("alert"),
 }
 
 

@@ -2,10 +2,18 @@
 
 from hal.models.audit import AuditEntry
 from hal.models.confirmation import Confirmation
+from hal.models.oidc import OidcIdentity, OidcSession
 from hal.models.operators import OperatorProfile
 from hal.models.worker import WorkerHeartbeat
 
-__all__ = ["AuditEntry", "Confirmation", "OperatorProfile", "WorkerHeartbeat"]
+__all__ = [
+    "AuditEntry",
+    "Confirmation",
+    "OidcIdentity",
+    "OidcSession",
+    "OperatorProfile",
+    "WorkerHeartbeat",
+]
 
 from hal.models.fleet import (
     AgentToken,

@@ -66,8 +66,9 @@ class Incident(models.Model):
 class IncidentEvent(models.Model):
     """One entry of an incident's timeline (opened, note, closed, reopened, investigation)."""
 
-    # "investigation": a model's first look at the incident (the investigations app).
-    KINDS = ["opened", "note", "closed", "reopened", "investigation"]
+    # "investigation": a model's first look at the incident (the investigations app);
+    # "alert": what an alert source said about the incident's alerts (the alerts app).
+    KINDS = ["opened", "note", "closed", "reopened", "investigation", "alert"]
     KIND_CHOICES = [(k, k) for k in KINDS]
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")

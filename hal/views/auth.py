@@ -50,25 +50,38 @@ def login_page(request: HttpRequest) -> HttpResponse:
                 _remember_language(response, profile.language)
             return response
     status = error.http_status if error else 200
+    from hal.web.oidc import providers
+
     return render(
         request,
         "hal/login.html",
-        {"error": error, "next": _safe_next(request)},
+        {"error": error, "next": _safe_next(request), "sso_providers": providers().values()},
         status=status if status != 401 else 400,
     )
 
 
 @require_POST
 def logout_page(request: HttpRequest) -> HttpResponse:
-    """Log out (POST only, CSRF-protected)."""
+    """Log out (POST only, CSRF-protected); an SSO session also ends at the provider when
+    it advertises an end_session_endpoint (RP-initiated logout)."""
+    from hal.actions.oidc import logout_url
+
+    back = request.build_absolute_uri(str(settings.LOGOUT_REDIRECT_URL))
+    at_provider = logout_url(request, back)
     auth_actions.do_logout(request)
-    return redirect(settings.LOGOUT_REDIRECT_URL)
+    return redirect(at_provider or settings.LOGOUT_REDIRECT_URL)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def reauth_page(request: HttpRequest) -> HttpResponse:
-    """Re-enter the password before a sensitive action."""
+    """Re-enter the password before a sensitive action (SSO: at the identity provider)."""
+    from hal.actions.oidc import SESSION_PROVIDER_KEY
+
+    if request.session.get(SESSION_PROVIDER_KEY):
+        from django.utils.http import urlencode
+
+        return redirect("/oidc/reauth/?" + urlencode({"next": _safe_next(request)}))
     error = None
     if request.method == "POST":
         try:

@@ -196,6 +196,7 @@ MENU = [
     ("hal:modules", gettext_noop("Modules")),
     ("hal:jobs", gettext_noop("Jobs")),
     ("hal:incidents", gettext_noop("Incidents")),
+    ("alerts:alert_sources", gettext_noop("Alert sources")),
     ("runbooks:list", gettext_noop("Runbooks")),
     ("hal:proposals", gettext_noop("Approvals")),
     ("notifications:page", gettext_noop("Notifications")),
@@ -216,6 +217,7 @@ MENU = [
 MENU_PAGES = {
     "runbooks:list": "runbooks",
     "notifications:page": "notifications",
+    "alerts:alert_sources": "alerts",
     "webfetch:web": "web",
 }
 

@@ -25,6 +25,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         return render(
             request, "hal/overview.html", {"page": "overview", "error": exc}, status=exc.http_status
         )
+    from hal.queries.sso import recent_break_glass
+
+    context["break_glass"] = recent_break_glass()
     return render(request, "hal/overview.html", context)
 
 

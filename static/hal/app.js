@@ -96,3 +96,29 @@ if (mainEl) {
     });
   }).observe(mainEl, { childList: true, subtree: true });
 }
+
+// SSO operators re-authenticate at their identity provider (issue 45): in a small window,
+// so the page, the panel and a card's three steps stay as they are; the caller retries
+// when the window's last page (/oidc/reauth/done/) says so on a same-origin
+// BroadcastChannel (the window's handle is no use: the console's Cross-Origin-Opener-Policy
+// severs it once the window goes to the provider). Blocked pop-ups fall back to a full
+// round trip that comes back to this page.
+export function ssoStepUp() {
+  const start = document.body.dataset.ssoReauth;
+  if (!start) return null;
+  const done = "/oidc/reauth/done/";
+  const channel = new BroadcastChannel("hal-sso-reauth");
+  const finished = new Promise((resolve) => {
+    channel.onmessage = () => {
+      channel.close();
+      resolve(true);
+    };
+  });
+  const win = window.open(`${start}?next=${encodeURIComponent(done)}`, "hal-sso-reauth", "popup,width=520,height=640");
+  if (!win) {
+    channel.close();
+    window.location.assign(`${start}?next=${encodeURIComponent(location.pathname + location.search + location.hash)}`);
+    return new Promise(() => {});
+  }
+  return finished;
+}

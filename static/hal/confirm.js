@@ -1,6 +1,6 @@
 // Three-step confirmation for high-risk buttons: impact → retype the identifier → execute.
 // A 403 reauth_required asks for the password (POST /api/auth/reauth) and retries.
-import { api } from "./app.js";
+import { api, ssoStepUp } from "./app.js";
 import { keyValues } from "./proposal_card.js";
 
 // Translated labels come from the page (templates/hal/fleet/_confirm_strings.html).
@@ -27,6 +27,11 @@ async function withReauth(dialog, fn) {
     return await fn();
   } catch (err) {
     if (err.code !== "reauth_required") throw err;
+    const sso = ssoStepUp();
+    if (sso) {
+      await sso;
+      return fn();
+    }
     const password = await ask(dialog, STRINGS.reauth, "password");
     if (password === null) throw err;
     await api("POST", "/api/auth/reauth", { password });

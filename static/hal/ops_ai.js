@@ -1,6 +1,6 @@
 // The AI connections screen: every form goes to the JSON API; a 403 reauth_required asks
 // for the password (POST /api/auth/reauth) and retries once. Secrets are sent, never shown.
-import { api } from "./app.js";
+import { api, ssoStepUp } from "./app.js";
 
 const BASE = "/api/ai/connections";
 const statusBox = document.getElementById("ops-ai-status");
@@ -91,6 +91,11 @@ async function withReauth(fn) {
     return await fn();
   } catch (err) {
     if (err.code !== "reauth_required") throw err;
+    const sso = ssoStepUp();
+    if (sso) {
+      await sso;
+      return fn();
+    }
     const password = await askPassword();
     if (password === null) throw err;
     await api("POST", "/api/auth/reauth", { password });

@@ -4,7 +4,7 @@
 // the three numbered steps (1 impact, 2 retype the target, 3 execute) for high risk. A
 // stale re-authentication is asked for first, before step 1 (the server refuses the
 // steps with 403 reauth_required until the password is re-entered).
-import { api, ApiError } from "./app.js";
+import { api, ApiError, ssoStepUp } from "./app.js";
 
 export const S = JSON.parse(document.getElementById("proposal-strings")?.textContent || "{}");
 // Status codes as the operator reads them (hal/i18n/labels.py, rendered once by base.html).
@@ -141,6 +141,8 @@ function sentence(cls, prefix, text, p) {
 
 // Ask for the password in the console's re-auth dialog (templates/chatrooms/panel.html).
 export function askPassword() {
+  const sso = ssoStepUp(); // an SSO operator re-authenticates at the identity provider
+  if (sso) return sso;
   const $ = (sel) => document.querySelector(sel);
   const dialog = $("#ai-reauth");
   const field = $("#ai-reauth-password");

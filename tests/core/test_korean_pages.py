@@ -78,6 +78,7 @@ WORDS = {
 # EHLO (the SMTP greeting HAL checks), argv (the restart command's argument list), vN and
 # the runbook scope keys id/servers/jobs (what a model cites and an operator writes).
 WORDS |= {"EHLO", "argv", "vN", "id", "servers", "jobs", "DuckDuckGo", "bits"}
+WORDS |= {"Prometheus", "Alertmanager", "Grafana", "HMAC"}  # product names (alerts/)
 # Names the fixtures below give to things (shown as names, never translated).
 NAMES = {"ops", "web", "payments", "alpha", "runbook"}
 EXEMPT_TAGS = {"code", "pre", "kbd", "samp", "script", "style", "time", "textarea"}
@@ -98,8 +99,13 @@ NOT_PAGES = {
     "release_upload",  # POST upload
     "server_enrolment_token",  # POST: issue a token
     "oauth_callback",  # the provider's redirect target
+    "oidc_login",  # SSO: redirects to the identity provider
+    "oidc_callback",  # SSO: the identity provider's redirect target
+    "oidc_reauth",  # SSO step-up: redirects to the identity provider
     "server_register",  # POST only
     "form",  # POST: start or stop an incident's investigation (investigations/)
+    "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
+    "export",  # a postmortem's Markdown file, not a page (alerts/)
 }
 
 

@@ -1,0 +1,1 @@
+"""Alerts in: Prometheus Alertmanager and Grafana alerts open HAL incidents (issue 46)."""
