@@ -15,7 +15,22 @@ from prometheus_client import Counter, Gauge, Histogram
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # Seconds: a model's first token and whole reply (OTel's advisory buckets for
 # gen_ai.client.operation.duration, up to minutes for a tool-using reply).
-GENAI_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+GENAI_BUCKETS = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
 # Tokens per operation (OTel's advisory buckets for gen_ai.client.token.usage).
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 
@@ -47,9 +62,9 @@ turns_started = Counter(
 )
 turns_ended = Counter(
     "hal_chat_turns_ended",
-    "Chat turns ended, by provider kind, model and outcome "
-    "(completed, waiting_approval, failed, stopped, interrupted).",
-    ["gen_ai_provider_name", "gen_ai_request_model", "outcome"],
+    "Chat turns ended, by provider kind, model, outcome (completed, waiting_approval, "
+    "failed, stopped, cancelled) and error type (a failure's stable code, empty otherwise).",
+    ["gen_ai_provider_name", "gen_ai_request_model", "outcome", "error_type"],
 )
 operation_duration = Histogram(
     "gen_ai_client_operation_duration_seconds",

@@ -45,9 +45,7 @@ def worker_metrics() -> Iterator[Metric]:
 
 def snapshot_metrics() -> Iterator[Metric]:
     """Seconds since the last DR snapshot that succeeded (absent when none did)."""
-    last = Snapshot.objects.filter(status=Snapshot.SUCCEEDED).aggregate(at=Max("finished_at"))[
-        "at"
-    ]
+    last = Snapshot.objects.filter(status=Snapshot.SUCCEEDED).aggregate(at=Max("finished_at"))["at"]
     if last is not None:
         yield GaugeMetricFamily(
             "hal_dr_snapshot_age_seconds",
