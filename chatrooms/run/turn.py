@@ -15,8 +15,8 @@ from chatrooms import actions, holds, integration
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds, turn_timeout
 from chatrooms.run.framing import Framer
-from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.observed import turn_ended, turn_started
+from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
 from chatrooms.run.turn_rounds import (
     ToolRounds,
