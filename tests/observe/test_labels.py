@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from chatrooms.run.observed import ERROR_TYPES, OUTCOMES
 from hal.models.proposals import Proposal
+from notifications.models import Channel, Delivery
 from providers.models import AIConnection
 from tests.fakes.script import Reply
 
@@ -78,7 +79,6 @@ def assert_labels_bounded(registry: CollectorRegistry = REGISTRY) -> None:
     allowed = {
         "route": route_names() | {"unmatched"},
         "method": {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"},
-        "status": {str(code) for code in range(100, 600)},
         "path": {"/ws/ai/", "/ws/ops/"},
         "direction": {"in", "out", "input", "output"},
         "gen_ai_provider_name": {c[2] for c in connections} | {"unknown"},
@@ -88,7 +88,11 @@ def assert_labels_bounded(registry: CollectorRegistry = REGISTRY) -> None:
         "outcome": set(OUTCOMES),
         "error_type": set(ERROR_TYPES) | {"other"},
         "connection": {c[0] for c in connections},
+        "period": {"day", "month"},
+        "channel_kind": {kind for kind, _label in Channel.KIND_CHOICES},
         "state": {state for state, _label in Proposal.STATUS_CHOICES},
+        "status": {str(code) for code in range(100, 600)}
+        | {s for s, _l in Delivery.STATUS_CHOICES},
         # prometheus_client's own process and Python families.
         "generation": {"0", "1", "2"},
         **{k: {str(v)} for k, v in PYTHON_INFO.items()},
