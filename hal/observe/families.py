@@ -89,3 +89,19 @@ connection_tokens = Counter(
     "Tokens billed to each AI connection, by direction (input, output).",
     ["connection", "direction"],
 )
+websocket_behind_closes = Counter(
+    "hal_websocket_behind_closes",
+    "Sockets closed because they fell too far behind their events (hal/live/channel_queue.py).",
+    ["path"],
+)
+channel_layer_merges = Counter(
+    "hal_channel_layer_merges",
+    "Streamed reply deltas merged into an earlier queued one (a socket reading slower than "
+    "the reply streams).",
+)
+
+
+def ws_path(scope: dict) -> str:
+    """A WebSocket's path as a bounded label: HAL's two socket paths, or "other"."""
+    path = str(scope.get("path", ""))
+    return path if path in ("/ws/ai/", "/ws/ops/") else "other"
