@@ -95,6 +95,7 @@ class SessionGuardMixin(DrainingConsumerMixin):
     # Provided by the consumer class this is mixed into (AsyncJsonWebsocketConsumer).
     close: Any
     receive_json: Any
+    _metrics_path: str | None = None  # the path this socket is counted under, once
 
     async def guard_connect(self) -> bool:
         """Join the session and user groups; False (socket closed) without a live user."""

@@ -15,6 +15,7 @@ from hal.models.proposals import Proposal
 from notifications.models import Channel, Delivery
 from providers.models import AIConnection
 from tests.fakes.script import Reply
+from webfetch.metrics import FAILURE_REASONS
 
 from .conftest import room_for, send
 
@@ -85,10 +86,10 @@ def assert_labels_bounded(registry: CollectorRegistry = REGISTRY) -> None:
         "gen_ai_request_model": {c[1] for c in connections} | {""},
         "gen_ai_operation_name": {"chat"},
         "gen_ai_token_type": {"input", "output"},
-        "outcome": set(OUTCOMES),
         "error_type": set(ERROR_TYPES) | {"other"},
         "connection": {c[0] for c in connections},
         "period": {"day", "month"},
+        "outcome": set(OUTCOMES) | set(FAILURE_REASONS) | {"ok", "other"},
         "channel_kind": {kind for kind, _label in Channel.KIND_CHOICES},
         "state": {state for state, _label in Proposal.STATUS_CHOICES},
         "status": {str(code) for code in range(100, 600)}
