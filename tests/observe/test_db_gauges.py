@@ -72,3 +72,11 @@ def test_worker_heartbeat_age_and_no_pending_proposal():
     beat = timezone.now() - datetime.timedelta(seconds=90)
     WorkerHeartbeat.objects.create(worker_id="w1", started_at=beat, last_seen_at=beat)
     assert scrape()[("hal_worker_heartbeat_age_seconds", ())] >= 90
+
+
+def test_reviewer_and_investigator_runs_by_status():
+    seen = scrape()
+    for status in ("streaming", "done", "failed", "unparseable"):
+        assert seen[("hal_proposal_reviews", (("status", status),))] == 0
+    for status in ("queued", "running", "done", "stopped", "budget_exceeded", "failed"):
+        assert seen[("hal_investigations", (("status", status),))] == 0

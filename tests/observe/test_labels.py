@@ -93,7 +93,9 @@ def assert_labels_bounded(registry: CollectorRegistry = REGISTRY) -> None:
         "channel_kind": {kind for kind, _label in Channel.KIND_CHOICES},
         "state": {state for state, _label in Proposal.STATUS_CHOICES},
         "status": {str(code) for code in range(100, 600)}
-        | {s for s, _l in Delivery.STATUS_CHOICES},
+        | {s for s, _l in Delivery.STATUS_CHOICES}
+        | {s for s, _l in ProposalReview.STATUS_CHOICES}
+        | {s for s, _l in Investigation.STATUS_CHOICES},
         # prometheus_client's own process and Python families.
         "generation": {"0", "1", "2"},
         **{k: {str(v)} for k, v in PYTHON_INFO.items()},
