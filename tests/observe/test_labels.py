@@ -12,8 +12,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from chatrooms.run.observed import ERROR_TYPES, OUTCOMES
 from hal.models.proposals import Proposal
+from investigations.models import Investigation
 from notifications.models import Channel, Delivery
 from providers.models import AIConnection
+from reviews.models import ProposalReview
 from tests.fakes.script import Reply
 from webfetch.metrics import FAILURE_REASONS
 
