@@ -3,7 +3,7 @@
 
 Every process serves them (§6 layout: each web process is its own scrape target), so
 Prometheus sees the same value from each: the shipped rules and dashboard aggregate with
-`max without (instance)` (docs/adr/0022). A source that fails is logged and skipped — a
+`max without (instance)` (docs/adr/0023). A source that fails is logged and skipped — a
 scrape never fails because one table could not be read.
 """
 
