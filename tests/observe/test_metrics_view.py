@@ -84,3 +84,12 @@ def test_the_middleware_stays_async_on_an_async_chain():
 
     assert HttpMetricsMiddleware(view).is_async
     assert not HttpMetricsMiddleware(lambda request: None).is_async
+
+
+def test_the_refusal_in_korean(settings):
+    from django.utils import translation
+
+    with translation.override("ko"):
+        response = Client(REMOTE_ADDR="203.0.113.9", HTTP_ACCEPT_LANGUAGE="ko").get("/metrics")
+    assert response.status_code == 403
+    assert "메트릭" in response.json()["error"]["message"]
