@@ -23,6 +23,7 @@ hal_patterns = [
     path("audit/", pages.audit_list, name="audit"),
     path("api/health", health.health, name="api_health"),
     path("metrics", metrics.metrics, name="metrics"),
+    path("api/metrics/token", metrics.api_metrics_token, name="api_metrics_token"),
     path("api/auth/reauth", auth_views.api_reauth, name="api_reauth"),
     path("api/audit", pages.api_audit, name="api_audit"),
     path("api/confirmations", confirmations.start, name="api_confirmations"),

@@ -14,7 +14,14 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from hal.actions.metrics_token import (
+    check_revoke_metrics_token,
+    check_rotate_metrics_token,
+    metrics_token_matches,
+)
 from hal.errors import PermissionDenied
+from hal.views.ops.request import request_actor
+from hal.web.api import dispatch
 from hal.web.clientip import client_ip
 
 
@@ -33,12 +40,27 @@ def _allowed_address(request: HttpRequest) -> bool:
 
 
 def _allowed_token(request: HttpRequest) -> bool:
-    expected = settings.HAL_METRICS_TOKEN_SHA256
     scheme, _sep, token = request.headers.get("Authorization", "").partition(" ")
-    if not expected or scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         return False
-    shown = hashlib.sha256(token.strip().encode()).hexdigest()
-    return hmac.compare_digest(shown, expected)
+    expected = settings.HAL_METRICS_TOKEN_SHA256
+    shown = hashlib.sha256(token.encode()).hexdigest()
+    if expected and hmac.compare_digest(shown, expected):
+        return True
+    return metrics_token_matches(token)  # the one made in the console (re-auth, audited)
+
+
+def _api_rotate(request: HttpRequest) -> dict:
+    return {"token": check_rotate_metrics_token(actor=request_actor(request, "api"))}
+
+
+def _api_revoke(request: HttpRequest) -> dict:
+    return {"removed": check_revoke_metrics_token(actor=request_actor(request, "api"))}
+
+
+# POST: a new token (shown once; the old one stops working); DELETE: none.
+api_metrics_token = dispatch(POST=_api_rotate, DELETE=_api_revoke)
 
 
 @require_GET
