@@ -38,15 +38,21 @@ class Prometheus:
     the shipped rules evaluated every second (their `for:` waits dropped: a test cannot
     wait minutes; the expressions are the shipped ones)."""
 
-    def __init__(self, folder: Path, target: str) -> None:
+    def __init__(self, folder: Path, target: str | list[str], worker: str | None = None) -> None:
+        targets = [target] if isinstance(target, str) else target
         rules = re.sub(r"^\s+for: .*\n", "", RULES.read_text(), flags=re.MULTILINE)
         (folder / "rules.yml").write_text(rules)
         (folder / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             f"rule_files:\n  - {folder / 'rules.yml'}\n"
             "scrape_configs:\n  - job_name: hal\n    metrics_path: /metrics\n"
-            f"    static_configs:\n      - targets: ['{target}']\n"
+            f"    static_configs:\n      - targets: {json.dumps(targets)}\n"
             "        labels:\n          hal_process: web\n"
+            + (
+                f"      - targets: ['{worker}']\n        labels:\n          hal_process: worker\n"
+                if worker
+                else ""
+            )
         )
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
