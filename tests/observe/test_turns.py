@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.fakes.script import Reply
 
 from .conftest import room_for, sample, send
-from .test_labels import assert_labels_bounded
+from .test_labels import assert_labels_bounded, snapshot
 
 
 async def test_a_completed_and_a_failed_turn_are_counted(models, aclient, orchestrator):
@@ -19,6 +19,7 @@ async def test_a_completed_and_a_failed_turn_are_counted(models, aclient, orches
     tokens_in = sample("hal_ai_connection_tokens_total", connection=conn.name, direction="input")
     ttft = sample("hal_gen_ai_time_to_first_token_seconds_count", **labels)
     room_id = await room_for(aclient, alpha.id)
+    before = snapshot()
 
     alpha.fake.replies.push(Reply(text="two words", input_tokens=21, output_tokens=7))
     await send(aclient, room_id, "hello")
@@ -45,4 +46,4 @@ async def test_a_completed_and_a_failed_turn_are_counted(models, aclient, orches
         **labels,
     )
     assert usage >= 7
-    assert_labels_bounded()
+    assert_labels_bounded(since=before)
