@@ -45,7 +45,7 @@ wheelhouse: $(WHEEL_STAMP)
 # alert receivers' tests (a real Alertmanager delivering to HAL).
 SYSTEM_DEPS := chromium:/usr/bin/chromium fonts-nanum:fonts-nanum openssh-server:/usr/sbin/sshd \
   nginx:/usr/sbin/nginx caddy:/usr/bin/caddy systemd:/lib/systemd/systemd dbus:/usr/bin/dbus-daemon \
-  prometheus-alertmanager:/usr/bin/prometheus-alertmanager
+  prometheus-alertmanager:/usr/bin/prometheus-alertmanager prometheus:/usr/bin/prometheus
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do pkg=$${dep%%:*}; path=$${dep#*:}; \
 	  case $$path in /*) [ -x "$$path" ] || missing="$$missing $$pkg";; \

@@ -43,3 +43,11 @@ class HalConfig(AppConfig):
         register_loop("oidc.recheck", recheck_loop)
 
         add_loader(_load_tool_definitions)
+
+        # HAL observed (/metrics): the database's gauges, read at each scrape.
+        from hal.observe import sources
+        from hal.queries import metrics
+
+        sources.register("hal.proposals", metrics.proposal_metrics)
+        sources.register("hal.worker", metrics.worker_metrics)
+        sources.register("hal.snapshots", metrics.snapshot_metrics)

@@ -83,6 +83,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: it times and counts every request, the ones answered early included.
+    "hal.web.middleware.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "hal.web.middleware.RequestIdMiddleware",
     # Before the session: NUL in a cookie, path, query or form field is a 400 on every DB.
@@ -322,6 +324,14 @@ HAL_LOGIN_FAILURE_WINDOW_SECONDS = int(env("HAL_LOGIN_FAILURE_WINDOW_SECONDS", "
 HAL_WORKER_HEARTBEAT_SECONDS = int(env("HAL_WORKER_HEARTBEAT_SECONDS", "5"))
 HAL_WORKER_STALE_SECONDS = int(env("HAL_WORKER_STALE_SECONDS", "60"))
 HAL_HEALTH_REQUIRE_WORKER = env_bool("HAL_HEALTH_REQUIRE_WORKER", True)
+
+# HAL observed (issue 47, ADR 0023): GET /metrics of each process answers a client whose
+# address (as hal/web/clientip.py reads it) is in these networks, or a bearer token whose
+# SHA-256 (hex) is HAL_METRICS_TOKEN_SHA256 — never the token itself. The worker serves
+# its own on HAL_METRICS_WORKER_PORT (loopback; 0: not served).
+HAL_METRICS_ALLOW = env_list("HAL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+HAL_METRICS_TOKEN_SHA256 = env("HAL_METRICS_TOKEN_SHA256", "").strip().lower()
+HAL_METRICS_WORKER_PORT = int(env("HAL_METRICS_WORKER_PORT", "0"))
 HAL_VAULT_KEYS = "" if SECRETLESS else env("HAL_VAULT_KEYS")
 HAL_VAULT_KEY_FILE = "" if SECRETLESS else env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
 HAL_VAULT_DISABLED = SECRETLESS  # vault.keyring refuses to load any key

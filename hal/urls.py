@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from hal.views import auth as auth_views
-from hal.views import confirmations, health, mcp_access, oidc, pages
+from hal.views import confirmations, health, mcp_access, metrics, oidc, pages
 from hal.views.fleet.urls import urlpatterns as fleet_patterns
 from hal.views.ops.urls import urlpatterns as ops_patterns
 
@@ -22,6 +22,8 @@ hal_patterns = [
     path("language/", auth_views.set_language, name="language"),
     path("audit/", pages.audit_list, name="audit"),
     path("api/health", health.health, name="api_health"),
+    path("metrics", metrics.metrics, name="metrics"),
+    path("api/metrics/token", metrics.api_metrics_token, name="api_metrics_token"),
     path("api/auth/reauth", auth_views.api_reauth, name="api_reauth"),
     path("api/audit", pages.api_audit, name="api_audit"),
     path("api/confirmations", confirmations.start, name="api_confirmations"),

@@ -12,3 +12,9 @@ class InvestigationsConfig(AppConfig):
         from investigations import hooks
 
         hooks.register()
+
+        # HAL observed (/metrics): runs by status, read at each scrape.
+        from hal.observe import sources
+        from investigations.metrics import investigation_metrics
+
+        sources.register("investigations.runs", investigation_metrics)

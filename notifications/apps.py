@@ -12,3 +12,9 @@ class NotificationsConfig(AppConfig):
         from notifications import hooks
 
         hooks.register()
+
+        # HAL observed (/metrics): the outbox, read at each scrape.
+        from hal.observe import sources
+        from notifications.metrics import outbox_metrics
+
+        sources.register("notifications.outbox", outbox_metrics)

@@ -55,6 +55,12 @@ class ProvidersConfig(AppConfig):
         register_sweep("providers.local_cli_orphans", _cli_orphans)
         register_loop("providers.recheck", _recheck_loop)
 
+        # HAL observed (/metrics): what is left of each budget, read at each scrape.
+        from hal.observe import sources
+        from providers.metrics import budget_metrics
+
+        sources.register("providers.budgets", budget_metrics)
+
         # The MCP server's tool results go through the same redaction (hal/hooks/redaction.py);
         # a vault change here is seen by the next call, not after the known values' TTL.
         from django.db.models.signals import post_delete, post_save

@@ -12,3 +12,9 @@ class ReviewsConfig(AppConfig):
         from reviews import hooks
 
         hooks.register()
+
+        # HAL observed (/metrics): runs by status, read at each scrape.
+        from hal.observe import sources
+        from reviews.metrics import review_metrics
+
+        sources.register("reviews.runs", review_metrics)

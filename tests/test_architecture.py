@@ -162,6 +162,7 @@ HAL_ROOMS = {
     "agent": 0,
     "db": 1,
     "hooks": 1,
+    "observe": 1,  # HAL observed: metric families and scrape-time sources (issue 47)
     "web": 2,
     "live": 3,
     "models": 4,

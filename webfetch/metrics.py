@@ -9,8 +9,31 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from prometheus_client import Counter as PromCounter
+
 if TYPE_CHECKING:
     from webfetch.result import FetchResult
+
+# Why a fetch failed (webfetch/pipeline.py): a fixed set, also the metrics' labels.
+FAILURE_REASONS = (
+    "robots",
+    "content_type",
+    "timeout",
+    "http_4xx",
+    "http_5xx",
+    "blocked_address",
+    "too_many_redirects",
+    "redirect_blocked",
+    "network",
+    "invalid_url",
+)
+
+# HAL observed (/metrics, issue 47): network fetches by outcome ("ok" or a failure reason).
+fetch_outcomes = PromCounter(
+    "hal_webfetch_fetches",
+    "Web fetches over the network (cache hits not included), by outcome: ok or why it failed.",
+    ["outcome"],
+)
 
 _lock = threading.Lock()
 _fetches = 0
@@ -59,6 +82,8 @@ def record_fetch(result: FetchResult) -> None:
         dom = _domain(result.url)
         if dom:
             _domains[dom] += 1
+    reason = result.failure_reason if result.failure_reason in FAILURE_REASONS else "other"
+    fetch_outcomes.labels("ok" if result.ok else reason).inc()
 
 
 def record_search(entropy: float) -> None:

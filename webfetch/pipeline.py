@@ -35,18 +35,7 @@ DEFAULT_MIN_INTERVAL = 1.0
 ROBOTS_MAX_BYTES = 512_000  # RFC 9309: parse at least 500 KiB
 ALLOWED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain", "application/json"})
 
-FAILURE_REASONS = (
-    "robots",
-    "content_type",
-    "timeout",
-    "http_4xx",
-    "http_5xx",
-    "blocked_address",
-    "too_many_redirects",
-    "redirect_blocked",
-    "network",
-    "invalid_url",
-)
+FAILURE_REASONS = metrics.FAILURE_REASONS
 
 
 def media_type_allowed(media: str, allowed: Collection[str] = ALLOWED_TYPES) -> bool:

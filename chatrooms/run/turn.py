@@ -15,6 +15,7 @@ from chatrooms import actions, holds, integration
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import ERROR_REASONS, INTERNAL_REASON, max_tool_rounds, turn_timeout
 from chatrooms.run.framing import Framer
+from chatrooms.run.observed import turn_ended, turn_started
 from chatrooms.run.prompt import Prepared, RoundState, transcript_messages
 from chatrooms.run.turn_endings import TurnEndings, facts_of, to_the_end, uncancel
 from chatrooms.run.turn_rounds import (
@@ -124,6 +125,7 @@ class TurnRunner(ToolRounds, TurnEndings):
         turn_id = prepared.turn_id
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
+        turn_started(prepared)
         # This reply's streams are read at the pace of its frames (providers/pacing.py).
         pacing.current.set(pacing.Slot(framer))
         # Its secrets are numbered in its room's conversation (providers/redaction/).
@@ -343,6 +345,7 @@ class TurnRunner(ToolRounds, TurnEndings):
         if reply is None:
             framer.close()
             return None
+        turn_ended(prepared, "completed", facts_of(prepared))
         framer.close("message.completed", reply.as_dict())
         self.phases.append({"complete": time.perf_counter() - completing})
         return reply

@@ -14,6 +14,7 @@ from chatrooms.facts import estimate_stopped_usage
 from chatrooms.facts import measure as reply_facts
 from chatrooms.models import Message, Turn
 from chatrooms.run.framing import Framer
+from chatrooms.run.observed import turn_ended
 from chatrooms.run.prompt import Prepared
 from chatrooms.watchdog import Watchdog
 from hal.db.threads import db
@@ -100,6 +101,7 @@ class TurnEndings:
             facts=facts_of(prepared),
             settle=holds.settlement(prepared),
         )
+        turn_ended(prepared, "waiting_approval", facts_of(prepared))
         if reply is not None:
             framer.close("message.completed", reply.as_dict())
         else:
@@ -139,6 +141,8 @@ class TurnEndings:
             facts=facts_of(prepared),
             settle=holds.settlement(prepared),
         )
+        outcome = "failed" if status == Turn.FAILED else "cancelled"
+        turn_ended(prepared, outcome, facts_of(prepared), code if outcome == "failed" else "")
         if reply is not None:
             framer.close("message.failed", reply.as_dict())
         else:
@@ -169,6 +173,7 @@ class TurnEndings:
             facts=facts_of(prepared),
             settle=holds.settlement(prepared),
         )
+        turn_ended(prepared, "stopped", facts_of(prepared))
         if reply is not None:
             framer.close("message.completed", reply.as_dict())
         else:
@@ -198,6 +203,7 @@ class TurnEndings:
         if waited is None:
             return False
         reply, notice, proposal_ids = waited
+        turn_ended(prepared, "waiting_approval", facts_of(prepared), failure[0] if failure else "")
         framer.close("message.failed" if failure else "message.completed", reply.as_dict())
         await self.send(actions.room_group(prepared.room_id), "notice", notice.as_dict())
         # A decision may have landed while the run went on; pick it up now.

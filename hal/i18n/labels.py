@@ -172,6 +172,8 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "mail.check": _("mail relay checked"),
     "mcp_token.create": _("MCP token created"),
     "mcp_token.revoke": _("MCP token revoked"),
+    "metrics_token.rotate": _("Metrics token made"),
+    "metrics_token.revoke": _("Metrics token removed"),
     "mcp_token.turn_mint": _("MCP token minted for a CLI turn"),
     "modules.configure": _("module configured"),
     "modules.health_check": _("module health checked"),

@@ -28,6 +28,8 @@ import time
 from collections import deque
 from typing import Any
 
+from hal.observe.families import channel_layer_merges
+
 # Close code of a socket that fell too far behind (the panel reconnects and resumes).
 BEHIND_CODE = 4408
 BEHIND_EVENT = "hal.behind"  # → SessionGuardMixin.hal_behind
@@ -103,6 +105,7 @@ class ChannelQueue(asyncio.Queue):  # type: ignore[type-arg]
                     entry[1] += len(data["delta"])
                     self.chars += len(data["delta"])
                     self.merged += 1
+                    channel_layer_merges.inc()
                     self._check_bound()
                     return
             entry = [message, len(data["delta"]), now]

@@ -38,6 +38,7 @@ from hal.errors import HalError, InvalidInput
 from hal.live.channel_queue import BEHIND_CODE
 from hal.live.dispatch import DrainingConsumerMixin
 from hal.live.events import send_message_now
+from hal.observe import families as metrics
 from hal.web.jsonin import loads_json, text_is_clean
 
 log = logging.getLogger("hal.ws")
@@ -93,8 +94,8 @@ class SessionGuardMixin(DrainingConsumerMixin):
     channel_name: str
     # Provided by the consumer class this is mixed into (AsyncJsonWebsocketConsumer).
     close: Any
-    send_json: Any
     receive_json: Any
+    _metrics_path: str | None = None  # the path this socket is counted under, once
 
     async def guard_connect(self) -> bool:
         """Join the session and user groups; False (socket closed) without a live user."""
@@ -109,9 +110,15 @@ class SessionGuardMixin(DrainingConsumerMixin):
         self._guard_groups = (session_group(session_key), user_group(user.pk))
         for group in self._guard_groups:
             await self.channel_layer.group_add(group, self.channel_name)
+        self._metrics_path = metrics.ws_path(self.scope)
+        metrics.websocket_connections.labels(self._metrics_path).inc()
         return True
 
     async def guard_disconnect(self) -> None:
+        counted = getattr(self, "_metrics_path", None)
+        if counted is not None:  # once: a second disconnect does not count again
+            self._metrics_path = None
+            metrics.websocket_connections.labels(counted).dec()
         for group in getattr(self, "_guard_groups", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -154,6 +161,7 @@ class SessionGuardMixin(DrainingConsumerMixin):
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kw: Any
     ) -> None:
+        metrics.websocket_frames.labels(metrics.ws_path(self.scope), "in").inc()
         if not await self.session_alive():
             return
         try:
@@ -181,9 +189,15 @@ class SessionGuardMixin(DrainingConsumerMixin):
         """The socket fell too far behind its events (hal/live/channel_queue.py): close it; the
         client reconnects and resumes from the database."""
         self._guard_closed = True
+        metrics.websocket_behind_closes.labels(metrics.ws_path(self.scope)).inc()
         # A sign of a saturated web process (docs/performance.md, capacity).
         log.warning("a socket fell too far behind its events; closed it to resume")
         await self.close(code=message.get("code", BEHIND_CODE))
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Every frame to the browser goes through here: counted (a counter inc)."""
+        metrics.websocket_frames.labels(metrics.ws_path(self.scope), "out").inc()
+        await super().send_json(content, close)  # type: ignore[misc]
 
     async def hal_recheck(self, message: dict[str, Any]) -> None:
         await self.session_alive()

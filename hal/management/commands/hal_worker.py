@@ -75,6 +75,12 @@ class Command(BaseCommand):
             target=self._heartbeat_loop, args=(worker_id, started_at, actor, stop), daemon=True
         )
         thread.start()
+        if settings.HAL_METRICS_WORKER_PORT:
+            # This process's metrics for Prometheus, on loopback only and without a token:
+            # one scrape target per process (ADR 0023).
+            from prometheus_client import start_http_server
+
+            start_http_server(settings.HAL_METRICS_WORKER_PORT, addr="127.0.0.1")
         # The apps' own loops (e.g. connections in `error` verified again with backoff),
         # each in its own thread: a provider call must never delay a heartbeat.
         app_loops = [
