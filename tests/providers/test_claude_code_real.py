@@ -266,7 +266,13 @@ async def test_tools_read_hal_writes_are_refused_and_builtins_do_not_exist(
         .order_by("id")
         .values_list("via", "target_id", "result")
     )
-    assert rows == [("mcp", "list_servers", "ok"), ("mcp", "approve_server", "refused")]
+    # The CLI lists HAL's resources when it connects (issue 48: runbooks and incidents,
+    # read through the read tools as this operator, so audited as reads); then its calls.
+    listing = {("mcp", "list_runbooks", "ok"), ("mcp", "list_incidents", "ok")}
+    assert [r for r in rows if r not in listing] == [
+        ("mcp", "list_servers", "ok"),
+        ("mcp", "approve_server", "refused"),
+    ]
     assert_sandboxed(fake_anthropic, outbound, tmp_path)
 
 
