@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests import ports
 from tests.bounds import WAIT_MS
 
 # Playwright's expect waits 5 s by default: a hidden clock on a busy machine (issue 43).
@@ -26,9 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
 def _server_env(tmp_dir: Path) -> dict[str, str]:

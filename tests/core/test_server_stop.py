@@ -6,7 +6,6 @@ import asyncio
 import http.client
 import io
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hal.web import server_stop
+from tests import ports
 from tests.bounds import SLOW, WAIT
 from tests.procenv import ROOT, own_sqlite_env
 
@@ -60,9 +60,7 @@ BRIDGING = (
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
 def _daphne(tmp_path: Path, code: str, report_seconds: str) -> tuple[subprocess.Popen, Path]:

@@ -28,14 +28,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests import ports
+
 REPO = Path(__file__).resolve().parents[2]
 NGINX_CONF = REPO / "deploy" / "proxy" / "nginx-hal.conf"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
 def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30) -> None:

@@ -10,12 +10,12 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
+from tests import ports
 from tests.bounds import SLOW
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,9 +31,7 @@ def load_install(name: str):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
 def clean_env() -> dict[str, str]:

@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -21,16 +20,14 @@ import httpx2
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests import ports
 from tests.webprocs import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    """A port free on loopback now (the provider binds it a moment later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
 def new_rsa_key() -> rsa.RSAPrivateKey:
