@@ -121,10 +121,9 @@ _BACKEND_WORDS = re.compile(
 _module_uses_backend: dict[str, bool] = {}
 # The deploy tests build, sign, ship and install releases into hosts of their own, from a
 # clean environment (tests/deploy/install_host.py clean_env: no DATABASE_URL or REDIS_URL
-# from the outer run): on the second pass they would only repeat the first — the §6 layout
-# test too (it brings PostgreSQL and Redis servers of its own). The exception: the proxy
-# test serves HAL's daphne on the configured backend.
-_DEPLOY_ON_BACKEND = {"tests/deploy/test_proxy_client_ip.py"}
+# from the outer run), or run the shipped proxies in front of an echo upstream: on the
+# second pass they would only repeat the first — the §6 layout test too (it brings
+# PostgreSQL and Redis servers of its own).
 
 
 def runs_in_second_pass(item: pytest.Item) -> bool:
@@ -134,7 +133,7 @@ def runs_in_second_pass(item: pytest.Item) -> bool:
     path = item.nodeid.split("::", 1)[0]
     if path.startswith("tests/browser/"):
         return False
-    if path.startswith("tests/deploy/") and path not in _DEPLOY_ON_BACKEND:
+    if path.startswith("tests/deploy/"):
         return False
     if item.get_closest_marker("django_db") or _DB_FIXTURES & set(item.fixturenames):
         return True
