@@ -59,6 +59,13 @@ from chatrooms.run.recovery import recover_at_start  # noqa: E402
 
 recover_at_start(get_orchestrator)
 
+from providers.redaction.rules import load_rules  # noqa: E402
+
+# The redaction rules (222 patterns) compiled now, once: functools.cache does not hold
+# concurrent first callers back, so the sends arriving together on a fresh process each
+# compiled them again (5 % of the web CPU of issue 43's outside-shaped capacity line).
+load_rules()
+
 import gc  # noqa: E402
 
 # What startup made (Django, the apps, their imports: ~300,000 objects) lives as long as
