@@ -51,3 +51,8 @@ class HalConfig(AppConfig):
         sources.register("hal.proposals", metrics.proposal_metrics)
         sources.register("hal.worker", metrics.worker_metrics)
         sources.register("hal.snapshots", metrics.snapshot_metrics)
+
+        # Traces, when the OTEL_* variables ask for them (ADR 0025): off, nothing is set up.
+        from hal.observe import tracing
+
+        tracing.configure()

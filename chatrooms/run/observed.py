@@ -7,6 +7,7 @@ from typing import Any
 
 from chatrooms.run.prompt import Prepared
 from hal.observe import families as m
+from hal.observe import tracing
 from providers.base import ERROR_KINDS
 
 OPERATION = "chat"  # gen_ai.operation.name of a chat completion (OTel GenAI conventions)
@@ -31,6 +32,7 @@ def turn_ended(prepared: Prepared, outcome: str, facts: dict[str, Any], error: s
     provider, model = _labels(prepared)
     error_type = error if error in ERROR_TYPES else "other"
     m.turns_ended.labels(provider, model, outcome, error_type).inc()
+    tracing.turn_outcome(outcome, error_type)
     m.operation_duration.labels(OPERATION, provider, model).observe(
         facts.get("duration_ms", 0) / 1000
     )
