@@ -1,5 +1,7 @@
 """The hal app's configuration: start-up wiring done once the app registry is ready."""
 
+import functools
+
 from django.apps import AppConfig
 
 
@@ -53,6 +55,8 @@ class HalConfig(AppConfig):
         sources.register("hal.snapshots", metrics.snapshot_metrics)
 
         # Traces, when the OTEL_* variables ask for them (ADR 0025): off, nothing is set up.
+        from hal.actions.settings import get_setting
         from hal.observe import tracing
 
+        tracing.content_reader = functools.partial(get_setting, tracing.CONTENT_SETTING)
         tracing.configure()

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -43,6 +43,8 @@ _tracer: trace.Tracer | None = None  # None: tracing is off
 _provider: Any = None
 _content = False
 _content_read = 0.0
+# Reads the setting (set by hal/apps.py: this room sits below the settings' actions).
+content_reader: Callable[[], Any] | None = None
 # A send's span context, handed to the turns it queued (their tasks start from an empty
 # context: chatrooms/run/scheduling.py); and each running turn's, for its MCP tool calls.
 _parents: OrderedDict[int, trace.SpanContext] = OrderedDict()
@@ -116,10 +118,8 @@ def refresh_content_setting() -> None:
     global _content, _content_read
     if _tracer is None or time.monotonic() - _content_read < CONTENT_REFRESH_SECONDS:
         return
-    from hal.actions.settings import get_setting
-
     try:
-        _content = bool(get_setting(CONTENT_SETTING))
+        _content = bool(content_reader()) if content_reader is not None else False
     except Exception:  # a setting that cannot be read keeps text out
         log.exception("reading %s failed", CONTENT_SETTING)
         _content = False
