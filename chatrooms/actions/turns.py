@@ -347,6 +347,13 @@ def do_adopt_continuations(dead: list[str], *, owner: str) -> list[int]:
     return adopted
 
 
+def _count_on_commit(connection: Any, outcome: str) -> None:
+    """An interrupted turn in the metrics once its recovery commits (error `interrupted`)."""
+    from chatrooms.run.observed import count_ended
+
+    transaction.on_commit(lambda: count_ended(connection, outcome, "interrupted"))
+
+
 def do_recover_interrupted(
     *,
     stale_seconds: float | None = None,
@@ -397,11 +404,13 @@ def do_recover_interrupted(
                     failure=("interrupted", INTERRUPTED_REASON),
                 )
                 if waited is not None:
+                    _count_on_commit(turn.connection, "waiting_approval")
                     reply, notice, _ids = waited
                     publish(room_group(reply.room_id), "message.failed", reply.as_dict())
                     notices.append(notice)
                     continue
             name = turn.connection.name if turn.connection else None
+            _count_on_commit(turn.connection, "failed")
             turn.status = Turn.INTERRUPTED
             turn.error_code = "interrupted"
             turn.finished_at = timezone.now()

@@ -89,6 +89,12 @@ connection_tokens = Counter(
     "Tokens billed to each AI connection, by direction (input, output).",
     ["connection", "direction"],
 )
+connection_cost = Counter(
+    "hal_ai_connection_cost",
+    "Cost billed to each AI connection, in the currency of its model prices (per million "
+    "tokens, /ops/ai); a call of an unpriced model adds nothing.",
+    ["connection"],
+)
 websocket_behind_closes = Counter(
     "hal_websocket_behind_closes",
     "Sockets closed because they fell too far behind their events (hal/live/channel_queue.py).",
