@@ -46,8 +46,13 @@ class HalConfig(AppConfig):
 
         add_loader(_load_tool_definitions)
 
-        # HAL observed (/metrics): the database's gauges, read at each scrape.
-        from hal.observe import sources
+        # HAL observed (/metrics): the database's gauges, read at each scrape; HAL_METRICS
+        # off counts nothing.
+        from django.conf import settings as django_settings
+
+        from hal.observe import families, sources
+
+        families.ON = bool(getattr(django_settings, "HAL_METRICS", True))
         from hal.queries import metrics
 
         sources.register("hal.proposals", metrics.proposal_metrics)

@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.db import rows
 from hal.errors import InvalidInput
+from hal.observe import families
 from providers.budget_models import ModelPrice, UsageDay
 from providers.models import AIConnection
 from providers.usage_totals import (  # noqa: F401 (re-exported: one place to import from)
@@ -123,7 +124,7 @@ def record_usage(
     with transaction.atomic(savepoint=False):
         cost = cost_of(price_of(connection_id, model), inp, out)
         _add(connection_id, day, model, inp, out, cost, calls)
-        if cost:
+        if cost and families.ON:
             # In the metrics once charged (the same figure the budgets add up).
             name = getattr(connection, "name", None)
             transaction.on_commit(lambda: count_cost(connection_id, cost, name))
@@ -136,8 +137,6 @@ NAME_SECONDS = 60.0  # a renamed connection's cost follows its new name within a
 
 def count_cost(connection_id: int, cost: Decimal, name: str | None = None) -> None:
     """hal_ai_connection_cost_total{connection} (hal/observe/families.py) by its name."""
-    from hal.observe import families
-
     if name is None:
         now = time.monotonic()
         cached = _NAMES.get(connection_id)

@@ -37,6 +37,8 @@ def _connection_labels(conn: Any) -> tuple[str, str]:
 def count_ended(connection: Any, outcome: str, error: str = "") -> None:
     """A turn ended outside its own run — failed by id (the watchdog, a stage shared by a
     batch, the run's catch-all) or interrupted by a recovery: counted, without durations."""
+    if not m.ON:
+        return
     provider, model = _connection_labels(connection)
     error_type = error if error in ERROR_TYPES else "other"
     m.turns_ended.labels(provider, model, outcome, error_type).inc()
@@ -44,15 +46,19 @@ def count_ended(connection: Any, outcome: str, error: str = "") -> None:
 
 def turn_started(prepared: Prepared) -> None:
     """A model was asked (this process took the turn)."""
+    if not m.ON:
+        return
     m.turns_started.labels(*_labels(prepared)).inc()
 
 
 def turn_ended(prepared: Prepared, outcome: str, facts: dict[str, Any], error: str = "") -> None:
     """The turn's ending was saved: count it with its duration, first token and tokens."""
+    tracing.turn_outcome(outcome, error)
+    if not m.ON:
+        return
     provider, model = _labels(prepared)
     error_type = error if error in ERROR_TYPES else "other"
     m.turns_ended.labels(provider, model, outcome, error_type).inc()
-    tracing.turn_outcome(outcome, error_type)
     m.operation_duration.labels(OPERATION, provider, model).observe(
         facts.get("duration_ms", 0) / 1000
     )
