@@ -73,7 +73,7 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
         token = one_time.take(request, REVEAL)
         created = {"token": token} if token else None
         metrics_created = one_time.take(request, METRICS_REVEAL) or ""
-    administers = request.user.has_perm(PERMISSIONS["administer"])
+    administers = request.user.has_perm(str(PERMISSIONS["administer"]))
     rows = [
         {"row": row, "state": mcp_tokens.token_state(row)}
         for row in mcp_tokens.tokens_of(request.user)

@@ -6,6 +6,8 @@ OTEL_* variable set nothing is configured."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from types import SimpleNamespace
 
 import pytest
@@ -158,6 +160,34 @@ async def test_an_mcp_calls_traceparent_is_the_tool_spans_parent(spans, operator
     assert format(tool.context.trace_id, "032x") == TRACE
     assert format(tool.parent.span_id, "016x") == PARENT
     assert tool.parent.is_remote
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cli_turns_own_mcp_call_joins_the_running_turns_span(spans, operator):
+    """The local CLI runs HAL's tools through /mcp with its turn's token (no traceparent of
+    its own): the tool span is a child of that turn's span, found by the token's turn."""
+    from hal.actions.mcp_turn_tokens import TurnScope
+    from hal.mcp.server import TURN_SCOPE, HalMCPServer
+
+    turn = SimpleNamespace(
+        turn_id=4242,
+        room_id=1,
+        room_kind="individual",
+        connection=SimpleNamespace(name="cli", provider="claude_cli", model="m"),
+        framer=None,
+    )
+    made, token = tracing.start_turn(turn)
+    scope = TurnScope(room_id=1, turn_id=4242, connection_id=1)
+    actor = Actor(user=operator, via="mcp", label=operator.username, extra={TURN_SCOPE: scope})
+    server = HalMCPServer(actor)
+    ctx = SimpleNamespace(meta={}, request=None)
+    call = server._on_call_tool(ctx, CallToolRequestParams(name="list_servers", arguments={}))
+    # The MCP request is served by another task, with none of the turn's context.
+    await asyncio.create_task(call, context=contextvars.Context())
+    tracing.end_turn(turn, made, token)
+    (tool,) = by_name(spans.get_finished_spans(), "execute_tool list_servers")
+    assert tool.parent.span_id == made.get_span_context().span_id
+    assert tool.context.trace_id == made.get_span_context().trace_id
 
 
 def test_a_webhook_carries_the_delivery_spans_traceparent(spans, settings):
