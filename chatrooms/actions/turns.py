@@ -21,6 +21,7 @@ from chatrooms.reply_hooks import reply_failed
 from hal.actions.base import Actor, record_audit
 from hal.db import rows
 from hal.live.events import publish
+from hal.observe import families
 
 INTERRUPTED_REASON = "HAL stopped while this reply was being written."
 
@@ -348,10 +349,14 @@ def do_adopt_continuations(dead: list[str], *, owner: str) -> list[int]:
 
 
 def _count_on_commit(connection: Any, outcome: str) -> None:
-    """An interrupted turn in the metrics once its recovery commits (error `interrupted`)."""
-    from chatrooms.run.observed import count_ended
-
-    transaction.on_commit(lambda: count_ended(connection, outcome, "interrupted"))
+    """An interrupted turn in the metrics once its recovery commits (error `interrupted`;
+    the labels as chatrooms/run/observed.py gives them)."""
+    if not families.ON:
+        return
+    provider = str(getattr(connection, "provider", "") or "unknown")
+    model = str(getattr(connection, "model", "") or "")
+    counter = families.turns_ended.labels(provider, model, outcome, "interrupted")
+    transaction.on_commit(counter.inc)
 
 
 def do_recover_interrupted(
