@@ -25,6 +25,8 @@ loaded machine are only comparable with each other; re-measure on an idle one.
 
 Usage: .venv/bin/python bench/capacity.py [--cs 8,32,64,128] [--tokens 200,1000]
        [--seconds 20] [--no-litellm] [--py-spy FILE --spy-c 64]
+       [--shape project|outside|ablate|metrics]
+  Metrics' cost (issue 47): --shape metrics --cs 64 --no-litellm (+metrics / -metrics lines)
   PostgreSQL + Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/perf_bench \
   REDIS_URL=redis://127.0.0.1:6379/0 HAL_REDIS_PREFIX=hal-bench .venv/bin/python bench/capacity.py
 Exit status 0 when no line lost an event.
@@ -115,11 +117,12 @@ def main() -> int:
     parser.add_argument("--spy-c", type=int, default=64, help="the C the profile covers")
     parser.add_argument(
         "--shape",
-        choices=("project", "outside", "ablate"),
+        choices=("project", "outside", "ablate", "metrics"),
         default="project",
         help="HAL's line: the project's shape; the outside bench's (full history, default "
         "log level, worker running, window from the first send on a fresh daphne); or one "
-        "line per condition, then all (bench/capacity_shape.py)",
+        "line per condition, then all; or HAL's metrics on, then off (HAL_METRICS) "
+        "(bench/capacity_shape.py)",
     )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="hal-capacity-"))

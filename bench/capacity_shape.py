@@ -4,7 +4,9 @@ and a window counted from the first send on a daphne that has served nothing yet
 
 `--shape outside` runs HAL's line with all four; `--shape ablate` runs one line per condition
 added alone to the project's shape, then all four, each on a fresh daphne and a fresh operator
-(so a fresh login and room), so the difference each condition makes is measured, not guessed."""
+(so a fresh login and room), so the difference each condition makes is measured, not guessed.
+`--shape metrics` (issue 47) runs the project's shape twice, each on a fresh daphne: with
+HAL's metrics on (`+metrics`) and with HAL_METRICS=off (`-metrics`), in that order."""
 
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ def shapes(name: str) -> list[Shape]:
         return [project]
     if name == "outside":
         return [outside]
+    if name == "metrics":
+        return [Shape("+metrics", frozenset()), Shape("-metrics", frozenset({"nometrics"}))]
     return [project, *(Shape(LABELS[c], frozenset({c})) for c in CONDITIONS), outside]
 
 
@@ -52,6 +56,8 @@ def line_env(env: dict[str, str], shape: Shape) -> dict[str, str]:
     out = dict(env)
     if shape.has("loglevel"):
         out.pop("HAL_LOG_LEVEL", None)
+    # HAL's own metrics off for this line only (every other line counts, the default).
+    out["HAL_METRICS"] = "off" if shape.has("nometrics") else "on"
     return out
 
 

@@ -1,5 +1,7 @@
 """The hal app's configuration: start-up wiring done once the app registry is ready."""
 
+import functools
+
 from django.apps import AppConfig
 
 
@@ -44,10 +46,22 @@ class HalConfig(AppConfig):
 
         add_loader(_load_tool_definitions)
 
-        # HAL observed (/metrics): the database's gauges, read at each scrape.
-        from hal.observe import sources
+        # HAL observed (/metrics): the database's gauges, read at each scrape; HAL_METRICS
+        # off counts nothing.
+        from django.conf import settings as django_settings
+
+        from hal.observe import families, sources
+
+        families.ON = bool(getattr(django_settings, "HAL_METRICS", True))
         from hal.queries import metrics
 
         sources.register("hal.proposals", metrics.proposal_metrics)
         sources.register("hal.worker", metrics.worker_metrics)
         sources.register("hal.snapshots", metrics.snapshot_metrics)
+
+        # Traces, when the OTEL_* variables ask for them (ADR 0025): off, nothing is set up.
+        from hal.actions.settings import get_setting
+        from hal.observe import tracing
+
+        tracing.content_reader = functools.partial(get_setting, tracing.CONTENT_SETTING)
+        tracing.configure()

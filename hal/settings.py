@@ -332,6 +332,12 @@ HAL_HEALTH_REQUIRE_WORKER = env_bool("HAL_HEALTH_REQUIRE_WORKER", True)
 HAL_METRICS_ALLOW = env_list("HAL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 HAL_METRICS_TOKEN_SHA256 = env("HAL_METRICS_TOKEN_SHA256", "").strip().lower()
 HAL_METRICS_WORKER_PORT = int(env("HAL_METRICS_WORKER_PORT", "0"))
+# HAL_METRICS=off: nothing is counted (no middleware, no counter calls on the socket and
+# turn paths), GET /metrics answers 404 and the worker serves no port (bench/capacity.py
+# --shape metrics measures the difference). Traces are separate: the OTEL_* variables.
+HAL_METRICS = env_bool("HAL_METRICS", True)
+if not HAL_METRICS:
+    MIDDLEWARE.remove("hal.web.middleware.HttpMetricsMiddleware")
 HAL_VAULT_KEYS = "" if SECRETLESS else env("HAL_VAULT_KEYS")
 HAL_VAULT_KEY_FILE = "" if SECRETLESS else env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
 HAL_VAULT_DISABLED = SECRETLESS  # vault.keyring refuses to load any key

@@ -22,6 +22,7 @@ from django.conf import settings
 
 from hal.actions.mail import EHLO_NAME, smtp_target
 from hal.actions.oneline import flatten
+from hal.observe import tracing
 
 SIGNATURE_HEADER = "X-HAL-Signature"
 DELIVERY_HEADER = "X-HAL-Delivery"
@@ -197,6 +198,18 @@ def send_webhook(
         (SIGNATURE_HEADER.encode("ascii"), sign(secret, body).encode("ascii")),
         (DELIVERY_HEADER.encode("ascii"), message_key.encode("ascii")),
     ]
+    if tracing.on():
+        with tracing.span("notification.webhook", {"http.request.method": "POST"}) as made:
+            # W3C trace context: the receiver's spans join this delivery's trace.
+            headers += [(k.encode("ascii"), v.encode("ascii")) for k, v in tracing.inject().items()]
+            result = _send(url, body, headers, bound)
+            if not result.ok:
+                tracing.mark_error(made, "delivery_failed")
+            return result
+    return _send(url, body, headers, bound)
+
+
+def _send(url: str, body: bytes, headers: list[tuple[bytes, bytes]], bound: float) -> SendResult:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -145,6 +145,7 @@ class AnthropicProvider(SDKProvider):
                 "/v1/messages", cast_to=httpx2.Response, body=body, stream=True
             )
         input_tokens = output_tokens = 0
+        answered = ""  # the model that answered (message_start names it)
         stop_reason: str | None = None
         finished = False
         tool_blocks: dict[int, dict[str, Any]] = {}
@@ -168,7 +169,9 @@ class AnthropicProvider(SDKProvider):
                                 delta.get("partial_json", "")
                             )
                     elif etype == "message_start":
-                        usage = (event.get("message") or {}).get("usage") or {}
+                        started = event.get("message") or {}
+                        answered = str(started.get("model") or "")
+                        usage = started.get("usage") or {}
                         input_tokens = usage.get("input_tokens") or 0
                         output_tokens = usage.get("output_tokens") or 0
                     elif etype == "content_block_start":
@@ -214,5 +217,5 @@ class AnthropicProvider(SDKProvider):
             await stream.aclose()
         if not finished or stop_reason is None:
             raise ProviderError("bad_response", "the stream ended before the message did")
-        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens, model=answered)
         yield Stop(_STOPS.get(stop_reason, stop_reason))

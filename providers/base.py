@@ -105,10 +105,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage of the whole call."""
+    """Token usage of the whole call; `model`: the one that answered, when the API says."""
 
     input_tokens: int
     output_tokens: int
+    model: str = ""
 
 
 @dataclass(frozen=True)

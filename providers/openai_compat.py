@@ -158,6 +158,7 @@ class OpenAICompatProvider(SDKProvider):
         # body on each call. The tools' JSON is encoded once per spec (ToolSpec.openai_json).
         body = request_body(model, system, messages, tools, max_tokens=self.max_tokens)
         input_tokens = output_tokens = 0
+        answered = ""  # the model that answered (the usage chunk names it)
         finish: str | None = None
         calls: dict[int, dict[str, Any]] = {}
         # The raw SSE lines, decoded here as plain JSON: the SDK would build a pydantic
@@ -175,6 +176,7 @@ class OpenAICompatProvider(SDKProvider):
                     if usage:
                         input_tokens = usage.get("prompt_tokens") or 0
                         output_tokens = usage.get("completion_tokens") or 0
+                        answered = str(chunk.get("model") or "")
                     for choice in chunk.get("choices") or ():
                         self._read_choice(choice, text, calls)
                         if choice.get("finish_reason"):
@@ -195,5 +197,5 @@ class OpenAICompatProvider(SDKProvider):
                 name=slot["name"],
                 arguments=parse_tool_arguments("".join(slot["args"]), tool=slot["name"]),
             )
-        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        yield Usage(input_tokens=input_tokens, output_tokens=output_tokens, model=answered)
         yield Stop(_STOPS.get(finish, finish))

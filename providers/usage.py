@@ -11,6 +11,7 @@ Periods are UTC: a day starts at 00:00 UTC, a month on the 1st at 00:00 UTC.
 from __future__ import annotations
 
 import datetime
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +22,9 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.db import rows
 from hal.errors import InvalidInput
+from hal.observe import families
 from providers.budget_models import ModelPrice, UsageDay
+from providers.models import AIConnection
 from providers.usage_totals import (  # noqa: F401 (re-exported: one place to import from)
     CHART_DAYS,
     budget_dict,
@@ -121,7 +124,27 @@ def record_usage(
     with transaction.atomic(savepoint=False):
         cost = cost_of(price_of(connection_id, model), inp, out)
         _add(connection_id, day, model, inp, out, cost, calls)
+        if cost and families.ON:
+            # In the metrics once charged (the same figure the budgets add up).
+            name = getattr(connection, "name", None)
+            transaction.on_commit(lambda: count_cost(connection_id, cost, name))
         return budgets.after_usage(connection_id, day, room_id=room_id)
+
+
+_NAMES: dict[int, tuple[float, str]] = {}
+NAME_SECONDS = 60.0  # a renamed connection's cost follows its new name within a minute
+
+
+def count_cost(connection_id: int, cost: Decimal, name: str | None = None) -> None:
+    """hal_ai_connection_cost_total{connection} (hal/observe/families.py) by its name."""
+    if name is None:
+        now = time.monotonic()
+        cached = _NAMES.get(connection_id)
+        if cached is None or now - cached[0] > NAME_SECONDS:
+            found = AIConnection.objects.filter(pk=connection_id).values_list("name", flat=True)
+            cached = _NAMES[connection_id] = (now, str(found.first() or "unknown"))
+        name = cached[1]
+    families.connection_cost.labels(name).inc(float(cost))
 
 
 async def arecord_usage(

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client import Counter as PromCounter
 
+from hal.observe import families
+
 if TYPE_CHECKING:
     from webfetch.result import FetchResult
 
@@ -83,7 +85,8 @@ def record_fetch(result: FetchResult) -> None:
         if dom:
             _domains[dom] += 1
     reason = result.failure_reason if result.failure_reason in FAILURE_REASONS else "other"
-    fetch_outcomes.labels("ok" if result.ok else reason).inc()
+    if families.ON:
+        fetch_outcomes.labels("ok" if result.ok else reason).inc()
 
 
 def record_search(entropy: float) -> None:

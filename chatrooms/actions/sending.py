@@ -21,6 +21,7 @@ from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.db import rows
 from hal.errors import Conflict, InvalidInput, NotFound
 from hal.live.events import publish
+from hal.observe import tracing
 from hal.web.ids import as_id
 
 CONTEXT_KEYS = {"page": 200, "path": 300, "title": 200, "url": 500}
@@ -137,6 +138,23 @@ def check_send_message(
     (room, targets, everyone, text, context, author) → an opening with `abandon()`: called
     once the send is checked and before its writes, to open the model calls meanwhile
     (chatrooms/run/opening.py); abandoned when the writes fail."""
+    if not tracing.on():
+        return _send_message(actor, room_id, text, context, open_calls)
+    # The send's span: its turns' spans are its children (hal/observe/tracing.py).
+    with tracing.span("chat.send", {"hal.room.id": str(room_id)}) as made:
+        sent = _send_message(actor, room_id, text, context, open_calls)
+        made.set_attribute("hal.send.turns", len(sent.turn_ids))
+        tracing.hand_to_turns(sent.turn_ids)
+    return sent
+
+
+def _send_message(
+    actor: Actor,
+    room_id: Any,
+    text: Any,
+    context: Any,
+    open_calls: Callable[..., Any] | None,
+) -> Sent:
     require_perm(actor, "view")
     text = _clean_text(text)
     context = clean_context(context)

@@ -21,6 +21,7 @@ from chatrooms.reply_hooks import reply_failed
 from hal.actions.base import Actor, record_audit
 from hal.db import rows
 from hal.live.events import publish
+from hal.observe import families
 
 INTERRUPTED_REASON = "HAL stopped while this reply was being written."
 
@@ -347,6 +348,17 @@ def do_adopt_continuations(dead: list[str], *, owner: str) -> list[int]:
     return adopted
 
 
+def _count_on_commit(connection: Any, outcome: str) -> None:
+    """An interrupted turn in the metrics once its recovery commits (error `interrupted`;
+    the labels as chatrooms/run/observed.py gives them)."""
+    if not families.ON:
+        return
+    provider = str(getattr(connection, "provider", "") or "unknown")
+    model = str(getattr(connection, "model", "") or "")
+    counter = families.turns_ended.labels(provider, model, outcome, "interrupted")
+    transaction.on_commit(counter.inc)
+
+
 def do_recover_interrupted(
     *,
     stale_seconds: float | None = None,
@@ -397,11 +409,13 @@ def do_recover_interrupted(
                     failure=("interrupted", INTERRUPTED_REASON),
                 )
                 if waited is not None:
+                    _count_on_commit(turn.connection, "waiting_approval")
                     reply, notice, _ids = waited
                     publish(room_group(reply.room_id), "message.failed", reply.as_dict())
                     notices.append(notice)
                     continue
             name = turn.connection.name if turn.connection else None
+            _count_on_commit(turn.connection, "failed")
             turn.status = Turn.INTERRUPTED
             turn.error_code = "interrupted"
             turn.finished_at = timezone.now()

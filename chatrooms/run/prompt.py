@@ -17,6 +17,7 @@ from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import history_limit
 from hal.actions.base import Actor
 from hal.hooks.prompts import prompt_sections
+from hal.observe import tracing
 from providers import redaction
 from providers.base import ChatMessage, ProviderError, ToolCall, ToolRan, ToolResult
 
@@ -234,6 +235,7 @@ def prepare_turns(
     trip a moment ago (the send's), so they are neither re-checked nor re-read;
     `opening`: the calls that trip opened before its writes (chatrooms/run/opening.py),
     whose history and prompts are taken over instead of being read and built again."""
+    tracing.refresh_content_setting()  # traces on only: may read a setting (seconds apart)
     # The sender's fresh list when there is one; otherwise a copy at most a second old.
     connections = everyone or integration.recent_connections()
     by_pk = {c.pk: c for c in connections}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, integration, leases
 from chatrooms.run.config import turn_timeout
+from chatrooms.run.observed import count_ended
 from chatrooms.watchdog import IDLE_CODE, IDLE_REASON
 from hal.db.threads import db
 
@@ -56,7 +57,7 @@ class Recovery:
             log.exception("could not release the reservations of turns %s", turn_ids)
         for turn_id in turn_ids:
             try:
-                reply = await db(actions.do_fail_turn)(turn_id, None, code=code, message=reason)
+                reply = await db(_fail_counted)(turn_id, code, reason)
             except Exception:
                 log.exception("could not mark turn %s failed", turn_id)
                 continue
@@ -67,6 +68,15 @@ class Recovery:
 
     async def _fail_stuck(self, turn_id: int) -> None:
         await self.fail_turns([turn_id], IDLE_CODE, IDLE_REASON)
+
+
+def _fail_counted(turn_id: int, code: str, reason: str) -> Any:
+    """(DB thread) Fail one turn by id; counted in the metrics when this failed it."""
+    reply = actions.do_fail_turn(turn_id, None, code=code, message=reason)
+    if reply is not None:
+        by_pk = {c.pk: c for c in integration.recent_connections()}
+        count_ended(by_pk.get(reply.connection_id), "failed", code)
+    return reply
 
 
 def recover_at_start(get_orchestrator: Callable[[], Any]) -> None:

@@ -29,6 +29,7 @@ from chatrooms.watchdog import IDLE_CODE, IDLE_REASON, Watchdog
 from hal.db.threads import db
 from hal.errors import Conflict
 from hal.live import launch
+from hal.observe import tracing
 from providers import pacing, redaction
 from providers.base import ProviderError, Redacted, TextDelta, ToolCall, ToolRan, Usage
 
@@ -72,6 +73,8 @@ class TurnRunner(ToolRounds, TurnEndings):
         """Stream, run tools, finish or fail one turn; then relay if it mentioned someone."""
         clock: dict[str, Any] = {"provider": 0.0, "to_provider": None}
         prepared.began = began
+        # Its span (tracing on only), current in this task: its calls and tools are children.
+        traced, trace_token = tracing.start_turn(prepared)
         try:
             done = await self._run_turn(prepared, clock)
         except Exception:
@@ -89,6 +92,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                 self.phases.append({"to_provider": clock["to_provider"] - began})
             if prepared.framer is not None:
                 prepared.framer.close()  # idempotent; ends the sender on any path
+            tracing.end_turn(prepared, traced, trace_token)
             budgeted = getattr(prepared.connection, "budgeted", False)
             if any(prepared.charge) or budgeted:
                 # Budget accounting is bookkeeping, not part of the reply: off the hot
@@ -186,6 +190,8 @@ class TurnRunner(ToolRounds, TurnEndings):
                     iterator = aiter(stream)
                     if clock.get("to_provider") is None:
                         clock["to_provider"] = time.perf_counter()
+                    call_span = tracing.start_call(prepared, rounds, messages)
+                    call_error: BaseException | None = None
                     try:
                         while True:
                             waited = time.perf_counter()
@@ -218,6 +224,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                                 if note_redacted(prepared, event=event):
                                     show_tools(prepared)
                             elif isinstance(event, Usage):
+                                tracing.call_usage(call_span, event)
                                 prepared.charge[0] += event.input_tokens
                                 prepared.charge[1] += event.output_tokens
                                 usage["input_tokens"] = (
@@ -226,7 +233,11 @@ class TurnRunner(ToolRounds, TurnEndings):
                                 usage["output_tokens"] = (
                                     usage.get("output_tokens", 0) + event.output_tokens
                                 )
+                    except BaseException as exc:
+                        call_error = exc
+                        raise
                     finally:
+                        tracing.end_call(call_span, call_error, framer.text, round_start)
                         closer = getattr(iterator, "aclose", None)
                         if closer is not None:
                             await closer()

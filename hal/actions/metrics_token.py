@@ -63,6 +63,11 @@ def check_revoke_metrics_token(*, actor: Actor) -> bool:
     return bool(deleted)
 
 
+def metrics_token_exists() -> bool:
+    """Whether a console-made metrics token is set (the MCP access page says so)."""
+    return Setting.objects.filter(name=SETTING).exists()
+
+
 def metrics_token_matches(raw: str) -> bool:
     """True when `raw` is the console-made metrics token (one indexed read)."""
     stored = Setting.objects.filter(name=SETTING).values_list("value", flat=True).first()

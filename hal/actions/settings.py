@@ -379,3 +379,12 @@ register_setting(
     description=gettext_noop("How many successful DR snapshots to keep; older ones are pruned."),
     controls=gettext_noop("DR snapshot retention (older snapshot directories are deleted)."),
 )
+register_setting(
+    "tracing.record_content",
+    type="bool",
+    default=False,
+    description=gettext_noop(
+        "Whether OpenTelemetry traces carry prompt and reply text (off: sizes and tokens only)."
+    ),
+    controls=gettext_noop("Prompt and reply text in the traces HAL exports (OTEL_* variables)."),
+)

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from typing import Any
 
-from hal.observe.families import channel_layer_merges
+from hal.observe import families
 
 # Close code of a socket that fell too far behind (the panel reconnects and resumes).
 BEHIND_CODE = 4408
@@ -105,7 +105,8 @@ class ChannelQueue(asyncio.Queue):  # type: ignore[type-arg]
                     entry[1] += len(data["delta"])
                     self.chars += len(data["delta"])
                     self.merged += 1
-                    channel_layer_merges.inc()
+                    if families.ON:
+                        families.channel_layer_merges.inc()
                     self._check_bound()
                     return
             entry = [message, len(data["delta"]), now]

@@ -110,8 +110,9 @@ class SessionGuardMixin(DrainingConsumerMixin):
         self._guard_groups = (session_group(session_key), user_group(user.pk))
         for group in self._guard_groups:
             await self.channel_layer.group_add(group, self.channel_name)
-        self._metrics_path = metrics.ws_path(self.scope)
-        metrics.websocket_connections.labels(self._metrics_path).inc()
+        if metrics.ON:
+            self._metrics_path = metrics.ws_path(self.scope)
+            metrics.websocket_connections.labels(self._metrics_path).inc()
         return True
 
     async def guard_disconnect(self) -> None:
@@ -161,7 +162,8 @@ class SessionGuardMixin(DrainingConsumerMixin):
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kw: Any
     ) -> None:
-        metrics.websocket_frames.labels(metrics.ws_path(self.scope), "in").inc()
+        if metrics.ON:
+            metrics.websocket_frames.labels(metrics.ws_path(self.scope), "in").inc()
         if not await self.session_alive():
             return
         try:
@@ -189,14 +191,16 @@ class SessionGuardMixin(DrainingConsumerMixin):
         """The socket fell too far behind its events (hal/live/channel_queue.py): close it; the
         client reconnects and resumes from the database."""
         self._guard_closed = True
-        metrics.websocket_behind_closes.labels(metrics.ws_path(self.scope)).inc()
+        if metrics.ON:
+            metrics.websocket_behind_closes.labels(metrics.ws_path(self.scope)).inc()
         # A sign of a saturated web process (docs/performance.md, capacity).
         log.warning("a socket fell too far behind its events; closed it to resume")
         await self.close(code=message.get("code", BEHIND_CODE))
 
     async def send_json(self, content: Any, close: bool = False) -> None:
         """Every frame to the browser goes through here: counted (a counter inc)."""
-        metrics.websocket_frames.labels(metrics.ws_path(self.scope), "out").inc()
+        if metrics.ON:
+            metrics.websocket_frames.labels(metrics.ws_path(self.scope), "out").inc()
         await super().send_json(content, close)  # type: ignore[misc]
 
     async def hal_recheck(self, message: dict[str, Any]) -> None:

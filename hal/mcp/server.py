@@ -47,6 +47,7 @@ from hal.hooks.redaction import scrub_payload
 from hal.mcp import catalog
 from hal.mcp.changes import ResourceChanges
 from hal.models import AuditEntry
+from hal.observe import tracing
 from hal.tools.dispatch import run_tool_call
 from hal.tools.registry import READ, Tool, all_tools, get_tool
 
@@ -165,13 +166,23 @@ class HalMCPServer:
         actor = self.actor_for(ctx)
         meta = ctx.meta
         call_id = meta.get(TOOL_USE_META) if isinstance(meta, dict) else None
-        # database_sync_to_async: a long-lived web process must not keep a stale connection.
-        return await database_sync_to_async(self.call_tool_sync)(
-            params.name,
-            params.arguments or {},
-            actor,
-            call_id=call_id if isinstance(call_id, str) else None,
-        )
+        parent = None
+        if tracing.on():
+            # W3C trace context: the caller's `params._meta.traceparent`, else (a CLI
+            # turn's own call) the running turn's span in this process.
+            parent = tracing.extract(meta if isinstance(meta, dict) else None)
+            scope = actor.extra.get(TURN_SCOPE)
+            if parent is None and scope is not None:
+                parent = tracing.turn_context(scope.turn_id)
+        with tracing.attached(parent):
+            # database_sync_to_async: a long-lived web process must not keep a stale
+            # connection (it runs in the current context: the span's parent goes along).
+            return await database_sync_to_async(self.call_tool_sync)(
+                params.name,
+                params.arguments or {},
+                actor,
+                call_id=call_id if isinstance(call_id, str) else None,
+            )
 
     async def _on_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
         actor = self.actor_for(ctx)

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+# HAL_METRICS (hal/settings.py; hal/apps.py sets this from it): off, the hot paths (sockets,
+# turns, HTTP) count nothing and GET /metrics answers 404.
+ON = True
+
 # Seconds: from a fast API answer to a slow page.
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # Seconds: a model's first token and whole reply (OTel's advisory buckets for
@@ -88,6 +92,12 @@ connection_tokens = Counter(
     "hal_ai_connection_tokens",
     "Tokens billed to each AI connection, by direction (input, output).",
     ["connection", "direction"],
+)
+connection_cost = Counter(
+    "hal_ai_connection_cost",
+    "Cost billed to each AI connection, in the currency of its model prices (per million "
+    "tokens, /ops/ai); a call of an unpriced model adds nothing.",
+    ["connection"],
 )
 websocket_behind_closes = Counter(
     "hal_websocket_behind_closes",

@@ -18,6 +18,7 @@ from hal.actions.base import Actor, record_audit
 from hal.errors import HalError, InvalidInput
 from hal.i18n import localize
 from hal.models import AuditEntry
+from hal.observe import tracing
 
 # Origin lives in the leaf module hal.tools.origin so that hal.actions.proposals can use it
 # without importing dispatch (which imports proposals); re-exported here for callers.
@@ -140,6 +141,22 @@ def run_tool_call(
     name: Any, raw_args: Any, *, actor: Actor, origin: Any = None, via: str = "ai"
 ) -> ToolOutcome:
     """Run one tool call for `actor`: reads execute, write/high-risk become proposals."""
+    if not tracing.on():
+        return _run_tool_call(name, raw_args, actor, origin, via)
+    # Its span, a child of the turn's (or of an MCP caller's traceparent).
+    call_id = origin.get("tool_call_id", "") if isinstance(origin, dict) else ""
+    label = name[:64] if isinstance(name, str) else "invalid"
+    with tracing.tool_span(label, str(call_id or "")) as made:
+        outcome = _run_tool_call(name, raw_args, actor, origin, via)
+        if outcome.proposal is not None:
+            made.set_attribute("hal.proposal.id", outcome.proposal.pk)
+        if not outcome.ok:
+            code = str((outcome.error or {}).get("code", "error"))
+            tracing.mark_error(made, code)
+        return outcome
+
+
+def _run_tool_call(name: Any, raw_args: Any, actor: Actor, origin: Any, via: str) -> ToolOutcome:
     actor = actor_for_tools(actor, via)
     tool_name = name if isinstance(name, str) else repr(name)
     tool = get_tool(tool_name) if isinstance(name, str) else None
@@ -209,13 +226,17 @@ def run_tool_call(
         except HalError as exc:
             return _refuse(actor, tool.name, exc.code, str(exc.message))
     try:
-        proposal = check_create_proposal(
-            actor=actor,
-            tool=tool.name,
-            arguments=arguments,
-            origin=where,
-            **({"runbook": resolved["runbook"]} if "runbook" in resolved else {}),
-        )
+        with tracing.span("hal.proposal.create", {"gen_ai.tool.name": tool.name}) as made:
+            proposal = check_create_proposal(
+                actor=actor,
+                tool=tool.name,
+                arguments=arguments,
+                origin=where,
+                **({"runbook": resolved["runbook"]} if "runbook" in resolved else {}),
+            )
+            if made is not None:
+                made.set_attribute("hal.proposal.id", proposal.pk)
+                made.set_attribute("hal.proposal.tier", str(tool.tier))
     except HalError as exc:
         return ToolOutcome(tool=tool.name, ok=False, error=_error(exc))
     return ToolOutcome(tool=tool.name, ok=True, proposal=proposal)

@@ -1,4 +1,5 @@
-"""The "MCP access" page and API: an operator's personal MCP tokens (create, list, revoke)."""
+"""The "MCP access" page and API: an operator's personal MCP tokens (create, list, revoke)
+and, for administrators, the Prometheus metrics token (make or replace, remove)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from hal.actions import mcp_tokens
+from hal.actions import mcp_tokens, metrics_token
+from hal.actions.base import PERMISSIONS
 from hal.errors import HalError, InvalidInput
 from hal.mcp.http import MCP_PATH
 from hal.views import one_time
@@ -23,8 +25,9 @@ def _endpoint(request: HttpRequest) -> str:
     return request.build_absolute_uri(MCP_PATH)
 
 
-# The one-time slot of a new token between its POST and the GET that shows it.
+# The one-time slots of a new token between its POST and the GET that shows it.
 REVEAL = "mcp_reveal"
+METRICS_REVEAL = "metrics_reveal"
 
 
 @login_required
@@ -39,9 +42,13 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
     error: HalError | None = None
     if request.method == "POST":
         op = request.POST.get("op")
-        raw = ""
+        raw = metrics_raw = ""
         try:
-            if op == "create":
+            if op == "metrics_rotate":
+                metrics_raw = metrics_token.check_rotate_metrics_token(actor=actor)
+            elif op == "metrics_revoke":
+                metrics_token.check_revoke_metrics_token(actor=actor)
+            elif op == "create":
                 _row, raw = mcp_tokens.check_create_mcp_token(
                     actor=actor,
                     name=request.POST.get("name", ""),
@@ -57,11 +64,16 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
             done = HttpResponseRedirect(reverse("hal:mcp_access"), status=303)
             if raw:
                 one_time.hold(request, done, REVEAL, raw)
+            if metrics_raw:
+                one_time.hold(request, done, METRICS_REVEAL, metrics_raw)
             return done
     created: dict[str, Any] | None = None
+    metrics_created = ""
     if request.method == "GET":
         token = one_time.take(request, REVEAL)
         created = {"token": token} if token else None
+        metrics_created = one_time.take(request, METRICS_REVEAL) or ""
+    administers = request.user.has_perm(str(PERMISSIONS["administer"]))
     rows = [
         {"row": row, "state": mcp_tokens.token_state(row)}
         for row in mcp_tokens.tokens_of(request.user)
@@ -76,11 +88,16 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
             "page": "mcp_access",
             "ttl_default": mcp_tokens.TTL_DAYS_DEFAULT,
             "reauth_url": reverse("hal:reauth") + "?next=" + reverse("hal:mcp_access"),
+            "administers": administers,
+            "metrics_token_set": administers and metrics_token.metrics_token_exists(),
+            "metrics_created": metrics_created,
+            "metrics_url": request.build_absolute_uri(reverse("hal:metrics")),
         },
         error,
     )
     one_time.finish(request, response, REVEAL)
-    if created:
+    one_time.finish(request, response, METRICS_REVEAL)
+    if created or metrics_created:
         add_never_cache_headers(response)  # the token never sits in a cache or history
     return response
 

@@ -9,7 +9,7 @@ import hmac
 import ipaddress
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -20,6 +20,7 @@ from hal.actions.metrics_token import (
     metrics_token_matches,
 )
 from hal.errors import PermissionDenied
+from hal.observe import families
 from hal.views.ops.request import request_actor
 from hal.web.api import dispatch
 from hal.web.clientip import client_ip
@@ -66,6 +67,8 @@ api_metrics_token = dispatch(POST=_api_rotate, DELETE=_api_revoke)
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """The exposition text of every family and scrape-time source (sync: sources query)."""
+    if not families.ON:
+        raise Http404("HAL_METRICS is off")
     if not (_allowed_address(request) or _allowed_token(request)):
         raise PermissionDenied(
             _("Metrics are served to allow-listed addresses or a metrics token only."),

@@ -80,3 +80,24 @@ def test_reviewer_and_investigator_runs_by_status():
         assert seen[("hal_proposal_reviews", (("status", status),))] == 0
     for status in ("queued", "running", "done", "stopped", "budget_exceeded", "failed"):
         assert seen[("hal_investigations", (("status", status),))] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cost_by_connection_is_the_figure_the_budgets_add_up():
+    """hal_ai_connection_cost_total{connection} grows by each priced call's cost once it is
+    charged (providers/usage.py); an unpriced model's call adds nothing."""
+    from providers.budget_models import ModelPrice
+    from providers.models import AIConnection
+    from providers.usage import record_usage
+
+    conn = AIConnection.objects.create(
+        name="priced", provider="openai", auth_method="api_key", model="m1", status="active"
+    )
+    ModelPrice.objects.create(
+        connection=conn, model="m1", input_per_million=2, output_per_million=10
+    )
+    key = ("hal_ai_connection_cost_total", (("connection", "priced"),))
+    before = scrape().get(key, 0.0)
+    record_usage(conn.pk, 1_000_000, 100_000, "m1")  # 2 + 1
+    record_usage(conn.pk, 500, 500, "unpriced")
+    assert scrape()[key] == pytest.approx(before + 3.0)

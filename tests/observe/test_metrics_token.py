@@ -66,3 +66,41 @@ def test_an_operator_without_administer_is_refused(client, viewer):
 
 def test_not_logged_in():
     assert Client().post("/api/metrics/token").status_code == 401
+
+
+def test_the_console_page_makes_shows_once_and_removes(reauthed):
+    """The button on /mcp-access/ (administrators): POST/redirect/GET shows the token once,
+    the scrape accepts it, a reload shows it no more; removing it ends it; all audited."""
+    page = reauthed.get("/mcp-access/").content.decode()
+    assert 'id="metrics-token-rotate"' in page and "No metrics token is set." in page
+    response = reauthed.post("/mcp-access/", {"op": "metrics_rotate"})
+    assert response.status_code == 303 and response["Location"] == "/mcp-access/"
+    shown = reauthed.get("/mcp-access/").content.decode()
+    token = shown.split('id="metrics-token-value">', 1)[1].split("<", 1)[0]
+    assert token.startswith("hal-metrics-")
+    assert scrape_with(token) == 200
+    again = reauthed.get("/mcp-access/").content.decode()
+    assert token not in again and "A metrics token is set" in again
+    response = reauthed.post("/mcp-access/", {"op": "metrics_revoke"})
+    assert response.status_code == 303
+    assert scrape_with(token) == 403
+    codes = list(
+        AuditEntry.objects.filter(action__startswith="metrics_token.", result=AuditEntry.RESULT_OK)
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
+    assert codes == ["metrics_token.rotate", "metrics_token.revoke"]
+
+
+def test_the_console_page_without_reauth_makes_nothing(client_op):
+    page = client_op.post("/mcp-access/", {"op": "metrics_rotate"}).content.decode()
+    assert "reauth_required" in page or "re-authenticat" in page.lower()
+    assert not Setting.objects.filter(name="metrics.token_sha256").exists()
+
+
+def test_the_console_section_is_for_administrators_only(client, viewer):
+    client.force_login(viewer)
+    page = client.get("/mcp-access/").content.decode()
+    assert 'id="metrics-token"' not in page
+    client.post("/mcp-access/", {"op": "metrics_rotate"})
+    assert not Setting.objects.filter(name="metrics.token_sha256").exists()

@@ -75,7 +75,7 @@ class Command(BaseCommand):
             target=self._heartbeat_loop, args=(worker_id, started_at, actor, stop), daemon=True
         )
         thread.start()
-        if settings.HAL_METRICS_WORKER_PORT:
+        if settings.HAL_METRICS_WORKER_PORT and settings.HAL_METRICS:
             # This process's metrics for Prometheus, on loopback only and without a token:
             # one scrape target per process (ADR 0023).
             from prometheus_client import start_http_server
