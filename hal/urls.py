@@ -45,7 +45,11 @@ hal_patterns = [
         mcp_oauth.protected_resource,
         name="oauth_protected_resource",
     ),
-    path(".well-known/oauth-protected-resource/mcp", mcp_oauth.protected_resource),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        mcp_oauth.protected_resource,
+        name="oauth_protected_resource_mcp",
+    ),
     path(
         ".well-known/oauth-authorization-server",
         mcp_oauth.authorization_server,

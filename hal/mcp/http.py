@@ -62,9 +62,7 @@ def challenge(scope: dict[str, Any], error: str | None = None) -> str:
     return value + (f', error="{error}"' if error else "")
 
 
-async def _refuse(
-    send: Any, status: int, code: str, message: str, authenticate: str = ""
-) -> None:
+async def _refuse(send: Any, status: int, code: str, message: str, authenticate: str = "") -> None:
     body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if authenticate:

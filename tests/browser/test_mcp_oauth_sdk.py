@@ -185,9 +185,7 @@ def test_the_official_sdk_connects_with_only_the_url_and_loses_access_on_revoke(
 
     def run() -> None:
         try:
-            result.update(
-                asyncio.run(connect_and_use(base, callback, opened, storage, runbook.pk))
-            )
+            result.update(asyncio.run(connect_and_use(base, callback, opened, storage, runbook.pk)))
         except BaseException as exc:  # reported by the test's thread below
             result["error"] = exc
 

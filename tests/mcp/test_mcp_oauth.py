@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 def Client(**kwargs) -> DjangoClient:  # noqa: N802 — Django's test client on a loopback Host
     return DjangoClient(HTTP_HOST="127.0.0.1", **kwargs)
 
+
 # authlib serves OAuth over https, or over http on a loopback address only (RFC 8252 §7.3).
 BASE = "http://127.0.0.1"
 RESOURCE = BASE + "/mcp"
@@ -100,7 +101,10 @@ def full_flow(browser: DjangoClient) -> tuple[dict, dict]:
 
 def test_metadata_names_hal_as_the_authorization_server_of_its_mcp():
     c = Client()
-    for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+    for path in (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ):
         prm = c.get(path)
         assert prm.status_code == 200
         assert prm["Access-Control-Allow-Origin"] == "*"
@@ -163,9 +167,7 @@ def test_registration_refuses_non_json():
     assert response.status_code == 400
 
 
-def test_login_first_then_a_consent_page_naming_the_client_that_cannot_be_framed(
-    browser, operator
-):
+def test_login_first_then_a_consent_page_naming_the_client_that_cannot_be_framed(browser, operator):
     reg = register(Client())
     _verifier, challenge = pkce()
     url = authorize_url(reg["client_id"], challenge)
@@ -373,3 +375,22 @@ def test_another_operators_grant_cannot_be_revoked_by_a_viewer(browser, viewer):
 def test_personal_tokens_are_untouched(browser, operator):
     full_flow(browser)
     assert not McpToken.objects.exists()
+
+
+def test_the_consent_page_and_the_grants_in_korean(browser, operator):
+    from hal.actions.base import Actor
+    from hal.actions.operators import check_set_language
+
+    check_set_language(actor=Actor(user=operator, via="web"), language="ko")
+    session = browser.session
+    session["hal_language"] = "ko"
+    session.save()
+    reg = register(Client())
+    verifier, challenge = pkce()
+    url = authorize_url(reg["client_id"], challenge)
+    page = browser.get(url).content.decode()
+    assert 'lang="ko"' in page[:400]
+    assert "허용" in page and "거부" in page and "Test MCP client" in page
+    browser.post(url, {"decision": "approve"})
+    access = browser.get("/mcp-access/").content.decode()
+    assert "허용한 클라이언트 (OAuth)" in access and "읽기 도구" in access

@@ -40,7 +40,13 @@ def mint_pair(user, resource: str) -> tuple[str, str]:
     )
     code = secrets.token_urlsafe(16)
     grant = mcp_oauth.do_approve_mcp_client(
-        Actor(user=user, via="web"), client, "http://127.0.0.1:9/cb", "x" * 43, "S256", resource, code
+        Actor(user=user, via="web"),
+        client,
+        "http://127.0.0.1:9/cb",
+        "x" * 43,
+        "S256",
+        resource,
+        code,
     )
     raw, refresh = mcp_oauth.new_access_token(), mcp_oauth.new_refresh_token()
     token = {"access_token": raw, "refresh_token": refresh, "expires_in": 600}
