@@ -11,6 +11,7 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from authlib.oauth2.rfc6749 import AuthorizationCodeMixin, ClientMixin, TokenMixin
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -49,7 +50,7 @@ def redirect_uri_problem(uri: Any) -> str | None:
         return None if parts.hostname else "no host"
     if scheme == "http":
         return None if parts.hostname and _loopback(parts.hostname) else "http only to loopback"
-    if scheme in _NEVER or "." not in scheme and scheme not in _NATIVE_SCHEMES:
+    if scheme in _NEVER or ("." not in scheme and scheme not in _NATIVE_SCHEMES):
         return "scheme not allowed"
     return None
 
@@ -75,7 +76,7 @@ def redirect_uri_matches(registered: str, requested: str) -> bool:
     return (a.path or "/") == (b.path or "/") and a.query == b.query and not b.fragment
 
 
-class McpOAuthClient(models.Model):
+class McpOAuthClient(ClientMixin, models.Model):
     """An MCP client that registered itself (RFC 7591): a public client, PKCE only."""
 
     client_id = models.CharField(max_length=64, unique=True)
@@ -96,10 +97,10 @@ class McpOAuthClient(models.Model):
     def get_client_id(self) -> str:
         return self.client_id
 
-    def get_default_redirect_uri(self) -> str | None:
-        return None  # a redirect_uri is always required (OAuth 2.1)
+    def get_default_redirect_uri(self) -> str:
+        return ""  # none: a redirect_uri is always required (OAuth 2.1)
 
-    def get_allowed_scope(self, scope: str | None) -> str:
+    def get_allowed_scope(self, scope: Any) -> str:
         return OAUTH_SCOPE  # the only scope there is; whatever was asked, this is granted
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
@@ -139,7 +140,7 @@ class McpOAuthGrant(models.Model):
         return f"MCP grant {self.pk} of {self.client.client_name}"
 
 
-class McpOAuthCode(models.Model):
+class McpOAuthCode(AuthorizationCodeMixin, models.Model):
     """An authorization code (sha256 at rest), single use, bound to its PKCE challenge."""
 
     grant = models.ForeignKey(McpOAuthGrant, on_delete=models.CASCADE, related_name="codes")
@@ -168,7 +169,7 @@ class McpOAuthCode(models.Model):
         return None
 
 
-class McpOAuthToken(models.Model):
+class McpOAuthToken(TokenMixin, models.Model):
     """An access token and its refresh token (sha256 at rest); a refresh rotates both."""
 
     grant = models.ForeignKey(McpOAuthGrant, on_delete=models.CASCADE, related_name="tokens")

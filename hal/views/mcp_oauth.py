@@ -91,7 +91,8 @@ def register(request: HttpRequest) -> HttpResponse:
         body = {"error": "invalid_client_metadata", "error_description": "Send JSON."}
         return _cors(JsonResponse(body, status=400))
     server = HalAuthorizationServer(_base(request), ip=client_ip(request))
-    return _cors(server.create_endpoint_response("client_registration", request))
+    response: Any = server.create_endpoint_response("client_registration", request)
+    return _cors(response)
 
 
 @csrf_exempt
@@ -102,7 +103,8 @@ def token(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _cors(HttpResponse(status=405, headers={"Allow": "POST"}))
     server = HalAuthorizationServer(_base(request), ip=client_ip(request))
-    return _cors(server.create_token_response(request))
+    response: Any = server.create_token_response(request)
+    return _cors(response)
 
 
 def _problem_page(request: HttpRequest, error: OAuth2Error) -> HttpResponse:
@@ -136,19 +138,19 @@ def authorize(request: HttpRequest) -> HttpResponse:
     except OAuth2Error as error:
         if getattr(error, "redirect_uri", None):  # a checked redirect URI: tell the client
             oauth_request = server.create_oauth2_request(request)
-            response = server.handle_error_response(oauth_request, error)
-            return _with_issuer(response, base)
+            refused: Any = server.handle_error_response(oauth_request, error)
+            return _with_issuer(refused, base)
         return _problem_page(request, error)  # never redirect to an unchecked URI
     if user is None:
         login = reverse("hal:login") + "?" + urlencode({"next": request.get_full_path()})
         return HttpResponseRedirect(login)
     if request.method == "POST":
         approved = request.POST.get("decision") == "approve"
-        response = server.create_authorization_response(
+        answer: Any = server.create_authorization_response(
             request, grant_user=user if approved else None, grant=grant
         )
-        add_never_cache_headers(response)
-        return response
+        add_never_cache_headers(answer)
+        return answer
     redirect_uri = grant.request.payload.redirect_uri
     response = render(
         request,

@@ -50,7 +50,7 @@ class Callback:
         got = self.got
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 — the stdlib's name
+            def do_GET(self) -> None:
                 query = parse_qs(urlsplit(self.path).query)
                 got.put({k: v[0] for k, v in query.items()})
                 body = b"Signed in. You can close this window."
@@ -160,9 +160,8 @@ def post_mcp(url: str, token: str | None) -> tuple[int, dict[str, str]]:
 def test_the_official_sdk_connects_with_only_the_url_and_loses_access_on_revoke(
     live_asgi, page_factory, operator
 ):
-    from runbooks.actions import check_create_runbook
-
     from hal.models import AuditEntry, McpOAuthGrant
+    from runbooks.actions import check_create_runbook
 
     runbook = check_create_runbook(
         actor=Actor(user=operator, via="api", label=operator.username),

@@ -20,7 +20,7 @@ from hal.models import AuditEntry, McpOAuthGrant, McpToken
 pytestmark = pytest.mark.django_db
 
 
-def Client(**kwargs) -> DjangoClient:  # noqa: N802 — Django's test client on a loopback Host
+def Client(**kwargs) -> DjangoClient:
     return DjangoClient(HTTP_HOST="127.0.0.1", **kwargs)
 
 
@@ -185,7 +185,7 @@ def test_login_first_then_a_consent_page_naming_the_client_that_cannot_be_framed
 
 
 def test_the_whole_code_flow_issues_an_audience_bound_token(browser, operator):
-    reg, tokens = full_flow(browser)
+    _reg, tokens = full_flow(browser)
     assert tokens["token_type"].lower() == "bearer"
     assert tokens["access_token"].startswith("hal-oat-")
     assert tokens["refresh_token"].startswith("hal-ort-")
@@ -210,7 +210,7 @@ def test_the_authorization_response_carries_state_and_iss(browser):
 
 def test_a_loopback_redirect_may_use_another_port(browser):
     reg = register(Client())
-    verifier, challenge = pkce()
+    _verifier, challenge = pkce()
     other = "http://127.0.0.1:50123/callback"
     url = authorize_url(reg["client_id"], challenge, redirect_uri=other)
     browser.get(url)
@@ -386,7 +386,7 @@ def test_the_consent_page_and_the_grants_in_korean(browser, operator):
     session["hal_language"] = "ko"
     session.save()
     reg = register(Client())
-    verifier, challenge = pkce()
+    _verifier, challenge = pkce()
     url = authorize_url(reg["client_id"], challenge)
     page = browser.get(url).content.decode()
     assert 'lang="ko"' in page[:400]
