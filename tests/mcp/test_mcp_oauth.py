@@ -225,9 +225,11 @@ def test_a_loopback_redirect_may_use_another_port(browser):
         {"code_challenge_method": "plain"},
         {"code_challenge_method": None},
         {"resource": "http://other.example/mcp"},
+        {"state": None},
+        {"state": ""},
     ],
 )
-def test_pkce_s256_and_hal_as_the_resource_are_required(browser, change):
+def test_pkce_s256_state_and_hal_as_the_resource_are_required(browser, change):
     reg = register(Client())
     _verifier, challenge = pkce()
     response = browser.get(authorize_url(reg["client_id"], challenge, **change))
