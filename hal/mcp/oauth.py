@@ -8,8 +8,9 @@ built on authlib's server side (ADR 0026).
   "none"); redirect URIs https, loopback http with any port, or a native app's scheme;
 - authorization code with PKCE S256 only (a request without a challenge is refused at the
   authorization endpoint, `plain` is not offered), `state` and `redirect_uri` required;
-  `iss` in every authorization response (RFC 9207); the `resource` (RFC 8707) must be HAL's own /mcp URL and is bound to the
-  grant, so a token is refused at any other resource;
+  `iss` in every authorization response (RFC 9207); the `resource` (RFC 8707) must be
+  HAL's own /mcp URL and is bound to the grant, so a token is refused at any other
+  resource;
 - refresh tokens rotate on every use; a rotated one or a spent code presented again
   revokes the whole grant.
 
