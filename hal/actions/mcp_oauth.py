@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import NotFound
-from hal.models import McpOAuthClient, McpOAuthCode, McpOAuthGrant, McpOAuthToken
+from hal.models import AuditEntry, McpOAuthClient, McpOAuthCode, McpOAuthGrant, McpOAuthToken
 from hal.models.fleet import hash_token
 from hal.models.mcp_oauth import ACCESS_PREFIX, OAUTH_SCOPE, REFRESH_PREFIX
 
@@ -51,6 +51,19 @@ def new_refresh_token(*_args: Any, **_kwargs: Any) -> str:
 
 def _client_label(client: McpOAuthClient) -> str:
     return f"{client.client_name} ({client.client_id})"
+
+
+def registration_allowed(ip: str | None) -> bool:
+    """Whether this address may register another client: at most
+    HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR (default 20) an hour, counted from the audit log
+    so every process agrees (registration is open: this bounds the rows anyone can add)."""
+    limit = int(getattr(settings, "HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR", 20) or 20)
+    since = timezone.now() - timedelta(hours=1)
+    address = {"ip": ip} if ip else {"ip__isnull": True}
+    done = AuditEntry.objects.filter(
+        action="mcp_oauth.register", created_at__gte=since, **address
+    ).count()
+    return done < limit
 
 
 def new_client_id() -> str:

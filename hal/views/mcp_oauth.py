@@ -20,6 +20,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.clickjacking import xframe_options_deny
 from django.views.decorators.csrf import csrf_exempt
 
+from hal.actions import mcp_oauth
 from hal.mcp.oauth import (
     HalAuthorizationServer,
     authorization_server_metadata,
@@ -90,7 +91,11 @@ def register(request: HttpRequest) -> HttpResponse:
     except ValueError:
         body = {"error": "invalid_client_metadata", "error_description": "Send JSON."}
         return _cors(JsonResponse(body, status=400))
-    server = HalAuthorizationServer(_base(request), ip=client_ip(request))
+    ip = client_ip(request)
+    if not mcp_oauth.registration_allowed(ip):
+        body = {"error": "too_many_requests", "error_description": "Try again in an hour."}
+        return _cors(JsonResponse(body, status=429, headers={"Retry-After": "3600"}))
+    server = HalAuthorizationServer(_base(request), ip=ip)
     response: Any = server.create_endpoint_response("client_registration", request)
     return _cors(response)
 

@@ -162,6 +162,19 @@ def test_registration_refuses_redirect_uris_a_local_client_does_not_use(uri):
     assert not AuditEntry.objects.filter(action="mcp_oauth.register").exists()
 
 
+def test_registration_is_bounded_per_address(settings):
+    settings.HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR = 2
+    register(Client())
+    register(Client())
+    response = Client().post(
+        "/oauth/register",
+        {"client_name": "x", "redirect_uris": [REDIRECT]},
+        content_type="application/json",
+    )
+    assert response.status_code == 429
+    assert AuditEntry.objects.filter(action="mcp_oauth.register").count() == 2
+
+
 def test_registration_refuses_non_json():
     response = Client().post("/oauth/register", "{", content_type="application/json")
     assert response.status_code == 400
