@@ -58,6 +58,7 @@ hal_patterns = [
     path("oauth/authorize", mcp_oauth.authorize, name="oauth_authorize"),
     path("oauth/token", mcp_oauth.token, name="oauth_token"),
     path("oauth/register", mcp_oauth.register, name="oauth_register"),
+    path("oauth/revoke", mcp_oauth.revoke, name="oauth_revoke"),
 ]
 
 hal_patterns += fleet_patterns + ops_patterns

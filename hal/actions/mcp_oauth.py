@@ -185,6 +185,19 @@ def find_refresh(raw: str) -> McpOAuthToken | None:
     return row
 
 
+def find_token(raw: str) -> McpOAuthToken | None:
+    """The token row behind an access or a refresh token, whatever its state."""
+    if not isinstance(raw, str) or len(raw) > 200:
+        return None
+    digest = hash_token(raw)
+    query = McpOAuthToken.objects.select_related("grant", "grant__user", "grant__client")
+    if raw.startswith(ACCESS_PREFIX):
+        return query.filter(access_hash=digest).first()
+    if raw.startswith(REFRESH_PREFIX):
+        return query.filter(refresh_hash=digest).first()
+    return None
+
+
 def do_issue_tokens(
     grant: McpOAuthGrant,
     token: dict[str, Any],

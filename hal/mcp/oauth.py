@@ -30,6 +30,7 @@ from authlib.oauth2.rfc6749 import (
 )
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
+from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
@@ -46,6 +47,7 @@ ASM_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH = "/oauth/authorize"
 TOKEN_PATH = "/oauth/token"
 REGISTER_PATH = "/oauth/register"
+REVOKE_PATH = "/oauth/revoke"
 MAX_REDIRECT_URIS = 10
 
 
@@ -84,6 +86,8 @@ def authorization_server_metadata(base: str) -> dict[str, Any]:
         "authorization_endpoint": base + AUTHORIZE_PATH,
         "token_endpoint": base + TOKEN_PATH,
         "registration_endpoint": base + REGISTER_PATH,
+        "revocation_endpoint": base + REVOKE_PATH,
+        "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": [OAUTH_SCOPE],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
@@ -254,6 +258,22 @@ class Registration(ClientRegistrationEndpoint):
         return status, body, headers
 
 
+class Revocation(RevocationEndpoint):
+    """RFC 7009: a client gives up its access (`claude mcp logout` and the like). Either of
+    its tokens revokes the whole grant, as the access page does; an unknown token is 200."""
+
+    CLIENT_AUTH_METHODS = ["none"]
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> Any:
+        return mcp_oauth.find_token(token_string)
+
+    def revoke_token(self, token: Any, request: Any) -> None:
+        grant = token.grant
+        if grant.revoked_at is None:
+            actor = Actor(user=grant.user, via="mcp", ip=self.server.ip)
+            mcp_oauth.do_revoke_mcp_grant(actor, grant, "client_revoked")
+
+
 class HalIssuer(IssuerParameter):
     """RFC 9207 `iss` on authorization responses (authlib's reads a Flask-style
     `response.location`; a Django response has a Location header)."""
@@ -291,6 +311,7 @@ class HalAuthorizationServer(AuthorizationServer):
         self.register_grant(CodeGrant, [_S256Only(required=True)])
         self.register_grant(RefreshGrant)
         self.register_endpoint(Registration)  # type: ignore[arg-type]  # stubs lag authlib 1.9
+        self.register_endpoint(Revocation)
         self.register_extension(HalIssuer(issuer_of(base)))
 
     def query_client(self, client_id: str) -> McpOAuthClient | None:  # type: ignore[override]

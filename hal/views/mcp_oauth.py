@@ -112,6 +112,18 @@ def token(request: HttpRequest) -> HttpResponse:
     return _cors(response)
 
 
+@csrf_exempt
+def revoke(request: HttpRequest) -> HttpResponse:
+    """RFC 7009: a client revokes its own grant with either of its tokens."""
+    if request.method == "OPTIONS":
+        return _preflight()
+    if request.method != "POST":
+        return _cors(HttpResponse(status=405, headers={"Allow": "POST"}))
+    server = HalAuthorizationServer(_base(request), ip=client_ip(request))
+    response: Any = server.create_endpoint_response("revocation", request)
+    return _cors(response)
+
+
 def _problem_page(request: HttpRequest, error: OAuth2Error) -> HttpResponse:
     response = render(
         request,

@@ -114,6 +114,7 @@ NOT_PAGES = {
     "oauth_authorize",
     "oauth_token",
     "oauth_register",
+    "oauth_revoke",
 }
 
 

@@ -387,6 +387,25 @@ def test_another_operators_grant_cannot_be_revoked_by_a_viewer(browser, viewer):
     assert grant.revoked_at is None
 
 
+def test_a_client_revokes_its_own_grant_with_either_token(browser):
+    for kind in ("access_token", "refresh_token"):
+        reg, tokens = full_flow(browser)
+        other = register(Client())
+        data = {"token": tokens[kind], "client_id": other["client_id"]}
+        assert Client().post("/oauth/revoke", data).status_code == 400  # not its token
+        assert authenticate_mcp_access(tokens["access_token"], RESOURCE) is not None
+        data["client_id"] = reg["client_id"]
+        response = Client().post("/oauth/revoke", data)
+        assert response.status_code == 200
+        assert authenticate_mcp_access(tokens["access_token"], RESOURCE) is None
+        assert refresh(reg, tokens["refresh_token"])[0] == 400
+    reasons = set(McpOAuthGrant.objects.values_list("revoked_reason", flat=True))
+    assert reasons == {"client_revoked"}
+    # An unknown token is not an error (RFC 7009 §2.2).
+    unknown = {"token": "hal-oat-unknown", "client_id": reg["client_id"]}
+    assert Client().post("/oauth/revoke", unknown).status_code == 200
+
+
 def test_personal_tokens_are_untouched(browser, operator):
     full_flow(browser)
     assert not McpToken.objects.exists()
