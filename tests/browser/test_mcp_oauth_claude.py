@@ -5,8 +5,8 @@ authentication" (it met the 401 and read HAL's metadata); `claude mcp login hal
 --no-browser` (in a pseudo-terminal: it refuses to run without one) registers itself,
 prints the authorization URL and listens on its loopback callback; Playwright logs in
 through HAL's login and allows it on the consent page; the CLI says it is authenticated
-and `claude mcp list` then connects. Revoked on the MCP access page, it needs
-authentication again."""
+and `claude mcp list` then connects. `claude mcp logout` revokes the grant at HAL (RFC
+7009); signed in again and revoked on the MCP access page, it needs authentication again."""
 
 from __future__ import annotations
 
@@ -121,25 +121,39 @@ def test_claude_code_signs_in_with_only_the_url(live_asgi, page_factory, operato
     claude("add", "--transport", "http", "hal", base + "/mcp")
     assert "Needs authentication" in status()
 
-    login = Terminal([BINARY, "mcp", "login", "hal", "--no-browser"], env, tmp_path)
-    try:
-        found = login.wait_for(re.escape(base) + r"/oauth/authorize\?[^\s\x07\x1b]+")
-        page = page_factory()
-        page.goto(found.group(0))
-        page.wait_for_url(lambda u: "/login/" in u)
-        page.fill("input[name=username]", operator.username)
-        page.fill("input[name=password]", operator.raw_password)
-        page.click("button[type=submit]")
-        expect(page.locator("#mcp-consent-client")).to_contain_text("Claude Code")
-        page.click("#mcp-consent-approve")
-        login.wait_for("Authenticated")
-        assert login.proc.wait(WAIT) == 0, login.text()[-2000:]
-    finally:
-        login.close()
+    page = page_factory()
+
+    def sign_in() -> None:
+        login = Terminal([BINARY, "mcp", "login", "hal", "--no-browser"], env, tmp_path)
+        try:
+            found = login.wait_for(re.escape(base) + r"/oauth/authorize\?[^\s\x07\x1b]+")
+            page.goto(found.group(0))
+            if "/login/" in page.url:  # the first time: HAL's own login first
+                page.fill("input[name=username]", operator.username)
+                page.fill("input[name=password]", operator.raw_password)
+                page.click("button[type=submit]")
+            expect(page.locator("#mcp-consent-client")).to_contain_text("Claude Code")
+            page.click("#mcp-consent-approve")
+            login.wait_for("Authenticated")
+            assert login.proc.wait(WAIT) == 0, login.text()[-2000:]
+        finally:
+            login.close()
+
+    sign_in()
     assert "Connected" in status()
 
-    grant = McpOAuthGrant.objects.get()
-    assert grant.user == operator and grant.revoked_at is None
+    # `claude mcp logout` revokes the grant at HAL (RFC 7009), not only its local copy.
+    first = McpOAuthGrant.objects.get()
+    assert first.user == operator and first.revoked_at is None
+    claude("logout", "hal")
+    first.refresh_from_db()
+    assert (first.revoked_at is not None, first.revoked_reason) == (True, "client_revoked")
+    assert "Needs authentication" in status()
+
+    # Signed in again, then revoked on the MCP access page.
+    sign_in()
+    assert "Connected" in status()
+    grant = McpOAuthGrant.objects.get(revoked_at__isnull=True)
     page.goto(base + "/mcp-access/")
     page.locator(f"#mcp-grant-{grant.pk} button[type=submit]").click()
     expect(page.locator(f"#mcp-grant-{grant.pk}")).not_to_contain_text("Revoke")
