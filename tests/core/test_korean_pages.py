@@ -52,9 +52,10 @@ WORDS = {
     "OpenAI",
     "Claude",
     "Code",
-    # MCP clients the MCP access page names (Claude Desktop, VS Code, MCP Inspector)
+    # MCP clients the MCP access page names (Claude Desktop, VS Code, Cursor, MCP Inspector)
     "Desktop",
     "VS",
+    "Cursor",
     "Inspector",
     "Tavily",
     "PostgreSQL",
