@@ -50,8 +50,26 @@ DEFAULT_MAX_BODY = 1024 * 1024
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
 
+def _scheme_of(scope: dict[str, Any]) -> str:
+    """The scheme as Django sees it: behind the TLS proxy daphne's scope says http, and
+    Django believes SECURE_PROXY_SSL_HEADER (X-Forwarded-Proto) when it is configured."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        header, secure = proxy
+        name = header.removeprefix("HTTP_").replace("_", "-").lower()
+        value = _one(_headers(scope), name)
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure else "http"
+    return str(scope.get("scheme") or "http")
+
+
 def _base_of(scope: dict[str, Any]) -> str:
-    return public_base(str(scope.get("scheme") or "http"), _one(_headers(scope), "host") or "")
+    return public_base(_scheme_of(scope), _one(_headers(scope), "host") or "")
+
+
+def resource_of_scope(scope: dict[str, Any]) -> str:
+    """The URL this request reached /mcp at: the audience an OAuth token must name."""
+    return resource_of(_base_of(scope))
 
 
 def challenge(scope: dict[str, Any], error: str | None = None) -> str:
@@ -106,7 +124,7 @@ def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
 def _actor_of_token(raw: str, scope: dict[str, Any]) -> Actor | None:
     if raw.startswith(ACCESS_PREFIX):
         # An OAuth access token: good only for this server's /mcp (RFC 8707 audience).
-        grant = authenticate_mcp_access(raw, resource_of(_base_of(scope)))
+        grant = authenticate_mcp_access(raw, resource_of_scope(scope))
         if grant is None:
             return None
         return Actor(

@@ -428,3 +428,27 @@ def test_the_consent_page_and_the_grants_in_korean(browser, operator):
     browser.post(url, {"decision": "approve"})
     access = browser.get("/mcp-access/").content.decode()
     assert "허용한 클라이언트 (OAuth)" in access and "읽기 도구" in access
+
+
+def test_mcp_sees_the_same_scheme_as_django_behind_the_tls_proxy(settings):
+    """daphne's scope says http behind the TLS proxy; Django reads X-Forwarded-Proto
+    (SECURE_PROXY_SSL_HEADER). The resource /mcp checks a token against must be the one
+    the token endpoint bound it to, or every OAuth token is refused in production."""
+    from hal.mcp.http import challenge, resource_of_scope
+
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.HAL_PUBLIC_URL = ""
+    scope = {
+        "type": "http",
+        "scheme": "http",
+        "headers": [(b"host", b"hal.example.org"), (b"x-forwarded-proto", b"https")],
+    }
+    assert resource_of_scope(scope) == "https://hal.example.org/mcp"
+    assert 'resource_metadata="https://hal.example.org/' in challenge(scope)
+    prm = DjangoClient(HTTP_HOST="hal.example.org", HTTP_X_FORWARDED_PROTO="https")
+    settings.ALLOWED_HOSTS = ["hal.example.org"]
+    body = prm.get("/.well-known/oauth-protected-resource").json()
+    assert body["resource"] == resource_of_scope(scope)
+    # Without the setting (no proxy), the header is not believed.
+    settings.SECURE_PROXY_SSL_HEADER = None
+    assert resource_of_scope(scope) == "http://hal.example.org/mcp"
