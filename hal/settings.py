@@ -316,6 +316,11 @@ HAL_MCP_MAX_BODY_BYTES = int(env("HAL_MCP_MAX_BODY_BYTES", str(1024 * 1024)))
 HAL_MCP_INTERNAL_URL = env("HAL_MCP_INTERNAL_URL", "")
 # While an MCP client listens for resource list changes: how often the change mark is read.
 HAL_MCP_CHANGES_POLL_SECONDS = float(env("HAL_MCP_CHANGES_POLL_SECONDS", "5"))
+# MCP OAuth (hal/mcp/oauth.py): an access token's life in seconds, a refresh token's in days.
+HAL_MCP_OAUTH_ACCESS_SECONDS = int(env("HAL_MCP_OAUTH_ACCESS_SECONDS", "3600"))
+HAL_MCP_OAUTH_REFRESH_DAYS = int(env("HAL_MCP_OAUTH_REFRESH_DAYS", "30"))
+# Open client registration: at most this many per client address an hour (then 429).
+HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR = int(env("HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR", "20"))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 # Failed logins/re-auths allowed per (username, client address), and per client address.
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))

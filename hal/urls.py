@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from hal.views import auth as auth_views
-from hal.views import confirmations, health, mcp_access, metrics, oidc, pages
+from hal.views import confirmations, health, mcp_access, mcp_oauth, metrics, oidc, pages
 from hal.views.fleet.urls import urlpatterns as fleet_patterns
 from hal.views.ops.urls import urlpatterns as ops_patterns
 
@@ -39,6 +39,26 @@ hal_patterns = [
         mcp_access.api_mcp_token_revoke,
         name="api_mcp_token_revoke",
     ),
+    # OAuth for /mcp (hal/mcp/oauth.py): metadata, registration, consent, tokens.
+    path(
+        ".well-known/oauth-protected-resource",
+        mcp_oauth.protected_resource,
+        name="oauth_protected_resource",
+    ),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        mcp_oauth.protected_resource,
+        name="oauth_protected_resource_mcp",
+    ),
+    path(
+        ".well-known/oauth-authorization-server",
+        mcp_oauth.authorization_server,
+        name="oauth_authorization_server",
+    ),
+    path("oauth/authorize", mcp_oauth.authorize, name="oauth_authorize"),
+    path("oauth/token", mcp_oauth.token, name="oauth_token"),
+    path("oauth/register", mcp_oauth.register, name="oauth_register"),
+    path("oauth/revoke", mcp_oauth.revoke, name="oauth_revoke"),
 ]
 
 hal_patterns += fleet_patterns + ops_patterns

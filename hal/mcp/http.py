@@ -3,9 +3,11 @@
 The same `HalMCPServer` as `manage.py mcp` (hal/mcp/server.py): the same tool list, the same
 dispatch, read tools only. What this module adds is the door:
 
-- a bearer token only (`Authorization: Bearer hal-mcp-…`, a personal MCP token,
-  hal/actions/mcp_tokens.py); the session cookie is never read, so a browser page cannot
-  ride an operator's login into `/mcp`;
+- a bearer token only: a personal MCP token (`hal-mcp-…`, hal/actions/mcp_tokens.py) or
+  an OAuth access token (`hal-oat-…`, hal/mcp/oauth.py) issued for this server's own
+  `/mcp` URL; the session cookie is never read, so a browser page cannot ride an
+  operator's login into `/mcp`; a 401 names the protected-resource metadata (RFC 9728),
+  from which a client finds HAL's authorization server;
 - the `Host` must be a loopback literal (hal/mcp/address.py) or a configured name
   (ALLOWED_HOSTS without `*`, HAL_PUBLIC_URL's host), and an `Origin` (browsers send
   one) must be the console's own or a CSRF-trusted one, by the WebSocket rule
@@ -32,11 +34,14 @@ from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from hal.actions.base import Actor
+from hal.actions.mcp_oauth import authenticate_mcp_access
 from hal.actions.mcp_tokens import authenticate_mcp_token
 from hal.actions.mcp_turn_tokens import scope_of
 from hal.live.origin import _headers, _one, _trusted, normalize, own_origin
 from hal.mcp.address import is_loopback_host, is_public_name, remember
+from hal.mcp.oauth import PRM_PATH, public_base, resource_of
 from hal.mcp.server import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
+from hal.models.mcp_oauth import ACCESS_PREFIX, OAUTH_SCOPE
 from hal.web.clientip import scope_client_ip
 
 MCP_PATH = "/mcp"
@@ -45,11 +50,41 @@ DEFAULT_MAX_BODY = 1024 * 1024
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
 
-async def _refuse(send: Any, status: int, code: str, message: str) -> None:
+def _scheme_of(scope: dict[str, Any]) -> str:
+    """The scheme as Django sees it: behind the TLS proxy daphne's scope says http, and
+    Django believes SECURE_PROXY_SSL_HEADER (X-Forwarded-Proto) when it is configured."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        header, secure = proxy
+        name = header.removeprefix("HTTP_").replace("_", "-").lower()
+        value = _one(_headers(scope), name)
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure else "http"
+    return str(scope.get("scheme") or "http")
+
+
+def _base_of(scope: dict[str, Any]) -> str:
+    return public_base(_scheme_of(scope), _one(_headers(scope), "host") or "")
+
+
+def resource_of_scope(scope: dict[str, Any]) -> str:
+    """The URL this request reached /mcp at: the audience an OAuth token must name."""
+    return resource_of(_base_of(scope))
+
+
+def challenge(scope: dict[str, Any], error: str | None = None) -> str:
+    """The 401's WWW-Authenticate: where the protected-resource metadata is (RFC 9728 §5.1)
+    and the scope to ask for, so a client that has never seen HAL can find its way."""
+    metadata = _base_of(scope) + PRM_PATH + MCP_PATH
+    value = f'Bearer resource_metadata="{metadata}", scope="{OAUTH_SCOPE}"'
+    return value + (f', error="{error}"' if error else "")
+
+
+async def _refuse(send: Any, status: int, code: str, message: str, authenticate: str = "") -> None:
     body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="hal"'))
+    if authenticate:
+        headers.append((b"www-authenticate", authenticate.encode()))
     if status == 405:
         headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -87,6 +122,18 @@ def origin_refusal(scope: dict[str, Any]) -> tuple[int, str, str] | None:
 
 
 def _actor_of_token(raw: str, scope: dict[str, Any]) -> Actor | None:
+    if raw.startswith(ACCESS_PREFIX):
+        # An OAuth access token: good only for this server's /mcp (RFC 8707 audience).
+        grant = authenticate_mcp_access(raw, resource_of_scope(scope))
+        if grant is None:
+            return None
+        return Actor(
+            user=grant.user,
+            via="mcp",
+            label=grant.user.username,
+            ip=scope_client_ip(scope),
+            extra={"mcp_grant": grant.pk},
+        )
     row = authenticate_mcp_token(raw)
     if row is None:
         return None
@@ -136,14 +183,24 @@ class McpHttpMount:
             return
         token = bearer(_headers(scope))
         if token is None:
-            await _refuse(send, 401, "not_authenticated", "Send an MCP token as a Bearer.")
+            await _refuse(
+                send,
+                401,
+                "not_authenticated",
+                "Send an MCP token as a Bearer.",
+                challenge(scope),
+            )
             return
         # Every token, a CLI turn's too, is checked in the database on every request: its
         # owner may have been disabled, its turn may have ended in another process.
         actor = await database_sync_to_async(_actor_of_token)(token, scope)
         if actor is None:
             await _refuse(
-                send, 401, "invalid_token", "The MCP token is unknown, expired or revoked."
+                send,
+                401,
+                "invalid_token",
+                "The MCP token is unknown, expired or revoked.",
+                challenge(scope, "invalid_token"),
             )
             return
         # The SDK never sees the cookie header (nothing downstream may use a session).

@@ -66,3 +66,12 @@ __all__ += ["Proposal"]
 from hal.models.mcp_tokens import McpToken  # noqa: E402
 
 __all__ += ["McpToken"]
+
+from hal.models.mcp_oauth import (  # noqa: E402
+    McpOAuthClient,
+    McpOAuthCode,
+    McpOAuthGrant,
+    McpOAuthToken,
+)
+
+__all__ += ["McpOAuthClient", "McpOAuthCode", "McpOAuthGrant", "McpOAuthToken"]

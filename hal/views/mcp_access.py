@@ -1,5 +1,6 @@
 """The "MCP access" page and API: an operator's personal MCP tokens (create, list, revoke)
-and, for administrators, the Prometheus metrics token (make or replace, remove)."""
+the MCP clients they allowed through OAuth (list, revoke) and, for administrators, the
+Prometheus metrics token (make or replace, remove)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from hal.actions import mcp_tokens, metrics_token
+from hal.actions import mcp_oauth, mcp_tokens, metrics_token
 from hal.actions.base import PERMISSIONS
 from hal.errors import HalError, InvalidInput
 from hal.mcp.http import MCP_PATH
@@ -56,6 +57,8 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
                 )
             elif op == "revoke":
                 mcp_tokens.check_revoke_mcp_token(actor=actor, token_id=request.POST.get("id"))
+            elif op == "revoke_grant":
+                mcp_oauth.check_revoke_mcp_grant(actor=actor, grant_id=request.POST.get("id"))
             else:
                 raise InvalidInput(gettext_lazy("Unknown operation."), code="invalid_operation")
         except HalError as exc:
@@ -83,6 +86,10 @@ def mcp_access_page(request: HttpRequest) -> HttpResponse:
         "hal/mcp_access.html",
         {
             "tokens": rows,
+            "grants": [
+                {"row": grant, "state": mcp_oauth.grant_state(grant)}
+                for grant in mcp_oauth.grants_of(request.user)
+            ],
             "created": created,
             "endpoint": _endpoint(request),
             "page": "mcp_access",

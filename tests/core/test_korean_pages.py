@@ -52,9 +52,10 @@ WORDS = {
     "OpenAI",
     "Claude",
     "Code",
-    # MCP clients the MCP access page names (Claude Desktop, VS Code, MCP Inspector)
+    # MCP clients the MCP access page names (Claude Desktop, VS Code, Cursor, MCP Inspector)
     "Desktop",
     "VS",
+    "Cursor",
     "Inspector",
     "Tavily",
     "PostgreSQL",
@@ -106,6 +107,15 @@ NOT_PAGES = {
     "form",  # POST: start or stop an incident's investigation (investigations/)
     "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
     "export",  # a postmortem's Markdown file, not a page (alerts/)
+    # MCP OAuth: JSON metadata and endpoints for clients; the consent page needs a
+    # registered client's request (its Korean: tests/mcp/test_mcp_oauth.py).
+    "oauth_protected_resource",
+    "oauth_protected_resource_mcp",
+    "oauth_authorization_server",
+    "oauth_authorize",
+    "oauth_token",
+    "oauth_register",
+    "oauth_revoke",
 }
 
 
