@@ -379,3 +379,7 @@ class ProcessLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease {self.owner}"
+
+
+# Attachments live in their own module (size); imported here so Django registers them.
+from chatrooms.attachment_models import Attachment, Blob  # noqa: E402, F401

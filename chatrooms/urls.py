@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views, views_archive
+from chatrooms import views, views_archive, views_files
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -36,6 +36,12 @@ urlpatterns = [
         views.message_show,
         name="api_message_show",
     ),
+    path(
+        "api/ai/rooms/<int:room_id>/attachments",
+        views_files.room_attachments,
+        name="api_room_attachments",
+    ),
+    path("api/ai/attachments/<int:attachment_id>", views_files.attachment, name="api_attachment"),
     path("api/ai/panel", views.panel, name="api_panel"),
     path("api/ai/archives", views_archive.archives_api, name="api_archives"),
     path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),
