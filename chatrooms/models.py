@@ -218,6 +218,11 @@ class Message(models.Model):
         if meta.get("text_i18n"):
             # A HAL notice: `text` is English (what models read), this is for operators.
             data["text_i18n"] = meta["text_i18n"]
+        if meta.get("attachments"):
+            # The files sent with it, by name and hash (chatrooms/files/sending.py).
+            data["attachments"] = [
+                {**a, "url": f"/api/ai/attachments/{a['id']}"} for a in meta["attachments"]
+            ]
         if meta.get("proposals"):
             data["proposal_ids"] = list(meta["proposals"])
         if meta.get("stopped"):

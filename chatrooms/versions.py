@@ -223,6 +223,7 @@ def do_edit_message(
     place = _place(message)
     _freeze_branches(room, group, place, message.pk)
     Message.objects.filter(version_group=group).update(superseded=True)
+    files = list(message.attachments.all())  # the new version keeps the edited one's files
     sent = actions.do_send_message(
         actor,
         room,
@@ -232,6 +233,7 @@ def do_edit_message(
         fields={"version_group": group, "position": place, "branch": message.branch},
         audit="chat.message.edit",
         audit_before={"message_id": message.pk},
+        attachments=files,
     )
     _show_branch(room, group, place, sent.message.pk)
     publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
