@@ -1,6 +1,7 @@
 // The AI panel's attachments: the composer's files (button, drag and drop, paste — a long
 // pasted block becomes a file), their preview, and the files shown with sent messages.
 import { ApiError, csrfToken } from "./app.js";
+import { icon } from "./panel_icons.js";
 import { $, T, input, showError, state } from "./panel_state.js";
 
 // A pasted block this long (characters or lines) is attached as a file, not typed in.
@@ -159,7 +160,11 @@ export function renderAttachments(li, m) {
 }
 
 // ---------- the three ways in ----------
-$("#ai-attach")?.addEventListener("click", () => fileInput.click());
+const attachButton = $("#ai-attach");
+if (attachButton) {
+  attachButton.replaceChildren(icon("attach"));
+  attachButton.addEventListener("click", () => fileInput.click());
+}
 fileInput?.addEventListener("change", async () => {
   for (const file of [...fileInput.files]) await upload(file);
   fileInput.value = "";
