@@ -107,7 +107,9 @@ def search(user: Any, raw: Any) -> dict[str, Any]:
             {
                 "id": m.pk,
                 "room_id": m.room_id,
-                "room_title": m.archive.room_title if m.archive_id else m.room.display_title(),
+                "room_title": m.archive.room_title
+                if m.archive is not None
+                else m.room.display_title(),
                 "archive_id": m.archive_id,
                 "author": m.author,
                 "author_kind": m.author_kind,

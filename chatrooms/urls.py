@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views, views_archive, views_files
+from chatrooms import views, views_archive, views_export, views_files
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -42,6 +42,12 @@ urlpatterns = [
         name="api_room_attachments",
     ),
     path("api/ai/attachments/<int:attachment_id>", views_files.attachment, name="api_attachment"),
+    path("api/ai/rooms/<int:room_id>/export", views_export.room_export, name="api_room_export"),
+    path(
+        "api/ai/archives/<int:archive_id>/export",
+        views_export.archive_export,
+        name="api_archive_export",
+    ),
     path("api/ai/panel", views.panel, name="api_panel"),
     path("api/ai/archives", views_archive.archives_api, name="api_archives"),
     path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),

@@ -159,6 +159,12 @@ export function renderAttachments(li, m) {
   );
 }
 
+// The room's record for a ticket: Markdown of the conversation on screen (JSON: ?format=json).
+const exportLink = $("#ai-export");
+exportLink?.addEventListener("click", () => {
+  if (state.roomId) exportLink.href = `/api/ai/rooms/${state.roomId}/export?format=md`;
+});
+
 // ---------- the three ways in ----------
 const attachButton = $("#ai-attach");
 if (attachButton) {

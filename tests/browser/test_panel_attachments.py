@@ -21,8 +21,9 @@ DROP = """([name, text]) => {
   const dt = new DataTransfer();
   dt.items.add(new File([text], name, { type: "text/plain" }));
   const target = document.querySelector("#ai-compose");
+  const init = { dataTransfer: dt, bubbles: true, cancelable: true };
   for (const type of ["dragenter", "dragover", "drop"]) {
-    target.dispatchEvent(new DragEvent(type, { dataTransfer: dt, bubbles: true, cancelable: true }));
+    target.dispatchEvent(new DragEvent(type, init));
   }
 }"""
 
@@ -126,7 +127,9 @@ def test_attachments_on_a_korean_phone(
     login(page, base, operator)
     connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
     page.request.post(
-        base + "/language/", form={"language": "ko", "next": "/"}, headers={"X-CSRFToken": csrf(page)}
+        base + "/language/",
+        form={"language": "ko", "next": "/"},
+        headers={"X-CSRFToken": csrf(page)},
     )
     _ready(page, base)
     expect(page.locator("#ai-attach")).to_have_attribute("aria-label", "파일 첨부")
