@@ -81,3 +81,42 @@ class Attachment(models.Model):
             "height": self.height,
             "url": f"/api/ai/attachments/{self.pk}",
         }
+
+
+class Share(models.Model):
+    """A read-only link to a conversation (a room's or an archived one) for one named
+    operator: never public, only the token's hash is kept, revocable by its owner."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_shares_given"
+    )
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_shares_received"
+    )
+    room = models.ForeignKey(
+        "chatrooms.Room", null=True, blank=True, on_delete=models.CASCADE, related_name="shares"
+    )
+    archive = models.ForeignKey(
+        "chatrooms.Archive",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="shares",
+    )
+    token_sha256 = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"share #{self.pk} to user #{self.recipient_id}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "owner": self.owner.get_username(),
+            "recipient": self.recipient.get_username(),
+            "room_id": self.room_id,
+            "archive_id": self.archive_id,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "revoked": self.revoked_at is not None,
+        }

@@ -387,4 +387,4 @@ class ProcessLease(models.Model):
 
 
 # Attachments live in their own module (size); imported here so Django registers them.
-from chatrooms.attachment_models import Attachment, Blob  # noqa: E402, F401
+from chatrooms.attachment_models import Attachment, Blob, Share  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views, views_archive, views_export, views_files
+from chatrooms import views, views_archive, views_export, views_files, views_share
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -48,6 +48,15 @@ urlpatterns = [
         views_export.archive_export,
         name="api_archive_export",
     ),
+    path("api/ai/shares", views_share.shares_api, name="api_shares"),
+    path(
+        "api/ai/shares/<int:share_id>/revoke",
+        views_share.share_revoke_api,
+        name="api_share_revoke",
+    ),
+    path("ai/shares/new", views_share.share_form, name="share_new"),
+    path("ai/shares/<int:share_id>/revoke", views_share.revoke_form, name="share_revoke"),
+    path("ai/shared/<str:token>", views_share.shared_page, name="shared"),
     path("api/ai/panel", views.panel, name="api_panel"),
     path("api/ai/archives", views_archive.archives_api, name="api_archives"),
     path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),
