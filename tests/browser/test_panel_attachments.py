@@ -118,6 +118,14 @@ def test_drag_a_log_and_paste_a_screenshot(
     )
     expect(page.locator("#ai-files .ai-file")).to_have_count(0)
 
+    # The room's record for the ticket: Markdown with the files by name and hash.
+    with page.expect_download() as download:
+        page.click("#ai-export")
+    record = open(download.value.path(), encoding="utf-8").read()
+    assert "## @alpha (claude-fake-opus-1)" in record
+    assert "- Attachment: `portal.log` (3 lines" in record
+    assert "- Attachment: `graph.png` (image/png" in record
+
 
 def test_attachments_on_a_korean_phone(
     live_asgi, page_factory, operator, fake_anthropic, provider_api_key
