@@ -163,6 +163,10 @@ class Message(models.Model):
     superseded = models.BooleanField(default=False)
     off_branch = models.BooleanField(default=False)
     branch = models.BigIntegerField(null=True, blank=True)
+    # Nested branches (chatrooms/branches.py): {version group: the version of that edited
+    # operator message shown when this message was written}, filled lazily before each
+    # edit or switch of the group. `branch` above is its single-group predecessor.
+    branch_path = models.JSONField(default=dict, blank=True)
     # Set by "New conversation": the message left the room for the operator's archive
     # (chatrooms/archive.py); the room and the models no longer see it.
     archive = models.ForeignKey(

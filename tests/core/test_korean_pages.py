@@ -106,6 +106,9 @@ NOT_PAGES = {
     "form",  # POST: start or stop an incident's investigation (investigations/)
     "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
     "export",  # a postmortem's Markdown file, not a page (alerts/)
+    "share_new",  # POST: create a chat share link (chatrooms/share.py)
+    "share_revoke",  # POST: revoke one
+    "shared",  # a share link's page needs a fresh token (tests/chatrooms/test_share.py)
 }
 
 
