@@ -118,6 +118,25 @@ def test_drag_a_log_and_paste_a_screenshot(
     )
     expect(page.locator("#ai-files .ai-file")).to_have_count(0)
 
+    # Edit the first question: the conversation forks there (its file kept), both models
+    # answer the new branch; ‹ 1/2 › brings the old branch back.
+    fake_anthropic.replies.push(Reply(text="alpha: the edited question, line 3 again"))
+    fake_openai.replies.push(Reply(text="beta: the edited question"))
+    mine.first.locator(".ai-edit").click()
+    editor = mine.first.locator("textarea.ai-editor")
+    editor.fill("what killed the portal at 10:00?")
+    editor.press("Enter")
+    expect(mine.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(mine).to_have_count(1)
+    expect(mine.first.locator(".ai-msg-files a")).to_have_text("portal.log")
+    expect(replies).to_have_count(2)
+    expect(page.locator("#ai-log")).to_contain_text("beta: the edited question")
+    screenshot(page, "panel-edit-fork-1440")
+    mine.first.locator(".ai-version-prev").click()
+    expect(mine).to_have_count(2)
+    expect(mine.first.locator(".ai-version-index")).to_have_text("1/2")
+    expect(replies).to_have_count(3)
+
     # The room's record for the ticket: Markdown with the files by name and hash.
     with page.expect_download() as download:
         page.click("#ai-export")
