@@ -66,3 +66,13 @@ def recompute(room: Room, place: int) -> list[int]:
     if changed:
         Message.objects.bulk_update(changed, ["off_branch"])
     return left
+
+
+def cancel_proposals(room_id: int, message_ids: list[int], *, actor: Any) -> list[int]:
+    """Cancel the pending proposals raised by messages of an abandoned branch; their ids."""
+    from hal.actions.proposals import check_cancel_room_proposals
+
+    found = check_cancel_room_proposals(
+        actor=actor, room_id=room_id, message_ids=message_ids, reason="branch abandoned"
+    )
+    return [p.pk for p in found]

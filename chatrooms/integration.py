@@ -294,17 +294,6 @@ def cancel_room_proposals(room_id: int, *, actor: Any) -> int:
     return len(check_cancel_room_proposals(actor=actor, room_id=room_id))
 
 
-def cancel_branch_proposals(room_id: int, message_ids: list[int], *, actor: Any) -> list[int]:
-    """Cancel the pending proposals raised by messages of an abandoned branch (an edit
-    forked the conversation); their ids."""
-    from hal.actions.proposals import check_cancel_room_proposals
-
-    found = check_cancel_room_proposals(
-        actor=actor, room_id=room_id, message_ids=message_ids, reason="branch abandoned"
-    )
-    return [p.pk for p in found]
-
-
 # ----- web context and budgets (webfetch) -------------------------------------------
 
 

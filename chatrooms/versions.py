@@ -191,7 +191,7 @@ def _show_branch(room: Room, group: int, place: int, shown_id: int, actor: Actor
     proposals are cancelled, with a notice in the room."""
     left = branches.recompute(room, place)
     if left:
-        cancelled = integration.cancel_branch_proposals(room.pk, left, actor=actor)
+        cancelled = branches.cancel_proposals(room.pk, left, actor=actor)
         if cancelled:
             notice_cancelled(room, cancelled)
 
