@@ -114,7 +114,8 @@ class ChatConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsume
         await self.send_json({"type": "turn.stopped", "ref": content.get("ref"), "data": ids})
 
     async def _send_message(self, content: dict[str, Any]) -> None:
-        """{"type": "message.send", "room_id", "text", "context", "ref"} → message.accepted."""
+        """{"type": "message.send", "room_id", "text", "context", "attachments", "ref"}
+        → message.accepted."""
         actor = Actor.from_scope(self.scope, via="ws")
         try:
             sent = await database_sync_to_async(actions.check_send_message)(
@@ -122,6 +123,7 @@ class ChatConsumer(SessionGuardMixin, JsonSocketMixin, AsyncJsonWebsocketConsume
                 room_id=content.get("room_id"),
                 text=content.get("text"),
                 context=content.get("context"),
+                attachments=content.get("attachments"),
             )
         except HalError as exc:
             with translation.override(self.language):

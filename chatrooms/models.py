@@ -163,6 +163,10 @@ class Message(models.Model):
     superseded = models.BooleanField(default=False)
     off_branch = models.BooleanField(default=False)
     branch = models.BigIntegerField(null=True, blank=True)
+    # Nested branches (chatrooms/branches.py): {version group: the version of that edited
+    # operator message shown when this message was written}, filled lazily before each
+    # edit or switch of the group. `branch` above is its single-group predecessor.
+    branch_path = models.JSONField(default=dict, blank=True)
     # Set by "New conversation": the message left the room for the operator's archive
     # (chatrooms/archive.py); the room and the models no longer see it.
     archive = models.ForeignKey(
@@ -218,6 +222,11 @@ class Message(models.Model):
         if meta.get("text_i18n"):
             # A HAL notice: `text` is English (what models read), this is for operators.
             data["text_i18n"] = meta["text_i18n"]
+        if meta.get("attachments"):
+            # The files sent with it, by name and hash (chatrooms/files/sending.py).
+            data["attachments"] = [
+                {**a, "url": f"/api/ai/attachments/{a['id']}"} for a in meta["attachments"]
+            ]
         if meta.get("proposals"):
             data["proposal_ids"] = list(meta["proposals"])
         if meta.get("stopped"):
@@ -379,3 +388,7 @@ class ProcessLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease {self.owner}"
+
+
+# Attachments live in their own module (size); imported here so Django registers them.
+from chatrooms.attachment_models import Attachment, Blob, Share  # noqa: E402, F401

@@ -75,11 +75,29 @@ def url_of(message: Message) -> str:
 def search(user: Any, raw: Any) -> dict[str, Any]:
     """The operator's messages (any author, their rooms only) matching the query, newest first."""
     q = clean_query(raw)
-    rows = list(
+    # A deleted archive (still restorable for a few seconds) is gone for search.
+    live = {"archive__deleted_at__isnull": False}
+    found = set(
         _matching(q)
         .filter(room__operator=user)
-        # A deleted archive (still restorable for a few seconds) is gone for search.
-        .exclude(archive__deleted_at__isnull=False)
+        .exclude(**live)
+        .order_by("-id")
+        .values_list("pk", flat=True)[:RESULTS_MAX]
+    )
+    # A message is found by the names of its attached files too.
+    found |= set(
+        Message.objects.filter(
+            room__operator=user,
+            superseded=False,
+            off_branch=False,
+            attachments__name__icontains=q,
+        )
+        .exclude(**live)
+        .order_by("-id")
+        .values_list("pk", flat=True)[:RESULTS_MAX]
+    )
+    rows = list(
+        Message.objects.filter(pk__in=found)
         .select_related("room", "room__connection", "archive")
         .order_by("-id")[:RESULTS_MAX]
     )
@@ -89,12 +107,15 @@ def search(user: Any, raw: Any) -> dict[str, Any]:
             {
                 "id": m.pk,
                 "room_id": m.room_id,
-                "room_title": m.archive.room_title if m.archive_id else m.room.display_title(),
+                "room_title": m.archive.room_title
+                if m.archive is not None
+                else m.room.display_title(),
                 "archive_id": m.archive_id,
                 "author": m.author,
                 "author_kind": m.author_kind,
                 "created_at": m.created_at.isoformat(),
                 "snippet": snippet(m.text, q),
+                "attachments": [a.get("name", "") for a in (m.meta or {}).get("attachments", [])],
                 "url": url_of(m),
             }
             for m in rows

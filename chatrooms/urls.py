@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chatrooms import views, views_archive
+from chatrooms import views, views_archive, views_export, views_files, views_share
 
 app_name = "chatrooms"
 urlpatterns = [
@@ -36,6 +36,27 @@ urlpatterns = [
         views.message_show,
         name="api_message_show",
     ),
+    path(
+        "api/ai/rooms/<int:room_id>/attachments",
+        views_files.room_attachments,
+        name="api_room_attachments",
+    ),
+    path("api/ai/attachments/<int:attachment_id>", views_files.attachment, name="api_attachment"),
+    path("api/ai/rooms/<int:room_id>/export", views_export.room_export, name="api_room_export"),
+    path(
+        "api/ai/archives/<int:archive_id>/export",
+        views_export.archive_export,
+        name="api_archive_export",
+    ),
+    path("api/ai/shares", views_share.shares_api, name="api_shares"),
+    path(
+        "api/ai/shares/<int:share_id>/revoke",
+        views_share.share_revoke_api,
+        name="api_share_revoke",
+    ),
+    path("ai/shares/new", views_share.share_form, name="share_new"),
+    path("ai/shares/<int:share_id>/revoke", views_share.revoke_form, name="share_revoke"),
+    path("ai/shared/<str:token>", views_share.shared_page, name="shared"),
     path("api/ai/panel", views.panel, name="api_panel"),
     path("api/ai/archives", views_archive.archives_api, name="api_archives"),
     path("api/ai/archives/<int:archive_id>", views_archive.archive_api, name="api_archive"),

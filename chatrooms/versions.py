@@ -1,13 +1,12 @@
-"""Versions of messages: regenerate a model reply, edit the operator's last message, and
+"""Versions of messages: regenerate a model reply, edit any shown operator message, and
 choose which version is shown (what operators read and models see afterwards).
 
 Versions of one message share `version_group` (the first version's id) and `position`
 (the group's place in the conversation). A message is shown unless `superseded` within its
-group, or `off_branch`: it belongs (`branch`) to a version of an edited operator message
-that is not the shown one. Only the last operator message can be edited or switched, so
-branches never nest: everything after an edited operator message belongs to one of its
-versions. `branch` is filled lazily, before each change, for the messages that do not
-have one yet (they were written while the currently shown version was shown).
+group, or `off_branch`: its `branch_path` names a version of an edited operator message
+that is not the shown one (chatrooms/branches.py). Branches nest: an edit inside a branch
+forks that branch, and switching an earlier message's version brings back the whole
+subtree that was written under it. Paths are filled lazily, before each change.
 """
 
 from __future__ import annotations
@@ -19,14 +18,30 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
-from chatrooms import actions, integration
+from chatrooms import actions, branches, integration
 from chatrooms import holds as holds_of
 from chatrooms.models import Message, Room, Turn
+from hal import i18n
 from hal.actions.base import Actor, action, record_audit, require_perm
 from hal.errors import Conflict, NotFound
 from hal.live.events import publish
 from hal.web.ids import as_id
+
+CANCELLED_NOTICE = gettext_noop(
+    "{n} pending proposals of the abandoned branch were cancelled: {ids}."
+)
+
+
+def notice_cancelled(room: Room, ids: list[int]) -> None:
+    from chatrooms.actions.notices import do_post_notice
+
+    notice = do_post_notice(
+        room.pk,
+        i18n.text(CANCELLED_NOTICE, n=len(ids), ids=", ".join(f"#{i}" for i in ids)),
+    )
+    publish(actions.room_group(room.pk), "notice", notice.as_dict())
 
 
 def _message(room: Room, message_id: Any) -> Message:
@@ -168,25 +183,25 @@ def do_regenerate(actor: Actor, room: Room, message: Message, connection: Any) -
 
 def _freeze_branches(room: Room, group: int, place: int, shown_id: int) -> None:
     """Messages after the group written while `shown_id` was shown belong to it."""
-    _with_place(Message.objects.filter(room=room, branch__isnull=True)).filter(
-        place__gt=place
-    ).exclude(version_group=group).update(branch=shown_id)
+    branches.freeze(room, group, place, shown_id)
 
 
-def _show_branch(room: Room, group: int, place: int, shown_id: int) -> None:
-    after = _with_place(Message.objects.filter(room=room, branch__isnull=False)).filter(
-        place__gt=place
-    )
-    after = after.exclude(version_group=group)
-    after.filter(branch=shown_id).update(off_branch=False)
-    after.exclude(branch=shown_id).update(off_branch=True)
+def _show_branch(room: Room, group: int, place: int, shown_id: int, actor: Actor) -> None:
+    """Show the branch of the group's shown version; an abandoned branch's pending
+    proposals are cancelled, with a notice in the room."""
+    left = branches.recompute(room, place)
+    if left:
+        cancelled = branches.cancel_proposals(room.pk, left, actor=actor)
+        if cancelled:
+            notice_cancelled(room, cancelled)
 
 
 @action("chat.message.edit")
 def check_edit_message(
     *, actor: Actor, room_id: Any, message_id: Any, text: Any, context: Any = None
 ) -> actions.Sent:
-    """Edit the operator's last message: a new version, answered again by its models."""
+    """Edit a shown operator message (any, not only the last): a new version answered
+    again by its models; what followed the old version stays on its own branch."""
     require_perm(actor, "view")
     text = actions._clean_text(text)
     with transaction.atomic():
@@ -194,9 +209,8 @@ def check_edit_message(
         message = _message(room, message_id)
         if message.author_kind != Message.OPERATOR:
             raise Conflict(_("Only your own messages can be edited."), code="not_editable")
-        last = last_operator_message(room)
-        if last is None or last.pk != message.pk:
-            raise Conflict(_("Only your last message can be edited."), code="not_last_message")
+        if message.superseded or message.off_branch or message.archive_id is not None:
+            raise _not_shown()
         busy = _running(room)
         if busy is not None:
             raise busy
@@ -223,6 +237,7 @@ def do_edit_message(
     place = _place(message)
     _freeze_branches(room, group, place, message.pk)
     Message.objects.filter(version_group=group).update(superseded=True)
+    files = list(message.attachments.all())  # the new version keeps the edited one's files
     sent = actions.do_send_message(
         actor,
         room,
@@ -232,8 +247,9 @@ def do_edit_message(
         fields={"version_group": group, "position": place, "branch": message.branch},
         audit="chat.message.edit",
         audit_before={"message_id": message.pk},
+        attachments=files,
     )
-    _show_branch(room, group, place, sent.message.pk)
+    _show_branch(room, group, place, sent.message.pk, actor)
     publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
     return sent
 
@@ -255,12 +271,6 @@ def check_show_version(*, actor: Actor, room_id: Any, message_id: Any) -> Messag
         group = message.version_group
         members = Message.objects.filter(version_group=group)
         if message.author_kind == Message.OPERATOR:
-            last = last_operator_message(room)
-            if last is None or last.version_group != group:
-                raise Conflict(
-                    _("Only the versions of your last message can be switched."),
-                    code="not_last_message",
-                )
             busy = _running(room)
             if busy is not None:
                 raise busy
@@ -279,7 +289,7 @@ def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
     members.filter(pk=message.pk).update(superseded=False)
     message.superseded = False
     if message.author_kind == Message.OPERATOR:
-        _show_branch(room, group, _place(message), message.pk)
+        _show_branch(room, group, _place(message), message.pk, actor)
     record_audit(
         actor,
         "chat.message.show_version",

@@ -107,6 +107,7 @@ def _send(request: HttpRequest, room_id: int) -> tuple[dict[str, Any], Callable[
         text=body.get("text"),
         context=body.get("context"),
         open_calls=orchestrator.open_for_send,  # the model calls go out while rows are written
+        attachments=body.get("attachments"),
     )
     # Prepared in this trip to the DB thread: the turn task goes straight to the model call.
     return sent.message.as_dict(), orchestrator.prepare_sent(sent)

@@ -19,6 +19,11 @@ urlpatterns = [
         name="api_list",
     ),
     path(
+        "api/incidents/<int:incident_id>/room/export",
+        views.api_room_export,
+        name="api_room_export",
+    ),
+    path(
         "api/investigations/<int:investigation_id>/stop",
         views.api_stop,
         name="api_stop",

@@ -125,3 +125,30 @@ def _api_stop(request: HttpRequest, investigation_id: int) -> dict:
 
 api_investigations = dispatch(GET=_api_list, POST=_api_start)
 api_stop = dispatch(POST=_api_stop)
+
+
+def _export_room(request: HttpRequest, incident_id: int) -> HttpResponse:
+    """GET ?format=md|json → the incident room as a file (whoever may view the incident)."""
+    from chatrooms import export
+    from chatrooms.models import Message, Room
+    from chatrooms.views_export import download
+
+    actor = Actor.from_request(request, via="api")
+    incident = queries_ops.get_incident(actor, incident_id)
+    room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
+    if room is None:  # nothing said about it yet (a GET creates no room)
+        from hal.errors import NotFound
+
+        raise NotFound(gettext_lazy("No such room."), code="room_not_found")
+    rows = list(Message.objects.filter(room=room, archive__isnull=True).order_by("id"))
+    doc = export.build(
+        room,
+        rows,
+        kind="incident",
+        title=f"Incident #{incident.pk}: {incident.title}",
+        reader=request.user,
+    )
+    return download(doc, request.GET.get("format", "md"), f"hal-incident-{incident.pk}-room")
+
+
+api_room_export = dispatch(GET=_export_room)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from .base import (
     STOP_MAX_TOKENS,
     STOP_TOOL_USE,
     ChatMessage,
+    FilePart,
     ProviderError,
     Stop,
     StreamEvent,
@@ -56,6 +58,7 @@ def to_anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any
         if message.role == "user":
             text = message.spoken_text()
             add("user", [{"type": "text", "text": text}] if message.text else [])
+            add("user", [file_block(f) for f in message.files])
         elif message.role == "assistant":
             blocks: list[dict[str, Any]] = []
             if message.text:
@@ -82,6 +85,27 @@ def to_anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any
         if turn["role"] == "user":
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
     return out
+
+
+def file_block(part: FilePart) -> dict[str, Any]:
+    """An attached file as the Messages API takes it: an image block (base64 source) or a
+    plain-text document block titled with the file's name (the SDK's ImageBlockParam and
+    DocumentBlockParam with a PlainTextSourceParam)."""
+    if part.is_image:
+        return {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": part.media_type,
+                "data": base64.b64encode(part.data).decode("ascii"),
+            },
+        }
+    return {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": part.text},
+        "title": part.name,
+        "context": f"Attached by the operator ({part.lines} lines, sha256 {part.sha256}).",
+    }
 
 
 class AnthropicProvider(SDKProvider):

@@ -173,6 +173,39 @@ class ToolResult:
     is_error: bool = False
 
 
+@dataclass(frozen=True)
+class FilePart:
+    """A file an operator attached to a message (chatrooms/files): `text` for a text file
+    (UTF-8, already decoded), `data` for an image's bytes (PNG, JPEG, WebP or GIF)."""
+
+    name: str
+    media_type: str
+    sha256: str
+    text: str = ""
+    data: bytes = b""
+    lines: int = 0
+
+    @property
+    def is_image(self) -> bool:
+        return self.media_type.startswith("image/")
+
+    def header(self) -> str:
+        """The line that opens a text file inlined into a message (and that closes it)."""
+        about = f"{self.lines} lines, sha256 {self.sha256[:12]}"
+        return f"----- attached file: {self.name} ({about}) -----"
+
+    def inlined(self) -> str:
+        """A text file as text, between a header and an end marker (models without files)."""
+        return f"{self.header()}\n{self.text.rstrip(chr(10))}\n----- end of {self.name} -----"
+
+    def unseen(self) -> str:
+        """What a model that cannot see images reads instead of one."""
+        return (
+            f"[image {self.name} attached (sha256 {self.sha256[:12]}); "
+            "this model cannot see images]"
+        )
+
+
 Role = Literal["user", "assistant", "tool_result"]
 ROLES = ("user", "assistant", "tool_result")
 
@@ -192,6 +225,8 @@ class ChatMessage:
     speaker: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
+    # Attached files of a `user` message (an operator's), in the order attached.
+    files: tuple[FilePart, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -202,13 +237,16 @@ class ChatMessage:
             raise ValueError("only assistant messages carry tool calls")
         if self.role != "tool_result" and self.tool_results:
             raise ValueError("only tool_result messages carry tool results")
+        if self.role != "user" and self.files:
+            raise ValueError("only user messages carry files")
         # Accept lists from callers but keep the message immutable.
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         object.__setattr__(self, "tool_results", tuple(self.tool_results))
+        object.__setattr__(self, "files", tuple(self.files))
 
     @classmethod
-    def user(cls, text: str, *, speaker: str = "") -> ChatMessage:
-        return cls(role="user", text=text, speaker=speaker)
+    def user(cls, text: str, *, speaker: str = "", files: Iterable[FilePart] = ()) -> ChatMessage:
+        return cls(role="user", text=text, speaker=speaker, files=tuple(files))
 
     @classmethod
     def assistant(cls, text: str = "", *, tool_calls: Iterable[ToolCall] = ()) -> ChatMessage:

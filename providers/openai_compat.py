@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import secrets
 from collections.abc import AsyncGenerator, Sequence
@@ -30,6 +31,7 @@ from .base import (
     Usage,
     parse_tool_arguments,
 )
+from .vision import sees_images
 
 _STOPS = {
     "stop": STOP_END,
@@ -39,14 +41,43 @@ _STOPS = {
 }
 
 
-def to_openai_messages(system: str, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+def user_content(message: ChatMessage, *, vision: bool) -> str | list[dict[str, Any]]:
+    """A user turn's content: plain text, or — with attachments — text files inlined after
+    the words with a header each, and images as `image_url` parts (data URLs) when the
+    model sees images (else a line saying one was attached)."""
+    if not message.files:
+        return message.spoken_text()
+    texts = [message.spoken_text()] if message.text else []
+    images: list[dict[str, Any]] = []
+    for part in message.files:
+        if not part.is_image:
+            texts.append(part.inlined())
+        elif vision:
+            encoded = base64.b64encode(part.data).decode("ascii")
+            images.append(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:{part.media_type};base64,{encoded}"},
+                }
+            )
+        else:
+            texts.append(part.unseen())
+    text = "\n\n".join(texts)
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *images]
+
+
+def to_openai_messages(
+    system: str, messages: Sequence[ChatMessage], *, vision: bool = False
+) -> list[dict[str, Any]]:
     """Map neutral messages to Chat Completions messages (`tool_calls`, role `tool`)."""
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
     for message in messages:
         if message.role == "user":
-            out.append({"role": "user", "content": message.spoken_text()})
+            out.append({"role": "user", "content": user_content(message, vision=vision)})
         elif message.role == "assistant":
             turn: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             if message.tool_calls:
@@ -88,7 +119,9 @@ def request_body(
     parts = [
         fastjson.dumpb(head)[:-1],
         b',"messages":',
-        fastjson.dumpb(to_openai_messages(system, messages)),
+        fastjson.dumpb(
+            to_openai_messages(system, messages, vision=sees_images("openai_compat", model))
+        ),
     ]
     if tools:
         parts += [b',"tools":[', b",".join(tool.openai_json for tool in tools), b"]"]

@@ -80,7 +80,13 @@ def history_queryset(room_id: int, upto_id: int, limit: int) -> list[HistoryItem
         cursor.execute(sql, [*(values[name] for name in order), limit])
         rows = cursor.fetchall()
     rows.reverse()
-    return [
+    items = [
         HistoryItem(mid, kind, author, conn, text, _json_value(ctx) or {}, _json_value(meta) or {})
         for mid, kind, author, conn, text, ctx, meta in rows
     ]
+    if any("attachments" in item.meta for item in items):
+        # Attached files' bytes, one query for the whole window (chatrooms/files/parts.py).
+        from chatrooms.files.parts import load_parts
+
+        load_parts([item.meta for item in items if item.author_kind == Message.OPERATOR])
+    return items

@@ -86,7 +86,9 @@ def clean_context(raw: Any) -> dict[str, Any]:
     return out
 
 
-def _clean_text(text: Any) -> str:
+def _clean_text(text: Any, *, may_be_empty: bool = False) -> str:
+    if may_be_empty and (text is None or (isinstance(text, str) and not text.strip())):
+        return ""  # files alone are a message
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(_("The message is empty."), code="invalid_text")
     if len(text) > max_message_chars():
@@ -133,16 +135,18 @@ def check_send_message(
     text: Any,
     context: Any = None,
     open_calls: Callable[..., Any] | None = None,
+    attachments: Any = None,
 ) -> Sent:
     """Store an operator message and queue one turn per addressed model. `open_calls`
     (room, targets, everyone, text, context, author) → an opening with `abandon()`: called
     once the send is checked and before its writes, to open the model calls meanwhile
-    (chatrooms/run/opening.py); abandoned when the writes fail."""
+    (chatrooms/run/opening.py); abandoned when the writes fail. `attachments`: ids of the
+    room's pending files (chatrooms/files) sent with it."""
     if not tracing.on():
-        return _send_message(actor, room_id, text, context, open_calls)
+        return _send_message(actor, room_id, text, context, open_calls, attachments)
     # The send's span: its turns' spans are its children (hal/observe/tracing.py).
     with tracing.span("chat.send", {"hal.room.id": str(room_id)}) as made:
-        sent = _send_message(actor, room_id, text, context, open_calls)
+        sent = _send_message(actor, room_id, text, context, open_calls, attachments)
         made.set_attribute("hal.send.turns", len(sent.turn_ids))
         tracing.hand_to_turns(sent.turn_ids)
     return sent
@@ -154,8 +158,11 @@ def _send_message(
     text: Any,
     context: Any,
     open_calls: Callable[..., Any] | None,
+    attachments: Any = None,
 ) -> Sent:
     require_perm(actor, "view")
+    if attachments not in (None, "", []):
+        return _send_with_files(actor, room_id, text, context, attachments)
     text = _clean_text(text)
     context = clean_context(context)
     # Every connection, fresh (the send checks never use a cached list); the room takes
@@ -204,6 +211,30 @@ def _send_message(
         raise
     sent.connections = everyone
     sent.opening = opening
+    return sent
+
+
+def _send_with_files(actor: Actor, room_id: Any, text: Any, context: Any, ids: Any) -> Sent:
+    """A send with attached files: no model call opened ahead (the files' bytes are read
+    with the history, by each turn); a model that cannot see an attached image is left
+    out with a notice (chatrooms/files/sending.py), the send refused when none is left."""
+    from chatrooms.files import sending as files
+
+    text = _clean_text(text, may_be_empty=True)
+    context = clean_context(context)
+    with transaction.atomic():
+        room = get_room(actor, room_id, lock=True)
+        chosen = files.for_send(room, actor, ids)
+        targets, everyone = resolve_targets(room, text)
+        targets, blind = files.split_by_vision(targets, chosen)
+        holds = reserve_turns(
+            room, targets, everyone, text=text, context=context, author=actor.label
+        )
+        sent = do_send_message(actor, room, text, context, targets, attachments=chosen)
+        attach_holds(holds, [t for t, _reply in sent.turns])
+        files.notice_blind(room, blind, chosen)
+        budget_notices.notice_budget_skips(room, text, everyone)
+    sent.connections = everyone
     return sent
 
 
@@ -262,8 +293,15 @@ def do_send_message(
     fields: dict[str, Any] | None = None,
     audit: str = "chat.message.send",
     audit_before: dict[str, Any] | None = None,
+    attachments: list[Any] | None = None,
 ) -> Sent:
-    """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py)."""
+    """`fields`, `audit`: an edit stores a new version this way (chatrooms/versions.py).
+    `attachments`: the message's files (pending ones are taken, sent ones copied)."""
+    if attachments:
+        from chatrooms.files.sending import descriptors_for
+
+        meta = {**(fields or {}).get("meta", {}), "attachments": descriptors_for(attachments)}
+        fields = {**(fields or {}), "meta": meta}
     # Written with hal.db.rows (the statement built once): on the way to the first token the
     # ORM's create/bulk_create cost several times the INSERTs themselves.
     (message,) = rows.insert(
@@ -313,12 +351,20 @@ def do_send_message(
             for c, reply in zip(targets, replies, strict=True)
         ]
     )
+    if attachments:
+        from chatrooms.files.sending import do_attach
+
+        do_attach(message, attachments)
     record_audit(
         actor,
         audit,
         target=room,
         before=audit_before,
-        after={"message_id": message.pk, "addressed": [c.name for c in targets]},
+        after={
+            "message_id": message.pk,
+            "addressed": [c.name for c in targets],
+            **({"attachments": [a.blob_id for a in attachments]} if attachments else {}),
+        },
     )
     publish(room_group(room.pk), "message.created", message.as_dict())
     return Sent(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatrooms import actions, integration
 from chatrooms.addressing import Participant
+from chatrooms.files.parts import parts_of
 from chatrooms.models import Message, Room, Turn
 from chatrooms.run.config import history_limit
 from hal.actions.base import Actor
@@ -94,7 +95,8 @@ def to_chat_messages(
     models built the same fifty messages eight times). ChatMessage is immutable."""
     out: list[ChatMessage] = []
     for position, message in enumerate(history):
-        if not message.text:
+        files = parts_of(getattr(message, "meta", None))
+        if not message.text and not files:
             continue
         if message.author_kind == Message.MODEL and message.connection_id == connection_id:
             out.append(ChatMessage.assistant(message.text))
@@ -107,7 +109,11 @@ def to_chat_messages(
                 # The same fetched pages follow the operator's words for every model that
                 # reads this message, in every room (mode parity).
                 text = f"{text}\n\n{web}"
-            seen = ChatMessage.user(text, speaker=speaker_label(message))
+            seen = (
+                ChatMessage.user(text, speaker=speaker_label(message), files=files)
+                if files
+                else ChatMessage.user(text, speaker=speaker_label(message))
+            )
             if views is not None:
                 views[position] = seen
         out.append(seen)

@@ -196,6 +196,31 @@ def _write_private(path: str, payload: Any) -> str:
     return path
 
 
+def _write_files(scratch: str, messages: Any) -> dict[str, str]:
+    """Attached files into the run's private working folder (0600, gone with the run),
+    where the CLI reads them; their paths by sha256 (providers/local_cli/stream.py)."""
+    from providers.local_cli.stream import file_paths
+
+    paths = file_paths(messages)
+    if not paths:
+        return paths
+    os.mkdir(os.path.join(scratch, "attachments"), 0o700)
+    written: set[str] = set()
+    for message in messages:
+        for part in message.files:
+            if part.sha256 in written or part.sha256 not in paths:
+                continue
+            written.add(part.sha256)
+            fd = os.open(
+                os.path.join(scratch, paths[part.sha256]),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                0o600,
+            )
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(part.text.encode("utf-8"))
+    return paths
+
+
 async def _feed(process: asyncio.subprocess.Process, text: str) -> None:
     """Write the transcript to stdin and close it (a task: never blocks reading stdout)."""
     assert process.stdin is not None

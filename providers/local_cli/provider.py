@@ -48,6 +48,7 @@ from providers.local_cli.process import (
     MAX_LINE_BYTES,
     _feed,
     _Run,
+    _write_files,
     _write_private,
     close_run,
     die_with_parent,
@@ -396,6 +397,7 @@ class LocalCLIProvider:
         with tempfile.TemporaryDirectory(prefix="hal-cli-", ignore_cleanup_errors=True) as private:
             scratch = os.path.join(private, "work")
             os.mkdir(scratch, 0o700)
+            paths = _write_files(scratch, messages)
             config_path = None
             if mcp is not None:
                 # The token is in this 0600 file of the run's private folder, never in argv.
@@ -449,7 +451,7 @@ class LocalCLIProvider:
 
             run.on_end = end
             track(run)
-            feeder = asyncio.create_task(_feed(run.process, render_transcript(messages)))
+            feeder = asyncio.create_task(_feed(run.process, render_transcript(messages, paths)))
             drainer = asyncio.create_task(run._drain_stderr())
             parser = _StreamParser(hal_tool_names() if mounted else frozenset())
             try:

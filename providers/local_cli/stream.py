@@ -54,12 +54,38 @@ def _pending_proposal(text: str) -> int | None:
     return proposal_id if isinstance(proposal_id, int) and proposal_id > 0 else None
 
 
-def render_transcript(messages: Sequence[ChatMessage]) -> str:
-    """The conversation as plain text for stdin: one block per message, oldest first."""
+def file_paths(messages: Sequence[ChatMessage]) -> dict[str, str]:
+    """Where each attached file goes in the run's private folder (by sha256): relative to
+    the CLI's working directory, the name kept and made unique. Text files only."""
+    paths: dict[str, str] = {}
+    used: set[str] = set()
+    for message in messages:
+        for part in message.files:
+            if part.sha256 in paths or part.is_image:
+                continue
+            base = "".join(c if c.isalnum() or c in "._-" else "_" for c in part.name) or "file"
+            name = base if base not in used else f"{part.sha256[:8]}-{base}"
+            used.add(name)
+            paths[part.sha256] = f"attachments/{name}"
+    return paths
+
+
+def render_transcript(messages: Sequence[ChatMessage], paths: dict[str, str] | None = None) -> str:
+    """The conversation as plain text for stdin: one block per message, oldest first.
+    Attached files are named by their path in the run's private folder (`paths`)."""
     blocks: list[str] = []
     for message in messages:
         if message.role == "user":
-            blocks.append(message.spoken_text())
+            lines = [message.spoken_text()] if message.text else []
+            for part in message.files:
+                where = (paths or {}).get(part.sha256, part.name)
+                # The CLI's file tools are off (providers/cli_sandbox.py): a text file is
+                # inlined as well as written to the run's private folder; an image never
+                # reaches it (providers/vision.py refuses it per model at the send).
+                lines.append(
+                    part.unseen() if part.is_image else part.inlined().replace(part.name, where, 1)
+                )
+            blocks.append("\n".join(lines))
         elif message.role == "assistant":
             parts = [f"[you]: {message.text}"] if message.text else []
             parts.extend(

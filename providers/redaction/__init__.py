@@ -72,6 +72,7 @@ def _texts(system: str, messages: Sequence[Any]) -> list[str]:
         for call in message.tool_calls:
             walk_strings(call.arguments, keep)
         out += [result.content for result in message.tool_results]
+        out += [part.text for part in getattr(message, "files", ()) if part.text]
     return out
 
 
@@ -158,6 +159,12 @@ async def outbound(
                 dataclasses.replace(r, content=fix(r.content)) for r in message.tool_results
             )
             redacted_calls += [r.tool_call_id for r in message.tool_results if found.get(r.content)]
+        if any(found.get(part.text) for part in getattr(message, "files", ())):
+            # An attached text file passes the same redaction as the operator's words.
+            changes["files"] = tuple(
+                dataclasses.replace(part, text=fix(part.text)) if part.text else part
+                for part in message.files
+            )
         out.append(dataclasses.replace(message, **changes) if changes else message)
     system = fix(system)
     held = by_kind(used)

@@ -1,5 +1,5 @@
-// Regenerate a model reply, edit the operator's last message, and move between the
-// versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
+// Regenerate a model reply, edit any of the operator's messages (an edit in the middle
+// forks the conversation), and move between the versions of a message (‹ n/m ›) in place. The server decides what is shown (and what
 // models see); after each change the panel reloads the room.
 import { api } from "./app.js";
 import { icon } from "./panel_icons.js";
@@ -58,13 +58,12 @@ export function renderVersionTools(li, m, ctx) {
   }
 }
 
-// Only the operator's last message offers Edit.
+// Every shown operator message offers Edit (issue 49: editing forks, branches nest).
 export function refreshEditable(logEl) {
-  const mine = logEl.querySelectorAll(":scope > li.ai-msg.from-operator");
-  mine.forEach((li, i) => {
+  for (const li of logEl.querySelectorAll(":scope > li.ai-msg.from-operator")) {
     const edit = li.querySelector(".ai-edit");
-    if (edit) edit.hidden = i !== mine.length - 1;
-  });
+    if (edit) edit.hidden = false;
+  }
 }
 
 function startEdit(li, m, ctx) {

@@ -3,6 +3,7 @@
 import { api } from "./app.js";
 import { $, T, completeEl, input, logEl, sendError, showError, state } from "./panel_state.js";
 import { renderMessage } from "./panel_messages.js";
+import { clearPending, pendingIds } from "./panel_files.js";
 import { scrollToEnd } from "./panel_scroll.js";
 
 function screenContext() {
@@ -15,12 +16,16 @@ function screenContext() {
 $("#ai-compose").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const text = input.value.trim();
-  if (!text || !state.roomId) return;
+  const attachments = pendingIds();
+  if ((!text && !attachments.length) || !state.roomId) return;
   sendError.textContent = "";
   sendError.dataset.code = "";
   try {
-    const data = await api("POST", `/api/ai/rooms/${state.roomId}/messages`, { text, context: screenContext() });
+    const body = { text, context: screenContext() };
+    if (attachments.length) body.attachments = attachments;
+    const data = await api("POST", `/api/ai/rooms/${state.roomId}/messages`, body);
     input.value = "";
+    clearPending();
     renderMessage(data.message || data);
     scrollToEnd();
   } catch (err) {

@@ -4,6 +4,7 @@ const PATHS = {
   copy: "M9 9h10v11H9z M5 15V4h10",
   regenerate: "M20 11a8 8 0 1 0-2.3 5.7 M20 4v7h-7",
   edit: "M4 20h4L19 9l-4-4L4 16z M13 7l4 4",
+  attach: "M20 11l-8.5 8.5a5 5 0 0 1-7-7L13 4a3.5 3.5 0 0 1 5 5l-8.5 8.5a2 2 0 0 1-3-3L14 7",
 };
 
 export function icon(name) {

@@ -6,6 +6,7 @@ import { copyWithFeedback, renderMarkdown } from "./markdown.js";
 import { icon } from "./panel_icons.js";
 import { replyFacts, timeElement } from "./chat_meta.js";
 import { refreshEditable, renderVersionTools } from "./message_versions.js";
+import { renderAttachments } from "./panel_files.js";
 import { $, T, input, logEl, showError, state } from "./panel_state.js";
 import { stickToEnd } from "./panel_scroll.js";
 import { requestResume } from "./panel_socket.js";
@@ -49,6 +50,7 @@ export function renderMessage(m, { prepend = false } = {}) {
   li.dataset.status = m.status;
   li.dataset.relayDepth = m.relay_depth ?? 0;
   setText(li, m.text || "");
+  renderAttachments(li, m);
   li.dataset.proposalIds = (m.proposal_ids || []).join(",");
   renderStatus(li, m);
   renderToolCalls(li, m);

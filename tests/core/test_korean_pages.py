@@ -116,6 +116,9 @@ NOT_PAGES = {
     "oauth_token",
     "oauth_register",
     "oauth_revoke",
+    "share_new",  # POST: create a chat share link (chatrooms/share.py)
+    "share_revoke",  # POST: revoke one
+    "shared",  # a share link's page needs a fresh token (tests/chatrooms/test_share.py)
 }
 
 

@@ -7,6 +7,7 @@ import secrets
 import threading
 from typing import Any
 
+from .content_blocks import anthropic_problem
 from .httpserver import FakeHTTPServer, RecordedRequest, _Handler
 from .script import Reply, ReplyQueue
 
@@ -106,6 +107,10 @@ class FakeAnthropic(FakeHTTPServer):
                 )
                 handler.send_json(400, error_body(400, message))
                 return
+        problem = anthropic_problem(body)
+        if problem:
+            handler.send_json(400, error_body(400, problem))
+            return
         stream = bool(body.get("stream"))
         outcome = self.apply_failure(handler, stream=stream)
         if outcome == "done":

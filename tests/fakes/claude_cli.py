@@ -31,6 +31,12 @@ record = {{
     "stdin": stdin,
     "pid": os.getpid(),
 }}
+if os.path.isdir("attachments"):  # files HAL put in the run's private folder
+    record["attachments"] = {{
+        name: {{"mode": oct(os.stat(os.path.join("attachments", name)).st_mode & 0o777),
+                "text": open(os.path.join("attachments", name), encoding="utf-8").read()}}
+        for name in sorted(os.listdir("attachments"))
+    }}
 args = sys.argv[1:]
 if "--mcp-config" in args:
     value = args[args.index("--mcp-config") + 1]

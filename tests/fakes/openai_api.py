@@ -7,6 +7,7 @@ import secrets
 import time
 from typing import Any
 
+from .content_blocks import openai_problem
 from .httpserver import FakeHTTPServer, RecordedRequest, _Handler
 from .script import Reply, ReplyQueue
 
@@ -34,6 +35,8 @@ class FakeOpenAI(FakeHTTPServer):
         self.replies = ReplyQueue()
         self.accepted_credentials: set[str] = set()
         self.models = ["gpt-fake-large", "gpt-fake-mini", "local-llama-fake"]
+        # Models that refuse image parts, as a text-only model's real endpoint does.
+        self.blind_models: set[str] = {"gpt-fake-mini", "local-llama-fake"}
         # Seconds a chunked stream stays open after `[DONE]` before its last chunk.
         self.hold_after_done = 0.0
 
@@ -75,6 +78,10 @@ class FakeOpenAI(FakeHTTPServer):
 
     def _completions(self, handler: _Handler, request: RecordedRequest) -> None:
         body = request.json or {}
+        problem = openai_problem(body, self.blind_models)
+        if problem:
+            handler.send_json(400, self.error_body(400, problem))
+            return
         stream = bool(body.get("stream"))
         outcome = self.apply_failure(handler, stream=stream)
         if outcome == "done":

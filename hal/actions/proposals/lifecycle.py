@@ -92,15 +92,25 @@ def _close(
 
 
 @action("proposals.cancel_room")
-def check_cancel_room_proposals(*, actor: Actor, room_id: Any) -> list[Proposal]:
-    """Cancel every pending proposal of a chat room (its "new conversation" reset)."""
+def check_cancel_room_proposals(
+    *,
+    actor: Actor,
+    room_id: Any,
+    message_ids: list[int] | None = None,
+    reason: str = "room reset",
+) -> list[Proposal]:
+    """Cancel every pending proposal of a chat room (its "new conversation" reset), or only
+    those raised by `message_ids` (the messages of a branch an edit abandoned)."""
     require_perm(actor, "view")
     room = parse_id(room_id, code="invalid_room", message=_("room_id must be a number."))
     cancelled = []
-    for proposal in Proposal.objects.filter(room_id=room, status=Proposal.PENDING).order_by("id"):
+    pending = Proposal.objects.filter(room_id=room, status=Proposal.PENDING)
+    if message_ids is not None:
+        pending = pending.filter(message_id__in=message_ids)
+    for proposal in pending.order_by("id"):
         try:
             cancelled.append(
-                _close(actor, proposal, Proposal.CANCELLED, "proposals.cancel", reason="room reset")
+                _close(actor, proposal, Proposal.CANCELLED, "proposals.cancel", reason=reason)
             )
         except Conflict:
             continue  # decided meanwhile by someone else: leave that decision alone
