@@ -8,11 +8,13 @@ from collections.abc import Sequence
 # (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
 # by number of tests, put these few-test files last, each then running alone on one worker
 # while the others had finished — the tail of CI's run. Longest first, as measured
-# (`--junitxml` of CI's first pass, 2026-12-06: the §6 layout test under a real systemd
-# ~12 min alone; the docs' §2–§4 blocks, ship, install, the width matrix of every page,
+# (`--junitxml` of CI's first pass, 2026-12-06: the §6 layout scenario under a real systemd
+# ~17 min alone as one test — the pass's critical path, now two parts on two workers; the
+# docs' §2–§4 blocks, ship, install, the width matrix of every page,
 # then the shorter deploy files, each one to four minutes on a loaded machine).
 LONG_FILES_FIRST = (
     "tests/deploy/test_layout_e2e.py",
+    "tests/deploy/test_layout_restore_e2e.py",
     "tests/deploy/test_docs_commands.py",
     "tests/deploy/test_ship.py",
     "tests/deploy/test_install.py",
