@@ -131,7 +131,8 @@ def test_live_codes_live_tokens_grants_and_clients_with_grants_are_never_deleted
     # The access token expired long ago, its refresh token is live: the pair stays.
     refreshable = _token(grant, access_in=-30 * DAY, refresh_in=DAY)
     live = _token(grant, access_in=timedelta(hours=1), refresh_in=30 * DAY)
-    of_revoked = _token(revoked_recently, access_in=-3 * DAY)
+    # Dead only since its grant's revocation an hour ago: within the grace.
+    of_revoked = _token(revoked_recently, access_in=timedelta(hours=1), refresh_in=30 * DAY)
     keep = [old, grant, revoked_recently, live_code, refreshable, live, of_revoked]
     before = AuditEntry.objects.count()
     counts = check_cleanup_mcp_oauth(actor=_actor())
