@@ -321,6 +321,10 @@ HAL_MCP_OAUTH_ACCESS_SECONDS = int(env("HAL_MCP_OAUTH_ACCESS_SECONDS", "3600"))
 HAL_MCP_OAUTH_REFRESH_DAYS = int(env("HAL_MCP_OAUTH_REFRESH_DAYS", "30"))
 # Open client registration: at most this many per client address an hour (then 429).
 HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR = int(env("HAL_MCP_OAUTH_REGISTRATIONS_PER_HOUR", "20"))
+# The worker deletes dead codes and tokens this many days after they died, grantless
+# clients after 24 h; at most this many rows of each kind a run (hal/actions/mcp_oauth_cleanup).
+HAL_MCP_OAUTH_PURGE_DAYS = int(env("HAL_MCP_OAUTH_PURGE_DAYS", "7"))
+HAL_MCP_OAUTH_CLEANUP_BATCH = int(env("HAL_MCP_OAUTH_CLEANUP_BATCH", "1000"))
 HAL_CONFIRMATION_TTL_SECONDS = int(env("HAL_CONFIRMATION_TTL_SECONDS", "600"))
 # Failed logins/re-auths allowed per (username, client address), and per client address.
 HAL_LOGIN_MAX_FAILURES = int(env("HAL_LOGIN_MAX_FAILURES", "5"))

@@ -181,6 +181,7 @@ AUDIT_ACTION_LABELS: dict[str, Any] = {
     "mcp_oauth.token": _("MCP client signed in"),
     "mcp_oauth.refresh": _("MCP client token renewed"),
     "mcp_oauth.revoke": _("MCP client access revoked"),
+    "mcp_oauth.cleanup": _("MCP OAuth leftovers cleaned up"),
     "metrics_token.rotate": _("Metrics token made"),
     "metrics_token.revoke": _("Metrics token removed"),
     "mcp_token.turn_mint": _("MCP token minted for a CLI turn"),

@@ -17,6 +17,7 @@ from django.utils.crypto import get_random_string
 from hal.actions.base import Actor
 from hal.actions.dr import sweep_stale_snapshots
 from hal.actions.jobs import sweep_orphans, worker_label
+from hal.actions.mcp_oauth_cleanup import sweep_mcp_oauth
 from hal.actions.proposals import sweep_expired_proposals, sweep_interrupted_executions
 from hal.hooks.workers import loops, sweeps
 from hal.management.worker_retry import ResilientWorker, retrying
@@ -26,7 +27,10 @@ from hal.models.fleet import lease_deadline
 log = logging.getLogger("hal.worker")
 SWEEP_EVERY_SECONDS = 60
 # hal's own sweeps that take the worker's actor (the apps' come from hal/hooks/workers.py).
-HAL_SWEEPS: list[tuple[str, Any]] = [("dr.stale_snapshots", sweep_stale_snapshots)]
+HAL_SWEEPS: list[tuple[str, Any]] = [
+    ("dr.stale_snapshots", sweep_stale_snapshots),
+    ("mcp_oauth.cleanup", sweep_mcp_oauth),  # dead codes, tokens, grantless clients
+]
 
 
 def periodic_sweeps() -> list[tuple[str, Any]]:
