@@ -140,6 +140,12 @@ def test_the_evidence_story(
         expect(page.locator("#ai-input")).to_be_focused()
     expect(page.locator("#ai-attach")).to_have_attribute("aria-label", words["attach"])
 
+    if phone:  # a very long file name still fits the phone; the chip is removed again
+        page.evaluate(DROP, ["very-long-service-name-" * 4 + ".log", filedata.LOG])
+        _fits(page, width, page.locator("#ai-files .ai-file-text"))
+        page.locator("#ai-files .ai-file-remove").tap()
+        expect(page.locator("#ai-files")).to_be_hidden()
+
     # Drag a log file onto the composer: a chip with its line count and a preview.
     page.evaluate(DROP, ["portal.log", filedata.LOG])
     chip = page.locator("#ai-files .ai-file-text")
