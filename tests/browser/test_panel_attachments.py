@@ -1,11 +1,16 @@
-"""Attachments in the panel (issue 49): a log file dragged onto the composer and a
-screenshot pasted into it reach two models in their own shapes; a model that cannot see
-images is named in a notice; a long pasted block becomes a file. English at 1440 px,
-Korean on a 390 px phone."""
+"""Attachments in the panel (issue 49's whole story, in both languages at 1440 and 390 px):
+an operator drags a log onto the composer, two models read it and answer, one proposes a
+change citing a line of the log; a screenshot is pasted (a model that cannot see images is
+named in a notice), a long pasted block becomes a file, a bad file is refused; the operator
+edits the first question, switches between the branches, and exports the room to Markdown
+with the log's name and sha256, both answers and the proposal."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -13,7 +18,7 @@ from playwright.sync_api import expect
 from tests.browser.conftest import login, screenshot
 from tests.browser.helpers import connect_model, csrf
 from tests.chatrooms import filedata
-from tests.fakes.script import Reply
+from tests.fakes.script import Reply, ScriptedToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,42 +53,151 @@ def _ready(page, base):
     page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
 
 
-def test_drag_a_log_and_paste_a_screenshot(
-    live_asgi, page_factory, operator, fake_anthropic, fake_openai, provider_api_key
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "attachments"
+
+# What each language shows where the test reads the page.
+WORDS = {
+    "en": {
+        "lines": "{n} lines",
+        "no_images": "cannot see images",
+        "attach": "Attach files",
+        "pasted": "pasted.txt",
+    },
+    "ko": {
+        "lines": "{n}줄",
+        "no_images": "이미지를 볼 수 없어",
+        "attach": "파일 첨부",
+        "pasted": "붙여넣은-글.txt",
+    },
+}
+
+# The proposal cites line 3 of the attached log.
+CITED = "portal.log line 3: OutOfMemoryError"
+
+
+def _shot(page, lang: str, width: int, name: str) -> None:
+    """A screenshot of a main state, kept with the docs (docs/screenshots/attachments/)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}-{lang}-{width}.png"))
+    screenshot(page, f"panel-attachments-{name}-{lang}-{width}")
+
+
+def _fits(page, width: int, locator) -> None:
+    """Nothing scrolls sideways and the element lies inside the screen's width."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    b = locator.bounding_box()
+    assert b is not None and b["x"] >= 0 and b["x"] + b["width"] <= width, b
+
+
+def _tap(page, locator, phone: bool) -> None:
+    if phone:
+        locator.tap()
+    else:
+        locator.click()
+
+
+@pytest.mark.parametrize(
+    ("lang", "width"),
+    [("en", 1440), ("ko", 390), ("en", 390), ("ko", 1440)],
+    ids=["en-1440", "ko-390", "en-390", "ko-1440"],
+)
+def test_the_evidence_story(
+    live_asgi,
+    page_factory,
+    operator,
+    fake_anthropic,
+    fake_openai,
+    provider_api_key,
+    lang,
+    width,
 ):
     base = live_asgi.url
-    page = page_factory(viewport=(1440, 900))
+    words = WORDS[lang]
+    phone = width == 390
+    if phone:
+        page = page_factory(
+            viewport=(390, 844),
+            locale="ko-KR" if lang == "ko" else "en-US",
+            has_touch=True,
+            is_mobile=True,
+        )
+    else:
+        page = page_factory(viewport=(1440, 900))
     login(page, base, operator)
     connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
     connect_model(page, base, operator, "beta", fake_openai, provider_api_key)
+    if lang == "ko":
+        page.request.post(
+            base + "/language/",
+            form={"language": "ko", "next": "/"},
+            headers={"X-CSRFToken": csrf(page)},
+        )
     fake_anthropic.requests.clear()
     fake_openai.requests.clear()
     _ready(page, base)
+    if phone:  # the panel sits below the page on a phone: the AI button brings it up
+        page.locator("#ai-panel-toggle").tap()
+        expect(page.locator("#ai-input")).to_be_focused()
+    expect(page.locator("#ai-attach")).to_have_attribute("aria-label", words["attach"])
+
+    if phone:  # a very long file name still fits the phone; the chip is removed again
+        page.evaluate(DROP, ["very-long-service-name-" * 4 + ".log", filedata.LOG])
+        _fits(page, width, page.locator("#ai-files .ai-file-text"))
+        page.locator("#ai-files .ai-file-remove").tap()
+        expect(page.locator("#ai-files")).to_be_hidden()
 
     # Drag a log file onto the composer: a chip with its line count and a preview.
     page.evaluate(DROP, ["portal.log", filedata.LOG])
     chip = page.locator("#ai-files .ai-file-text")
     expect(chip).to_have_count(1)
     expect(chip.locator(".ai-file-name")).to_have_text("portal.log")
-    expect(chip.locator(".ai-file-meta")).to_contain_text("3 lines")
-    chip.locator("summary").click()
+    expect(chip.locator(".ai-file-meta")).to_contain_text(words["lines"].format(n=3))
+    _tap(page, chip.locator("summary"), phone)
     expect(chip.locator(".ai-file-preview")).to_contain_text("OutOfMemoryError")
-    screenshot(page, "panel-attachment-log-1440")
+    _fits(page, width, chip)
+    _shot(page, lang, width, "1-log-dragged")
 
-    fake_anthropic.replies.push(Reply(text="alpha: the heap ran out at 10:00:03 (line 3)"))
+    # Two models read it and answer; alpha proposes a change citing line 3 of the log.
+    fake_anthropic.replies.push(
+        Reply(
+            text=f"alpha: the heap ran out at 10:00:03 ({CITED}); I propose an incident.",
+            tool_calls=[
+                ScriptedToolCall(
+                    "open_incident", {"severity": "sev2", "title": f"Portal down, {CITED}"}
+                )
+            ],
+        ),
+    )
     fake_openai.replies.push(Reply(text="beta: line 3 shows OutOfMemoryError"))
     page.fill("#ai-input", "why did the portal die?")
     page.press("#ai-input", "Enter")
     mine = page.locator("#ai-log .ai-msg.from-operator")
     expect(mine.first.locator(".ai-msg-files a")).to_have_text("portal.log")
     expect(page.locator("#ai-files")).to_be_hidden()
-    replies = page.locator("#ai-log .ai-msg.from-model[data-status=complete]")
-    expect(replies).to_have_count(2)
-    anthropic_blocks = fake_anthropic.message_requests[-1].json["messages"][-1]["content"]
+    proposal = page.locator(
+        "#ai-log .ai-proposal", has=page.locator("strong", has_text="open_incident")
+    )
+    expect(proposal).to_have_attribute("data-status", "pending")
+    expect(proposal.locator(".proposal-args")).to_contain_text(CITED)
+    log = page.locator("#ai-log")
+    expect(log).to_contain_text("beta: line 3 shows OutOfMemoryError")
+    expect(log).to_contain_text(f"alpha: the heap ran out at 10:00:03 ({CITED})")
+    anthropic_blocks = fake_anthropic.message_requests[0].json["messages"][-1]["content"]
     assert anthropic_blocks[1]["type"] == "document"
     assert anthropic_blocks[1]["source"]["data"] == filedata.LOG
     openai_text = fake_openai.completion_requests[-1].json["messages"][-1]["content"]
     assert "----- attached file: portal.log (3 lines" in openai_text
+    replies = page.locator("#ai-log .ai-msg.from-model[data-status=complete]")
+    expect(replies).to_have_count(2)
+    _fits(page, width, proposal)
+    proposal.scroll_into_view_if_needed()
+    _shot(page, lang, width, "2-answers-and-proposal")
+    # The operator turns the proposal down (a room with a proposal waiting cannot be
+    # edited: "finish or stop them first"); the review goes into the export.
+    fake_anthropic.replies.push(Reply(text="alpha: understood, no incident for now."))
+    _tap(page, proposal.locator(".proposal-reject"), phone)
+    expect(proposal).to_have_attribute("data-status", "rejected")
+    expect(log).to_contain_text("alpha: understood, no incident for now.")
 
     # Paste a screenshot: alpha sees it; beta (a text-only model) is named in a notice.
     png = filedata.png(64, 48)
@@ -94,21 +208,20 @@ def test_drag_a_log_and_paste_a_screenshot(
     fake_anthropic.replies.push(Reply(text="alpha: memory climbs until the restart"))
     page.fill("#ai-input", "and this graph?")
     page.press("#ai-input", "Enter")
-    expect(page.locator("#ai-log .ai-msg.from-hal")).to_contain_text("cannot see images")
-    expect(replies).to_have_count(3)
+    expect(page.locator("#ai-log .ai-msg.from-hal")).to_contain_text(words["no_images"])
+    expect(log).to_contain_text("alpha: memory climbs until the restart")
     image_block = fake_anthropic.message_requests[-1].json["messages"][-1]["content"][-1]
     assert image_block["type"] == "image"
     assert base64.b64decode(image_block["source"]["data"]) == png
     expect(mine.nth(1).locator(".ai-msg-files img")).to_be_visible()
-    screenshot(page, "panel-attachment-image-1440")
 
     # A long pasted block becomes a file instead of text in the box.
     page.evaluate(PASTE_TEXT, "\n".join(f"trace line {i}" for i in range(200)))
     pasted = page.locator("#ai-files .ai-file-text")
-    expect(pasted.locator(".ai-file-name")).to_have_text("pasted.txt")
-    expect(pasted.locator(".ai-file-meta")).to_contain_text("200 lines")
+    expect(pasted.locator(".ai-file-name")).to_have_text(words["pasted"])
+    expect(pasted.locator(".ai-file-meta")).to_contain_text(words["lines"].format(n=200))
     expect(page.locator("#ai-input")).to_have_value("")
-    pasted.locator(".ai-file-remove").click()
+    _tap(page, pasted.locator(".ai-file-remove"), phone)
     expect(page.locator("#ai-files")).to_be_hidden()
 
     # A refused file: the error line says why, nothing is attached.
@@ -119,10 +232,10 @@ def test_drag_a_log_and_paste_a_screenshot(
     expect(page.locator("#ai-files .ai-file")).to_have_count(0)
 
     # Edit the first question: the conversation forks there (its file kept), both models
-    # answer the new branch; ‹ 1/2 › brings the old branch back.
+    # answer the new branch.
     fake_anthropic.replies.push(Reply(text="alpha: the edited question, line 3 again"))
     fake_openai.replies.push(Reply(text="beta: the edited question"))
-    mine.first.locator(".ai-edit").click()
+    _tap(page, mine.first.locator(".ai-edit"), phone)
     editor = mine.first.locator("textarea.ai-editor")
     editor.fill("what killed the portal at 10:00?")
     editor.press("Enter")
@@ -130,50 +243,36 @@ def test_drag_a_log_and_paste_a_screenshot(
     expect(mine).to_have_count(1)
     expect(mine.first.locator(".ai-msg-files a")).to_have_text("portal.log")
     expect(replies).to_have_count(2)
-    expect(page.locator("#ai-log")).to_contain_text("beta: the edited question")
-    screenshot(page, "panel-edit-fork-1440")
-    mine.first.locator(".ai-version-prev").click()
+    expect(log).to_contain_text("beta: the edited question")
+    expect(proposal).to_have_count(0)
+    _fits(page, width, mine.first)
+    _shot(page, lang, width, "3-edited-branch")
+
+    # ‹ 1/2 › brings the old branch back, with its rejected proposal.
+    _tap(page, mine.first.locator(".ai-version-prev"), phone)
     expect(mine).to_have_count(2)
     expect(mine.first.locator(".ai-version-index")).to_have_text("1/2")
-    expect(replies).to_have_count(3)
+    expect(log).to_contain_text("alpha: memory climbs until the restart")
+    expect(proposal).to_have_attribute("data-status", "rejected")
+    expect(log).to_contain_text("beta: line 3 shows OutOfMemoryError")
+    _shot(page, lang, width, "4-first-branch")
 
-    # The room's record for the ticket: Markdown with the files by name and hash.
+    # The room's record for the ticket: Markdown with the files by name and hash, both
+    # models' answers and the proposal.
     with page.expect_download() as download:
-        page.click("#ai-export")
+        _tap(page, page.locator("#ai-export"), phone)
     record = open(download.value.path(), encoding="utf-8").read()
-    assert "## @alpha (claude-fake-opus-1)" in record
-    assert "- Attachment: `portal.log` (3 lines" in record
+    sha = hashlib.sha256(filedata.LOG.encode()).hexdigest()
+    assert (
+        f"- Attachment: `portal.log` (3 lines, {len(filedata.LOG.encode())} bytes, sha256 `{sha}`)"
+        in record
+    )
     assert "- Attachment: `graph.png` (image/png" in record
-
-
-def test_attachments_on_a_korean_phone(
-    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
-):
-    base = live_asgi.url
-    page = page_factory(viewport=(390, 844), locale="ko-KR", has_touch=True, is_mobile=True)
-    login(page, base, operator)
-    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
-    page.request.post(
-        base + "/language/",
-        form={"language": "ko", "next": "/"},
-        headers={"X-CSRFToken": csrf(page)},
-    )
-    _ready(page, base)
-    expect(page.locator("#ai-attach")).to_have_attribute("aria-label", "파일 첨부")
-    long_name = "very-long-service-name-" * 4 + ".log"
-    page.evaluate(DROP, [long_name, filedata.LOG])
-    chip = page.locator("#ai-files .ai-file-text")
-    expect(chip.locator(".ai-file-meta")).to_contain_text("3줄")
-    # The chip fits the phone: nothing sticks out of the screen sideways.
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= 390, width
-    box = chip.bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
-    fake_anthropic.replies.push(Reply(text="로그 3번째 줄: 메모리 부족"))
-    page.fill("#ai-input", "원인이 뭐야?")
-    page.press("#ai-input", "Enter")
-    expect(page.locator("#ai-log .ai-msg.from-model[data-status=complete]")).to_have_count(1)
-    expect(page.locator("#ai-log .ai-msg.from-operator .ai-msg-files")).to_have_attribute(
-        "aria-label", "첨부 파일"
-    )
-    screenshot(page, "panel-attachment-phone-ko")
+    assert "## @alpha (claude-fake-opus-1)" in record
+    assert f"alpha: the heap ran out at 10:00:03 ({CITED})" in record
+    assert "beta: line 3 shows OutOfMemoryError" in record
+    assert re.search(r"- Proposal #\d+: `open_incident` \(write\) — rejected; ", record), record
+    assert f"{CITED}; decided by ops at " in record, record
+    assert "alpha: understood, no incident for now." in record
+    assert "why did the portal die?" in record
+    assert "beta: the edited question" not in record  # the shown branch only
