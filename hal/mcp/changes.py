@@ -57,10 +57,15 @@ class ResourceChanges:
         self._wake: anyio.Event | None = None  # made in watch(): an Event needs the loop
         # Handshake-era connections (stdio): their sessions, told directly.
         self._sessions: list[Any] = []
+        # The mark as the first listener saw it (read before its list was answered): a
+        # sleeping watcher starts from it, not from whenever its woken task reads one — on
+        # a busy machine that read came after a change made meanwhile, which was lost.
+        self._seen: int | None = None
 
     async def listen(self, ctx: Any, params: Any) -> Any:
         """`subscriptions/listen`: the SDK's handler, counted so the watcher polls only
         while someone listens."""
+        self._note(await database_sync_to_async(resources_mark)())
         self._listening += 1
         self._poke()
         try:
@@ -68,11 +73,17 @@ class ResourceChanges:
         finally:
             self._listening -= 1
 
-    def attach(self, session: Any) -> None:
-        """A handshake-era connection (stdio) that should hear of changes."""
+    def attach(self, session: Any, mark: int | None = None) -> None:
+        """A handshake-era connection (stdio) that should hear of changes after `mark`
+        (resources_mark() read before its list was answered)."""
+        self._note(mark)
         if session not in self._sessions:
             self._sessions.append(session)
             self._poke()
+
+    def _note(self, mark: int | None) -> None:
+        if mark is not None:
+            self._seen = mark if self._seen is None else min(self._seen, mark)
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -95,6 +106,9 @@ class ResourceChanges:
                 last = None  # nobody listened in between: start from the mark of now
                 self._wake = anyio.Event()
                 await self._wake.wait()
+            if last is None and self._seen is not None:
+                last = self._seen  # the first listener's mark: a change since is told
+            self._seen = None
             now: int | None
             try:
                 now = await read()

@@ -45,7 +45,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from hal.actions.base import Actor, record_audit
 from hal.hooks.redaction import scrub_payload
 from hal.mcp import catalog
-from hal.mcp.changes import ResourceChanges
+from hal.mcp.changes import ResourceChanges, resources_mark
 from hal.models import AuditEntry
 from hal.observe import tracing
 from hal.tools.dispatch import run_tool_call
@@ -187,8 +187,10 @@ class HalMCPServer:
     async def _on_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
         actor = self.actor_for(ctx)
         if self.actor is not None and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
-            # stdio, handshake era: this connection hears of list changes from now on.
-            self.changes.attach(ctx.session)
+            # stdio, handshake era: this connection hears of list changes from now on —
+            # from the mark read before the list below (hal/mcp/changes.py).
+            mark = await database_sync_to_async(resources_mark)()
+            self.changes.attach(ctx.session, mark)
         if TURN_SCOPE in actor.extra:
             # A CLI turn connects once per turn and its model reads through the tools:
             # listing would run (and audit) two list reads on every turn's connect.
