@@ -21,19 +21,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.bounds import SLOW, WAIT
-from tests.browser.conftest import _free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-BINARY = os.environ.get("HAL_TEST_CLAUDE_BIN") or str(
-    ROOT / ".tools" / "claude-code" / "node_modules" / ".bin" / "claude"
-)
+from tests.bounds import WAIT
+from tests.claude_mcp import BINARY, MISSING, mcp_runner, offline_env
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not os.access(BINARY, os.X_OK),
-        reason="the real Claude Code CLI is not installed (`make claude-code` needs npm)",
+        reason=MISSING,
     ),
 ]
 
@@ -86,31 +81,8 @@ class Terminal:
 def test_claude_code_signs_in_with_only_the_url(live_asgi, page_factory, operator, tmp_path):
     from hal.models import McpOAuthGrant
 
-    home = tmp_path / "home"
-    (home / ".claude").mkdir(parents=True)
-    dead_proxy = f"http://127.0.0.1:{_free_port()}"  # nothing may leave the machine
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "HTTPS_PROXY": dead_proxy,
-        "HTTP_PROXY": dead_proxy,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "TERM": "dumb",
-    }
-
-    def claude(*args: str) -> str:
-        done = subprocess.run(
-            [BINARY, "mcp", *args],
-            env=env,
-            cwd=str(tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=SLOW,
-        )
-        assert done.returncode == 0, done.stderr[-1000:]
-        return done.stdout
+    env = offline_env(tmp_path, TERM="dumb")
+    claude = mcp_runner(env, tmp_path)
 
     def status() -> str:
         lines = [line for line in claude("list").splitlines() if line.startswith("hal:")]
