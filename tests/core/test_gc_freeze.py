@@ -1,15 +1,23 @@
-"""The web process's startup objects are moved out of the cyclic collector (hal/asgi.py).
+"""What the web process does while it starts (hal/asgi.py), read from one import of the
+ASGI application in a child process.
 
-At 64 streams, full (generation 2) collections of a daphne serving HAL took 145-190 ms
-each, walking the ~300,000 objects that Django, the apps and their imports leave behind:
-the event loop stood still meanwhile, and the first tokens and deltas that fell in such a
-pause arrived that much later (issue 29: deliver p99 210 ms, 36 ms with the freeze)."""
+- Startup's objects are moved out of the cyclic collector. At 64 streams, full (generation
+  2) collections of a daphne serving HAL took 145-190 ms each, walking the ~300,000 objects
+  that Django, the apps and their imports leave behind: the event loop stood still
+  meanwhile, and the first tokens and deltas that fell in such a pause arrived that much
+  later (issue 29: deliver p99 210 ms, 36 ms with the freeze).
+- The redaction rules are compiled then, not on the first sends after it:
+  `functools.cache` does not hold concurrent first callers back, so the sends that arrived
+  together on a fresh daphne each compiled all 222 rules again (issue 43 item 3: 5 % of the
+  web CPU of the outside-shaped capacity line, py-spy on daphne)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 from tests.bounds import SLOW
 from tests.procenv import ROOT, own_sqlite_env
@@ -18,21 +26,37 @@ PROBE = (
     "import gc, json\n"
     "import hal.asgi\n"
     "live = len(gc.get_objects())\n"
-    "print(json.dumps({'frozen': gc.get_freeze_count(), 'live': live}))\n"
+    "from providers.redaction.rules import load_rules\n"
+    "info = load_rules.cache_info()\n"
+    "rules = load_rules()\n"
+    "print(json.dumps({'frozen': gc.get_freeze_count(), 'live': live,"
+    " 'rules_cached': info.currsize, 'rules': len(rules.rules),"
+    " 'rules_frozen': gc.is_tracked(rules) and not any(r is rules for r in gc.get_objects())}))\n"
 )
 
 
-def test_importing_the_asgi_application_freezes_what_startup_made(tmp_path):
+@pytest.fixture(scope="module")
+def started(tmp_path_factory) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=ROOT,
-        env=own_sqlite_env(tmp_path),
+        env=own_sqlite_env(tmp_path_factory.mktemp("asgi")),
         capture_output=True,
         text=True,
         timeout=SLOW,
         check=True,
     )
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_asgi_application_freezes_what_startup_made(started):
     # Everything startup made is frozen; what the collector still walks is what came after.
-    assert counts["frozen"] > 100_000, counts
-    assert counts["live"] < counts["frozen"] / 20, counts
+    assert started["frozen"] > 100_000, started
+    assert started["live"] < started["frozen"] / 20, started
+
+
+def test_the_asgi_application_starts_with_the_rules_compiled(started):
+    assert started["rules_cached"] == 1, started
+    assert started["rules"] > 100, started
+    # Compiled before gc.freeze(): the rule set is startup's, out of the collector's walk.
+    assert started["rules_frozen"], started
