@@ -63,13 +63,23 @@ def _not_shown() -> Conflict:
 
 
 def _running(room: Room) -> Conflict | None:
-    # A turn waiting for approval would continue into the branch being replaced.
-    if Turn.objects.filter(room=room, status__in=(*Turn.RUNNING, Turn.WAITING_APPROVAL)).exists():
+    # A streaming reply is the operator's to stop first (its text would land in a branch
+    # being replaced); a turn waiting for approval is stopped with the branch it is on.
+    if Turn.objects.filter(room=room, status__in=Turn.RUNNING).exists():
         return Conflict(
-            _("Replies are still being written or wait for approval; finish or stop them first."),
+            _("Replies are still being written; wait for them or stop them first."),
             code="turns_running",
         )
     return None
+
+
+def _check_leaving(room: Room, group: int, place: int) -> list[Turn]:
+    """Refuse while a reply streams or an approved proposal of the branch left runs; the
+    turns waiting in that branch (stopped by the change)."""
+    busy = _running(room)
+    if busy is not None:
+        raise busy
+    return branches.waiting_turns(room, branches.leaving(room, group, place))
 
 
 def _with_place(queryset: Any) -> Any:
@@ -186,10 +196,13 @@ def _freeze_branches(room: Room, group: int, place: int, shown_id: int) -> None:
     branches.freeze(room, group, place, shown_id)
 
 
-def _show_branch(room: Room, group: int, place: int, shown_id: int, actor: Actor) -> None:
-    """Show the branch of the group's shown version; an abandoned branch's pending
-    proposals are cancelled, with a notice in the room."""
+def _show_branch(
+    room: Room, group: int, place: int, shown_id: int, actor: Actor, waiting: list[Turn]
+) -> None:
+    """Show the branch of the group's shown version; an abandoned branch's waiting turns
+    are stopped and its pending proposals cancelled, with a notice in the room."""
     left = branches.recompute(room, place)
+    branches.stop_waiting(actor, room, waiting)
     if left:
         cancelled = branches.cancel_proposals(room.pk, left, actor=actor)
         if cancelled:
@@ -211,15 +224,13 @@ def check_edit_message(
             raise Conflict(_("Only your own messages can be edited."), code="not_editable")
         if message.superseded or message.off_branch or message.archive_id is not None:
             raise _not_shown()
-        busy = _running(room)
-        if busy is not None:
-            raise busy
+        waiting = _check_leaving(room, message.version_group or message.pk, _place(message))
         targets, everyone = actions.resolve_targets(room, text)
         new_context = actions.clean_context(context) if context else (message.context or {})
         holds = holds_of.reserve_turns(
             room, targets, everyone, text=text, context=new_context, author=actor.label
         )
-        sent = do_edit_message(actor, room, message, text, new_context, targets)
+        sent = do_edit_message(actor, room, message, text, new_context, targets, waiting)
         holds_of.attach(holds, [t for t, _reply in sent.turns])
     sent.connections = everyone
     return sent
@@ -232,6 +243,7 @@ def do_edit_message(
     text: str,
     context: dict[str, Any],
     targets: list[Any],
+    waiting: list[Turn] | None = None,
 ) -> actions.Sent:
     group = _group_of(message)
     place = _place(message)
@@ -249,7 +261,7 @@ def do_edit_message(
         audit_before={"message_id": message.pk},
         attachments=files,
     )
-    _show_branch(room, group, place, sent.message.pk, actor)
+    _show_branch(room, group, place, sent.message.pk, actor, waiting or [])
     publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
     return sent
 
@@ -270,16 +282,19 @@ def check_show_version(*, actor: Actor, room_id: Any, message_id: Any) -> Messag
             raise _not_shown()
         group = message.version_group
         members = Message.objects.filter(version_group=group)
+        waiting: list[Turn] = []
         if message.author_kind == Message.OPERATOR:
-            busy = _running(room)
-            if busy is not None:
-                raise busy
+            waiting = _check_leaving(room, group, _place(message))
+            if not message.superseded:  # showing the shown version again leaves nothing
+                waiting = []
         elif members.filter(status=Message.STREAMING).exists():
             raise Conflict(_("This reply is still being written."), code="reply_running")
-        return do_show_version(actor, room, message)
+        return do_show_version(actor, room, message, waiting)
 
 
-def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
+def do_show_version(
+    actor: Actor, room: Room, message: Message, waiting: list[Turn] | None = None
+) -> Message:
     group = cast(int, message.version_group)  # check_show_version: never None
     members = Message.objects.filter(version_group=group)
     shown = members.filter(superseded=False).first()
@@ -289,7 +304,7 @@ def do_show_version(actor: Actor, room: Room, message: Message) -> Message:
     members.filter(pk=message.pk).update(superseded=False)
     message.superseded = False
     if message.author_kind == Message.OPERATOR:
-        _show_branch(room, group, _place(message), message.pk, actor)
+        _show_branch(room, group, _place(message), message.pk, actor, waiting or [])
     record_audit(
         actor,
         "chat.message.show_version",

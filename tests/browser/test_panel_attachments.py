@@ -192,8 +192,7 @@ def test_the_evidence_story(
     _fits(page, width, proposal)
     proposal.scroll_into_view_if_needed()
     _shot(page, lang, width, "2-answers-and-proposal")
-    # The operator turns the proposal down (a room with a proposal waiting cannot be
-    # edited: "finish or stop them first"); the review goes into the export.
+    # The operator turns the proposal down; the review goes into the export.
     fake_anthropic.replies.push(Reply(text="alpha: understood, no incident for now."))
     _tap(page, proposal.locator(".proposal-reject"), phone)
     expect(proposal).to_have_attribute("data-status", "rejected")
@@ -276,3 +275,36 @@ def test_the_evidence_story(
     assert "alpha: understood, no incident for now." in record
     assert "why did the portal die?" in record
     assert "beta: the edited question" not in record  # the shown branch only
+
+    # Back on this branch alpha proposes again; editing the first question while the
+    # proposal waits cancels it, a notice names it, both models answer the new branch.
+    fake_anthropic.replies.push(
+        Reply(
+            text="alpha: I propose an incident for the restart.",
+            tool_calls=[
+                ScriptedToolCall("open_incident", {"severity": "sev3", "title": "Portal restart"})
+            ],
+        )
+    )
+    fake_openai.replies.push(Reply(text="beta: the restart is due"))
+    page.fill("#ai-input", "should we restart it?")
+    page.press("#ai-input", "Enter")
+    waiting = page.locator("#ai-log .ai-proposal[data-status=pending]")
+    expect(waiting).to_have_count(1)
+    expect(log).to_contain_text("beta: the restart is due")
+    asking = page.locator("#ai-log .ai-msg.from-model", has_text="for the restart")
+    waiting_id = asking.get_attribute("data-proposal-ids")
+    assert waiting_id and waiting_id.isdigit(), waiting_id
+    fake_anthropic.replies.push(Reply(text="alpha: third version"))
+    fake_openai.replies.push(Reply(text="beta: third version"))
+    _tap(page, mine.first.locator(".ai-edit"), phone)
+    editor = mine.first.locator("textarea.ai-editor")
+    editor.fill("what stopped the portal?")
+    editor.press("Enter")
+    expect(mine.first.locator(".ai-version-index")).to_have_text("3/3")
+    notice = page.locator("#ai-log .ai-msg.from-hal", has_text=f"#{waiting_id}")
+    expect(notice).to_have_count(1)
+    expect(log).to_contain_text("beta: third version")
+    expect(waiting).to_have_count(0)
+    _fits(page, width, notice)
+    _shot(page, lang, width, "5-edited-while-waiting")
