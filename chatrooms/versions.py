@@ -88,24 +88,6 @@ def _with_place(queryset: Any) -> Any:
     )
 
 
-def last_operator_message(room: Room) -> Message | None:
-    """The operator's last shown message of the room (the only one that can be edited)."""
-    found: Message | None = (
-        _with_place(
-            Message.objects.filter(
-                room=room,
-                author_kind=Message.OPERATOR,
-                superseded=False,
-                off_branch=False,
-                archive__isnull=True,
-            )
-        )
-        .order_by("-place", "-id")
-        .first()
-    )
-    return found
-
-
 def _group_of(message: Message) -> int:
     """The message's version group, making it the first version of one if needed."""
     if message.version_group is None:
