@@ -65,8 +65,6 @@ def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
     from chatrooms.models import Room
 
     investigations = list(Investigation.objects.filter(incident=incident).order_by("-id")[:10])
-    for investigation in investigations:
-        investigation.reason_shown = reason_shown(investigation.reason)
     room = Room.objects.filter(kind=Room.INCIDENT, incident=incident).first()
     return render_page(
         request,
@@ -74,7 +72,8 @@ def incident_room_page(request: HttpRequest, incident_id: int) -> HttpResponse:
         {
             "incident": incident,
             "entries": room_messages(incident),
-            "investigations": investigations,
+            # (investigation, its reason in the active language): the table's rows.
+            "investigations": [(i, reason_shown(i.reason)) for i in investigations],
             "running": any(i.active for i in investigations),
             "room_id": room.pk if room else None,
             "room_labels": room_labels(),

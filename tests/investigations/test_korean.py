@@ -87,6 +87,8 @@ def test_a_budgets_entry_and_a_stop_are_korean(investigator, operator, client_op
     assert _english_left(page) == []
     room = client.get(f"/incidents/{incident.pk}/room/").content.decode()
     assert _english_left(room) == []
+    # The investigations table's reason cell: the stored English reason, shown in Korean.
+    assert 'title="tool rounds: 2">도구 라운드: 2</td>' in room
 
 
 def test_the_stored_rows_the_api_and_the_model_stay_english(investigator, operator, client_op):
