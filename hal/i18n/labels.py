@@ -3,6 +3,7 @@ auth methods). Codes stay the API's contract; only what is displayed is translat
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
@@ -268,13 +269,19 @@ def via_label(code: Any) -> str:
     return str(VIA_LABELS.get(str(code), code))
 
 
+SHARE_LABEL = re.compile(r"^share #(?P<id>\d+) to user #(?P<user>\d+)$")
+
+
 def audit_target_label(target_type: Any, label: Any) -> str:
-    """An audit row's target as shown: a room's stored English label ("room #1 Unified")
-    in the reader's language; other targets are names and stay as they are."""
+    """An audit row's target as shown: a room's or a share link's stored English label
+    ("room #1 Unified", "share #2 to user #3") in the reader's language; other targets are
+    names and stay as they are."""
     text = str(label or "")
     if str(target_type) == "room" and text.startswith("room #"):
         number, _sep, title = text[len("room #") :].partition(" ")
         return str(_("room #%(id)s %(title)s") % {"id": number, "title": room_title_label(title)})
+    if str(target_type) == "share" and (found := SHARE_LABEL.match(text)):
+        return str(_("share #%(id)s to user #%(user)s") % found.groupdict())
     return text
 
 

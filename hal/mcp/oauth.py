@@ -248,7 +248,8 @@ class Registration(ClientRegistrationEndpoint):
     def save_client(
         self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
     ) -> McpOAuthClient:
-        actor = Actor(user=None, via="mcp", label="MCP client registration", ip=self.server.ip)
+        # An identifier like the other system actors' labels (a page shows it as it is).
+        actor = Actor(user=None, via="mcp", label="mcp_oauth.register", ip=self.server.ip)
         return mcp_oauth.do_register_client(actor, client_info["client_id"], client_metadata)
 
     def create_registration_response(self, request: Any) -> tuple[int, dict[str, Any], Any]:

@@ -64,6 +64,10 @@ def test_labels_are_translated_to_korean():
         ]
         assert labels.audit_action_label("chat.message.send") == "메시지 보냄"
         assert labels.audit_target_label("room", "room #1 Unified") == "대화방 #1 통합"
+        share = labels.audit_target_label("share", "share #2 to user #3")
+        assert share == "공유 #2 (받는 사람: 사용자 #3)"
+        # Only that shape: another target named like it is a name, shown as it is.
+        assert labels.audit_target_label("module", "share #2 to user #3") == "share #2 to user #3"
     assert untranslated == []
 
 

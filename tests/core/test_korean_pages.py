@@ -107,18 +107,16 @@ NOT_PAGES = {
     "form",  # POST: start or stop an incident's investigation (investigations/)
     "postmortem_action",  # POST: catch up, edit or publish a postmortem (alerts/)
     "export",  # a postmortem's Markdown file, not a page (alerts/)
-    # MCP OAuth: JSON metadata and endpoints for clients; the consent page needs a
-    # registered client's request (its Korean: tests/mcp/test_mcp_oauth.py).
+    # MCP OAuth: JSON metadata and endpoints for clients (the consent page, oauth_authorize,
+    # is a page: `objects` gives it a registered client's request).
     "oauth_protected_resource",
     "oauth_protected_resource_mcp",
     "oauth_authorization_server",
-    "oauth_authorize",
     "oauth_token",
     "oauth_register",
     "oauth_revoke",
     "share_new",  # POST: create a chat share link (chatrooms/share.py)
     "share_revoke",  # POST: revoke one
-    "shared",  # a share link's page needs a fresh token (tests/chatrooms/test_share.py)
 }
 
 
@@ -232,6 +230,8 @@ def objects(operator):
         actor=Actor(user=operator, via="web", reauth_at=time.time()), title="runbook", body="x"
     )
     return {
+        "oauth_authorize": _consent_request(),
+        "shared": _share_link(operator),
         "server_detail": f"/servers/{server.pk}/",
         "module_detail": f"/modules/{module.name}/",
         "job_detail": f"/jobs/{job.pk}/",
@@ -243,21 +243,56 @@ def objects(operator):
     }
 
 
+def _consent_request() -> str:
+    """The consent page's URL: a registered client's pending authorization request (as an
+    MCP client sends it, registered through /oauth/register: tests/mcp/test_mcp_oauth.py)."""
+    from tests.mcp.test_mcp_oauth import Client, authorize_url, pkce, register
+
+    # A name the client gives itself, in WORDS (a real client's: the MCP access page names it).
+    registered = register(Client(), client_name="MCP Inspector")
+    return authorize_url(registered["client_id"], pkce()[1])
+
+
+def _share_link(operator) -> str:
+    """A share link another operator made for this one, of a room with words in it."""
+    from django.contrib.auth import get_user_model
+
+    from chatrooms.actions import ensure_rooms
+    from chatrooms.models import Message
+    from chatrooms.share import check_create_share, url_of
+    from hal.actions.base import Actor
+    from tests.conftest import make_user
+
+    colleague = make_user(get_user_model(), "web", superuser=True)
+    room = ensure_rooms(colleague)[0]
+    Message.objects.create(room=room, author_kind="operator", author="web", text="payments")
+    Message.objects.create(room=room, author_kind="model", author="alpha", text="payments")
+    _, token = check_create_share(
+        actor=Actor(user=colleague, via="web"), recipient=operator.get_username(), room_id=room.pk
+    )
+    return url_of(token)
+
+
+# Pages that need the host their URLs name: authlib serves OAuth over http only on loopback.
+HOSTS = {"oauth_authorize": "127.0.0.1"}
+
+
 def test_every_page_is_korean(korean, objects):
     routes = page_routes()
     pages: dict[str, str] = {}
     for name, route in routes.items():
         if name in NOT_PAGES:
             continue
-        if "<" in route:
-            assert name in objects, f"give the Korean test an object for {name} ({route})"
+        if name in objects:
             pages[name] = objects[name]
         else:
+            assert "<" not in route, f"give the Korean test an object for {name} ({route})"
             pages[name] = route
     assert {"overview", "settings", "ops_ai", "archive", "proposals", "audit"} <= set(pages)
+    assert {"oauth_authorize", "shared"} <= set(pages)
     problems: dict[str, list[str]] = {}
     for name, url in sorted(pages.items()):
-        response = korean.get(url)
+        response = korean.get(url, HTTP_HOST=HOSTS.get(name, "testserver"))
         assert response.status_code == 200, (name, url, response.status_code)
         assert 'lang="ko"' in response.content.decode()[:400], name
         found = leftovers(response.content.decode())
