@@ -8,6 +8,8 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -403,7 +405,7 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         row[0] += input_tokens
         row[1] += output_tokens
         row[2] += 1
-    with transaction.atomic():
+    with transaction.atomic(), _read_ahead(sorted(charges)):
         # Settled with the charge: in one transaction, so the calls count against their
         # budgets throughout (reserved, then used), never twice, never not.
         reservations.release([item[5] for item in items if item[5] is not None])
@@ -427,6 +429,25 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
                 log.exception("could not record the usage of connection %s", connection_id)
 
 
+@contextmanager
+def _read_ahead(connection_ids: list[int]) -> Iterator[None]:
+    """The rows a charge reads for each connection — its token limit, its prices, its budget
+    — read for the whole batch in one query each (issue 43: three queries per connection
+    charged, eight connections a message). What is read of them is what the charge never
+    writes: the limits and prices; a budget's warned/paused marks are written by
+    conditional updates that ask the database, not the row read here."""
+    from hal.db import rows
+    from providers.budget_models import ConnectionBudget, ModelPrice
+    from webfetch.models import BudgetLimit
+
+    with (
+        rows.read_ahead(BudgetLimit, "connection_id", connection_ids),
+        rows.read_ahead(ModelPrice, "connection_id", connection_ids),
+        rows.read_ahead(ConnectionBudget, "connection_id", connection_ids),
+    ):
+        yield
+
+
 def resume_budgets() -> list[int]:
     """Bring back connections whose exhausted budget period has ended (lazy, at send)."""
     from providers.budgets import resume_expired
@@ -447,80 +468,15 @@ def budget_exhausted(connection: Any) -> Conflict:
 
 
 # ----- budget reservations (providers/reservations.py; chatrooms/holds.py) ---------------
+# In chatrooms/integration_reservations.py; the chat reads them as integration.<name>.
+from chatrooms import integration_reservations as _holds  # noqa: E402
 
-
-def estimate_call(connection: Any, provider: Any, system: str, messages: Any, tools: Any) -> Any:
-    """One call's estimate (a reservations.Hold): prompt chars / ratio + max_tokens."""
-    from providers.reservations import estimate
-
-    return estimate(connection, provider, system, list(messages), list(tools))
-
-
-def reserve_calls(holds: list[Any]) -> list[Any]:
-    """Check holds against their budgets (inside the caller's transaction): 409 otherwise."""
-    from providers.reservations import reserve
-
-    return reserve(holds)
-
-
-def attach_reservations(holds: list[Any]) -> None:
-    from providers.reservations import attach
-
-    attach(holds)
-
-
-def replace_reservation(hold: Any) -> bool:
-    from providers.reservations import replace
-
-    return replace(hold)
-
-
-def settle_reservation(turn_id: int, connection: Any, input_tokens: int, output_tokens: int) -> int:
-    """(Inside the reply's closing transaction) the turn's reservation becomes its usage."""
-    from providers.reservations import settle
-
-    return settle(turn_id, connection, input_tokens, output_tokens)
-
-
-def release_reservations(turn_ids: Any) -> int:
-    """Delete the reservations of turns that ended without a charge, or were interrupted."""
-    from providers.reservations import release
-
-    return release(turn_ids)
-
-
-def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
-    """(DB thread) a reviewer call's estimate, reserved against its connection's budget
-    under the key -review_id (chat turns use their positive ids); 409 `budget_exhausted`
-    when it does not fit. False: the connection has no budget."""
-    from django.db import transaction
-
-    from providers.base import ChatMessage
-
-    if not getattr(connection, "budgeted", False):
-        return False
-    hold = estimate_call(
-        connection, _provider_or_none(connection), system, [ChatMessage.user(user)], []
-    )
-    hold.turn_id = -int(review_id)
-    with transaction.atomic():
-        return replace_reservation(hold)
-
-
-def _provider_or_none(connection: Any) -> Any:
-    try:
-        return provider_for(connection)
-    except Exception:
-        return None
-
-
-def sweep_reservations() -> int:
-    from providers.reservations import sweep
-
-    return sweep()
-
-
-def budget_signal() -> Any:
-    from providers.budgets import budget_notice
-
-    return budget_notice
+attach_reservations = _holds.attach_reservations
+budget_signal = _holds.budget_signal
+estimate_call = _holds.estimate_call
+release_reservations = _holds.release_reservations
+replace_reservation = _holds.replace_reservation
+reserve_calls = _holds.reserve_calls
+reserve_review = _holds.reserve_review
+settle_reservation = _holds.settle_reservation
+sweep_reservations = _holds.sweep_reservations
