@@ -8,8 +8,6 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -405,7 +403,7 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         row[0] += input_tokens
         row[1] += output_tokens
         row[2] += 1
-    with transaction.atomic(), _read_ahead(sorted(charges)):
+    with transaction.atomic(), _holds.read_ahead(sorted(charges)):
         # Settled with the charge: in one transaction, so the calls count against their
         # budgets throughout (reserved, then used), never twice, never not.
         reservations.release([item[5] for item in items if item[5] is not None])
@@ -429,25 +427,6 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
                 log.exception("could not record the usage of connection %s", connection_id)
 
 
-@contextmanager
-def _read_ahead(connection_ids: list[int]) -> Iterator[None]:
-    """The rows a charge reads for each connection — its token limit, its prices, its budget
-    — read for the whole batch in one query each (issue 43: three queries per connection
-    charged, eight connections a message). What is read of them is what the charge never
-    writes: the limits and prices; a budget's warned/paused marks are written by
-    conditional updates that ask the database, not the row read here."""
-    from hal.db import rows
-    from providers.budget_models import ConnectionBudget, ModelPrice
-    from webfetch.models import BudgetLimit
-
-    with (
-        rows.read_ahead(BudgetLimit, "connection_id", connection_ids),
-        rows.read_ahead(ModelPrice, "connection_id", connection_ids),
-        rows.read_ahead(ConnectionBudget, "connection_id", connection_ids),
-    ):
-        yield
-
-
 def resume_budgets() -> list[int]:
     """Bring back connections whose exhausted budget period has ended (lazy, at send)."""
     from providers.budgets import resume_expired
@@ -468,8 +447,8 @@ def budget_exhausted(connection: Any) -> Conflict:
 
 
 # ----- budget reservations (providers/reservations.py; chatrooms/holds.py) ---------------
-# In chatrooms/integration_reservations.py; the chat reads them as integration.<name>.
-from chatrooms import integration_reservations as _holds  # noqa: E402
+# In chatrooms/integration_budgets.py; the chat reads them as integration.<name>.
+from chatrooms import integration_budgets as _holds  # noqa: E402
 
 attach_reservations = _holds.attach_reservations
 budget_signal = _holds.budget_signal
@@ -477,6 +456,30 @@ estimate_call = _holds.estimate_call
 release_reservations = _holds.release_reservations
 replace_reservation = _holds.replace_reservation
 reserve_calls = _holds.reserve_calls
-reserve_review = _holds.reserve_review
 settle_reservation = _holds.settle_reservation
 sweep_reservations = _holds.sweep_reservations
+
+
+def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
+    """(DB thread) a reviewer call's estimate, reserved against its connection's budget
+    under the key -review_id (chat turns use their positive ids); 409 `budget_exhausted`
+    when it does not fit. False: the connection has no budget."""
+    from django.db import transaction
+
+    from providers.base import ChatMessage
+
+    if not getattr(connection, "budgeted", False):
+        return False
+    hold = estimate_call(
+        connection, _provider_or_none(connection), system, [ChatMessage.user(user)], []
+    )
+    hold.turn_id = -int(review_id)
+    with transaction.atomic():
+        return replace_reservation(hold)
+
+
+def _provider_or_none(connection: Any) -> Any:
+    try:
+        return provider_for(connection)
+    except Exception:
+        return None

@@ -1,8 +1,11 @@
-"""The chat's budget reservations, over providers/reservations.py (chatrooms/holds.py):
-the part of chatrooms/integration.py that re-exports them, split off by size."""
+"""The chat's budget reservations, over providers/reservations.py (chatrooms/holds.py), and the
+rows a usage batch reads ahead: the part of chatrooms/integration.py split off by size (it
+re-exports the reservation wrappers)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -46,33 +49,6 @@ def release_reservations(turn_ids: Any) -> int:
     return release(turn_ids)
 
 
-def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
-    """(DB thread) a reviewer call's estimate, reserved against its connection's budget
-    under the key -review_id (chat turns use their positive ids); 409 `budget_exhausted`
-    when it does not fit. False: the connection has no budget."""
-    from django.db import transaction
-
-    from providers.base import ChatMessage
-
-    if not getattr(connection, "budgeted", False):
-        return False
-    hold = estimate_call(
-        connection, _provider_or_none(connection), system, [ChatMessage.user(user)], []
-    )
-    hold.turn_id = -int(review_id)
-    with transaction.atomic():
-        return replace_reservation(hold)
-
-
-def _provider_or_none(connection: Any) -> Any:
-    from chatrooms.integration import provider_for
-
-    try:
-        return provider_for(connection)
-    except Exception:
-        return None
-
-
 def sweep_reservations() -> int:
     from providers.reservations import sweep
 
@@ -83,3 +59,22 @@ def budget_signal() -> Any:
     from providers.budgets import budget_notice
 
     return budget_notice
+
+
+@contextmanager
+def read_ahead(connection_ids: list[int]) -> Iterator[None]:
+    """The rows a charge reads for each connection — its token limit, its prices, its budget
+    — read for the whole batch in one query each (issue 43: three queries per connection
+    charged, eight connections a message). What is read of them is what the charge never
+    writes: the limits and prices; a budget's warned/paused marks are written by
+    conditional updates that ask the database, not the row read here."""
+    from hal.db import rows
+    from providers.budget_models import ConnectionBudget, ModelPrice
+    from webfetch.models import BudgetLimit
+
+    with (
+        rows.read_ahead(BudgetLimit, "connection_id", connection_ids),
+        rows.read_ahead(ModelPrice, "connection_id", connection_ids),
+        rows.read_ahead(ConnectionBudget, "connection_id", connection_ids),
+    ):
+        yield
