@@ -70,7 +70,7 @@ def test_the_asgi_application_starts_with_the_rules_compiled(started):
     assert started["rules_frozen"], started
 
 
-def test_the_asgi_application_starts_with_the_tools_and_the_provider_sdks_loaded(started):
+def test_the_asgi_application_starts_with_the_tools_and_the_providers_registry_loaded(started):
     assert started["loaders"] == 0, started  # every loader of tool definitions has run
     assert started["specs"] > 10, started
     # The providers' registry too (the SDKs were already imported): the first sends imported it.
