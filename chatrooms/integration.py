@@ -403,7 +403,7 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         row[0] += input_tokens
         row[1] += output_tokens
         row[2] += 1
-    with transaction.atomic():
+    with transaction.atomic(), _holds.read_ahead(sorted(charges)):
         # Settled with the charge: in one transaction, so the calls count against their
         # budgets throughout (reserved, then used), never twice, never not.
         reservations.release([item[5] for item in items if item[5] is not None])
@@ -447,46 +447,17 @@ def budget_exhausted(connection: Any) -> Conflict:
 
 
 # ----- budget reservations (providers/reservations.py; chatrooms/holds.py) ---------------
+# In chatrooms/integration_budgets.py; the chat reads them as integration.<name>.
+from chatrooms import integration_budgets as _holds  # noqa: E402
 
-
-def estimate_call(connection: Any, provider: Any, system: str, messages: Any, tools: Any) -> Any:
-    """One call's estimate (a reservations.Hold): prompt chars / ratio + max_tokens."""
-    from providers.reservations import estimate
-
-    return estimate(connection, provider, system, list(messages), list(tools))
-
-
-def reserve_calls(holds: list[Any]) -> list[Any]:
-    """Check holds against their budgets (inside the caller's transaction): 409 otherwise."""
-    from providers.reservations import reserve
-
-    return reserve(holds)
-
-
-def attach_reservations(holds: list[Any]) -> None:
-    from providers.reservations import attach
-
-    attach(holds)
-
-
-def replace_reservation(hold: Any) -> bool:
-    from providers.reservations import replace
-
-    return replace(hold)
-
-
-def settle_reservation(turn_id: int, connection: Any, input_tokens: int, output_tokens: int) -> int:
-    """(Inside the reply's closing transaction) the turn's reservation becomes its usage."""
-    from providers.reservations import settle
-
-    return settle(turn_id, connection, input_tokens, output_tokens)
-
-
-def release_reservations(turn_ids: Any) -> int:
-    """Delete the reservations of turns that ended without a charge, or were interrupted."""
-    from providers.reservations import release
-
-    return release(turn_ids)
+attach_reservations = _holds.attach_reservations
+budget_signal = _holds.budget_signal
+estimate_call = _holds.estimate_call
+release_reservations = _holds.release_reservations
+replace_reservation = _holds.replace_reservation
+reserve_calls = _holds.reserve_calls
+settle_reservation = _holds.settle_reservation
+sweep_reservations = _holds.sweep_reservations
 
 
 def reserve_review(connection: Any, system: str, user: str, review_id: int) -> bool:
@@ -512,15 +483,3 @@ def _provider_or_none(connection: Any) -> Any:
         return provider_for(connection)
     except Exception:
         return None
-
-
-def sweep_reservations() -> int:
-    from providers.reservations import sweep
-
-    return sweep()
-
-
-def budget_signal() -> Any:
-    from providers.budgets import budget_notice
-
-    return budget_notice

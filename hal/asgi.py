@@ -66,6 +66,14 @@ from providers.redaction.rules import load_rules  # noqa: E402
 # compiled them again (5 % of the web CPU of issue 43's outside-shaped capacity line).
 load_rules()
 
+import providers.registry  # noqa: E402, F401
+from chatrooms.integration import tool_specs  # noqa: E402
+
+# The tools' registry (HAL's definitions imported, their JSON schemas built: ~10 ms) filled
+# now, once, and the providers' registry imported, not by the first sends of a fresh process
+# (issue 43 item 3: py-spy found the first sends importing both); before gc.freeze().
+tool_specs()
+
 import gc  # noqa: E402
 
 # What startup made (Django, the apps, their imports: ~300,000 objects) lives as long as

@@ -54,11 +54,14 @@ class Opened:
     taken: bool = False
     # Its turn's framer paces the stream once the turn takes it over (providers/pacing.py).
     pace: pacing.Slot = field(default_factory=pacing.Slot)
+    # The redaction detections of its send's calls, shared (providers/redaction/).
+    detections: dict[Any, Any] = field(default_factory=dict)
 
     async def _first(self, end: Callable[[], None]) -> tuple[bool, StreamEvent | None]:
         token = launch.mark(end)  # the HTTP client ends the launch once the request is out
         pacing.current.set(self.pace)  # this task's own context: the body reader takes it
         redaction.set_scope(self.scope)
+        redaction.share_detections(self.detections)
         try:
             integration.hand_over_credential(self.connection_id, self.credential)
             self.credential = None
@@ -202,6 +205,8 @@ def open_calls(
     full = recent_rooms({room.pk}).get(room.pk, room)
     present = everyone if room.kind == Room.UNIFIED else list(targets)
     views: dict[int, Any] = {}  # the history's user turns, built once for every target
+    detections: dict[Any, Any] = {}  # their redaction, looked up once for every target
+    tools = integration.tool_specs()  # the same for every target (a copy each: below)
     callable_now = []
     for connection in targets:
         try:
@@ -228,11 +233,12 @@ def open_calls(
             system=system,
             messages=messages,
             provider=provider,
-            tools=integration.tool_specs(),
+            tools=list(tools),
             model=connection.model,
             operator=full.operator.get_username() if full.operator is not None else "",
             credential=None,
             scope=f"room:{room.pk}",
+            detections=detections,
         )
         callable_now.append(connection)
     if not opening.calls:

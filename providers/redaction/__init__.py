@@ -30,9 +30,23 @@ _numberings: OrderedDict[str, Numbering] = OrderedDict()
 _numberings_lock = threading.Lock()
 
 
+# What the calls of one send have detected, by text (`share_detections`).
+_SHARED: contextvars.ContextVar[dict[tuple[bool, int], dict[str, tuple[Hit, ...]]] | None] = (
+    contextvars.ContextVar("hal_redaction_shared", default=None)
+)
+
+
 def set_scope(scope: str) -> None:
     """The calls made from here on in this task belong to `scope`."""
     SCOPE.set(scope)
+
+
+def share_detections(shared: dict[Any, Any]) -> None:
+    """The calls made from here on in this task look their texts up in `shared` first and
+    add theirs to it: the calls of one send, which carry the same history objects (issue
+    43: eight calls each hashed the same fifty texts for the cache's key). `shared` lives
+    as long as its send; the cache below keeps the hits past it."""
+    _SHARED.set(shared)
 
 
 def ready() -> None:
@@ -117,10 +131,16 @@ async def outbound(
     if KNOWN.due():
         await db(KNOWN.reload)()
     texts = _texts(system, messages)
+    shared = _SHARED.get()
+    known = {} if shared is None else shared.setdefault((patterns, KNOWN.generation), {})
     found: dict[str, tuple[Hit, ...]] = {}
     new: list[str] = []
     for text in texts:
-        seen = CACHE.cached(text, patterns)
+        # A text object another call of the send looked up: its hash is kept on it, and
+        # the dict compares it by identity first (the cache hashes its bytes again).
+        seen = known.get(text)
+        if seen is None:
+            seen = CACHE.cached(text, patterns)
         if seen is None:
             new.append(text)
         else:
@@ -130,6 +150,8 @@ async def outbound(
         found.update(await asyncio.to_thread(_detect_all, new, patterns))
     else:
         found.update(_detect_all(new, patterns))
+    if shared is not None:
+        known.update(found)
     every = [hit for hits in found.values() for hit in hits]
     if not every:
         return system, list(messages), Held({})

@@ -148,3 +148,44 @@ async def test_a_batch_charges_each_connection_once_however_many_of_its_calls_it
     assert two <= 2 * one
     day = await UsageDay.objects.aget(connection_id=beta, model="m1")
     assert (day.input_tokens, day.output_tokens, day.calls) == (16, 4, 4)
+
+
+def _reads_of_a_batch(items) -> dict[str, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as seen:
+        integration._record_usage_batch(items)
+    reads: dict[str, int] = {}
+    for query in seen.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("SELECT"):
+            table = sql.split(" FROM ", 1)[1].split()[0].strip('"')
+            reads[table] = reads.get(table, 0) + 1
+    return reads
+
+
+async def test_a_batch_reads_the_limits_prices_and_budgets_of_all_its_connections_at_once(models):
+    """Issue 43: each connection a batch charged read its token limit, its price and its
+    budget with a query each — eight connections a message, twenty-four reads. They are
+    read once for the whole batch; each connection is still charged at its own price."""
+    from decimal import Decimal
+
+    from asgiref.sync import sync_to_async
+
+    from providers.budget_models import ModelPrice
+
+    ids = [m.id for m in models]
+    await ModelPrice.objects.acreate(
+        connection_id=ids[1],
+        model="m1",
+        input_per_million=Decimal(1_000_000),
+        output_per_million=Decimal(0),
+    )
+    items = [(pk, 3, 1, "m1", None, None) for pk in ids]
+    await sync_to_async(integration._record_usage_batch)(items)  # the day's rows exist
+    reads = await sync_to_async(_reads_of_a_batch)(items)
+    for table in ("webfetch_budgetlimit", "providers_modelprice", "providers_connectionbudget"):
+        assert reads.get(table) == 1, (table, reads)
+    costs = {day.connection_id: day.cost async for day in UsageDay.objects.filter(model="m1")}
+    assert costs == {ids[0]: 0, ids[1]: Decimal(6), ids[2]: 0}

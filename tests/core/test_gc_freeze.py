@@ -9,7 +9,8 @@ ASGI application in a child process.
 - The redaction rules are compiled then, not on the first sends after it:
   `functools.cache` does not hold concurrent first callers back, so the sends that arrived
   together on a fresh daphne each compiled all 222 rules again (issue 43 item 3: 5 % of the
-  web CPU of the outside-shaped capacity line, py-spy on daphne)."""
+  web CPU of the outside-shaped capacity line, py-spy on daphne). So are the tools' registry
+  and their JSON schemas, and the providers' registry (the first sends imported them)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,16 @@ PROBE = (
     "from providers.redaction.rules import load_rules\n"
     "info = load_rules.cache_info()\n"
     "rules = load_rules()\n"
+    "from hal.tools import registry\n"
+    "from chatrooms import integration\n"
+    "specs = sum(map(len, integration._SPECS_CACHE.values()))\n"
+    "import sys\n"
+    "tools = {'loaders': len(registry._loaders), 'specs': specs,"
+    " 'sdks': [m for m in ('providers.registry', 'openai', 'anthropic') if m in sys.modules]}\n"
     "print(json.dumps({'frozen': gc.get_freeze_count(), 'live': live,"
     " 'rules_cached': info.currsize, 'rules': len(rules.rules),"
-    " 'rules_frozen': gc.is_tracked(rules) and not any(r is rules for r in gc.get_objects())}))\n"
+    " 'rules_frozen': gc.is_tracked(rules) and not any(r is rules for r in gc.get_objects()),"
+    " **tools}))\n"
 )
 
 
@@ -60,3 +68,10 @@ def test_the_asgi_application_starts_with_the_rules_compiled(started):
     assert started["rules"] > 100, started
     # Compiled before gc.freeze(): the rule set is startup's, out of the collector's walk.
     assert started["rules_frozen"], started
+
+
+def test_the_asgi_application_starts_with_the_tools_and_the_providers_registry_loaded(started):
+    assert started["loaders"] == 0, started  # every loader of tool definitions has run
+    assert started["specs"] > 10, started
+    # The providers' registry too (the SDKs were already imported): the first sends imported it.
+    assert started["sdks"] == ["providers.registry", "openai", "anthropic"], started

@@ -243,3 +243,42 @@ def test_update_each_writes_what_one_orm_update_per_row_writes(room):
     assert [m.updated_at == now for m in got] == [m.updated_at == now for m in want]
     assert [m.updated_at == now for m in got] == [True, False, True]
     rows.update_each(Message, [], status=Message.STREAMING)  # nothing to write: no query
+
+
+def test_read_ahead_answers_first_as_the_orm_does_from_one_query(operator):
+    """Issue 43: a usage batch read the same per-connection rows once per connection.
+    Within `rows.read_ahead`, `rows.first` answers what `filter(**where).first()` answers —
+    a row, another condition that rules it out, a key with no row, a key not read ahead
+    (the database is asked) — and the rows read ahead cost one query, whatever their count."""
+    from decimal import Decimal
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from providers.budget_models import ModelPrice
+    from providers.models import AIConnection
+
+    conns = [
+        AIConnection.objects.create(
+            name=f"m{n}", provider="anthropic", auth_method="api_key", base_url="http://127.0.0.1:9"
+        )
+        for n in range(4)
+    ]
+    for conn in conns[:3]:
+        for model in ("a", "b"):
+            ModelPrice.objects.create(
+                connection=conn,
+                model=model,
+                input_per_million=Decimal(conn.pk),
+                output_per_million=Decimal(len(model)),
+            )
+    asked = [{"connection_id": c.pk, "model": m} for c in conns for m in ("a", "b", "missing")]
+    stock = [ModelPrice.objects.filter(**where).first() for where in asked]
+    assert sum(r is not None for r in stock) == 6
+    with CaptureQueriesContext(connection) as seen:
+        with rows.read_ahead(ModelPrice, "connection_id", [c.pk for c in conns[:3]]):
+            ahead = [rows.first(ModelPrice, where) for where in asked]
+    assert [values(r) if r else None for r in ahead] == [values(r) if r else None for r in stock]
+    # One query for the three connections read ahead; the fourth's three are asked apiece.
+    assert len(seen.captured_queries) == 1 + 3
+    assert rows.first(ModelPrice, asked[0]).pk == stock[0].pk  # outside the block: the DB
