@@ -160,7 +160,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=once)
             items[:] = [item for item in items if runs_in_second_pass(item)]
             print(f"\nsecond pass: {len(once)} tests the backend cannot change ran in the first")
-    order = file_order([item.nodeid.split("::", 1)[0] for item in items])
+    # Each xdist worker collects and orders; the controller hands out files in that order.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    order = file_order([item.nodeid.split("::", 1)[0] for item in items], workers)
     items[:] = [items[i] for i in order]
 
 

@@ -8,13 +8,11 @@ from collections.abc import Sequence
 # (--dist loadfile) in this order (--no-loadscope-reorder, Makefile): its own reordering,
 # by number of tests, put these few-test files last, each then running alone on one worker
 # while the others had finished — the tail of CI's run. Longest first, as measured
-# (`--junitxml` of CI's first pass, 2026-12-06: the §6 layout scenario under a real systemd
-# ~17 min alone as one test — the pass's critical path, now two parts on two workers; the
-# docs' §2–§4 blocks, ship, install, the width matrix of every page,
+# (`--junitxml` of CI's first pass, 2026-12-06: the §6 layout test under a real systemd
+# ~12 min alone; the docs' §2–§4 blocks, ship, install, the width matrix of every page,
 # then the shorter deploy files, each one to four minutes on a loaded machine).
 LONG_FILES_FIRST = (
     "tests/deploy/test_layout_e2e.py",
-    "tests/deploy/test_layout_restore_e2e.py",
     "tests/deploy/test_docs_commands.py",
     "tests/deploy/test_ship.py",
     "tests/deploy/test_install.py",
@@ -32,10 +30,19 @@ LONG_FILES_FIRST = (
 CONTIGUOUS_PACKAGES = ("tests/browser/",)
 
 
-def file_order(paths: Sequence[str]) -> list[int]:
+# pytest-xdist's loadfile scheduler gives each worker its file, then at once a second one
+# to every worker whose first file has at most this many tests (it refills a worker "almost
+# depleted of work"): that second file waits behind the first. Behind the §6 test (one test,
+# ~15 min) it was the page-width matrix, which then ran in the pass's last minutes.
+XDIST_REFILL_AT = 2
+
+
+def file_order(paths: Sequence[str], workers: int = 0) -> list[int]:
     """The indexes of `paths` (each test's file, in collection order) in the order to run:
     the long files first, then each contiguous package's files, then the rest; within
-    each group the files with the most tests first; a file's own order unchanged."""
+    each group the files with the most tests first; a file's own order unchanged. With
+    `workers`, a file that xdist hands out at once behind a long one of few tests is one of
+    the smallest files instead (XDIST_REFILL_AT)."""
     rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
     counts: dict[str, int] = {}
     for path in paths:
@@ -49,6 +56,18 @@ def file_order(paths: Sequence[str]) -> list[int]:
                 return len(rank) + n
         return len(rank) + len(CONTIGUOUS_PACKAGES)
 
-    return sorted(
+    order = sorted(
         range(len(paths)), key=lambda i: (group(paths[i]), -counts[paths[i]], paths[i], i)
     )
+    units: list[list[int]] = []
+    for i in order:
+        if units and paths[units[-1][0]] == paths[i]:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    queued = workers
+    for first in units[:workers]:
+        if len(first) <= XDIST_REFILL_AT and queued < len(units) - 1:
+            units.insert(queued, units.pop())  # the last: of the rest, the fewest tests
+            queued += 1
+    return [i for unit in units for i in unit]

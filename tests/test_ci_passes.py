@@ -13,7 +13,6 @@ FILES = [
     "tests/deploy/test_units.py",  # unit files checked by systemd-analyze: once
     # the §6 layout under a real systemd brings its own PostgreSQL and Redis: once
     "tests/deploy/test_layout_e2e.py",
-    "tests/deploy/test_layout_restore_e2e.py",
     "tests/deploy/test_proxy_client_ip.py",  # the shipped proxies, an echo upstream: once
     "tests/core/test_rows.py",  # the database: both
     "tests/core/test_fastjson.py",  # a pure function: once

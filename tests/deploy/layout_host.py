@@ -7,14 +7,12 @@ real unit files, overlays, its own loopback, private PostgreSQL and Redis, the s
 nginx under its unit, a real `hal` user, sshd taking root's key only). First
 docs/deploy.md runs as written: §2 up to "Units" (packages, user, directories, release
 key, hal.env), then §6's own blocks — PostgreSQL role and database, the first install of
-the `hal-web@` layout, and its upgrade. Then one of two parts (CONFIG["part"],
-tests/deploy/layout_scenario.py). "ship": the upgrade ran under the operators' load
-(tests/deploy/load.py), and `deploy/ship.py` drives the rest from the "workstation" (this
-process) over SSH: a release whose health raises (rolled back), a web process killed under
-load (SIGKILL of its main process: Restart=on-failure brings it back), a release whose
-migration fails (refused). "restore": §4's manual rollback and restore for this layout as
-written (back to the first release, `dr_restore` of the pre-upgrade snapshot) and an
-install by ship.py after it, under load. The results
+the `hal-web@` layout, and its upgrade under the operators' load (tests/deploy/load.py).
+Then `deploy/ship.py` drives the rest from the "workstation" (this process) over SSH: a
+release whose health raises (rolled back), a web process killed under load (SIGKILL of
+its main process: Restart=on-failure brings it back), a release whose migration fails
+(refused), then §4's manual rollback and restore for this layout as written (back to
+the first release, `dr_restore` of the pre-upgrade snapshot) and an install after it. The results
 (exit statuses, timings, load counts, the host's state as systemd reports it) go to
 CONFIG["results"] as JSON; the test asserts on them.
 """
@@ -167,67 +165,56 @@ def main() -> int:
     results["steps"] = steps
     health = f"https://{NAME}/api/health"
     try:
+        arts = cfg["artifacts"]
         docs = Path(cfg["docs_dir"])
         # docs/deploy.md §2 (up to "Units") and §6's first install, as written.
         steps["first"] = run_script(documented["first"], docs, logs / "first.log")
         steps["first"]["current"] = current()
         if steps["first"]["rc"] != 0:
             return finish(cfg, results)
-        if cfg.get("part", "ship") == "ship":
-            ship_part(cfg, documented, docs, logs, steps, ssh, ca, session_cookie())
-        else:
-            restore_part(cfg, documented, docs, logs, steps, ssh, ca, health)
-            results["snapshots"] = hal_manage(
-                "shell", "-c",
-                "from hal.models import Snapshot\n"
-                "import json\n"
-                "print(json.dumps(list(Snapshot.objects.values('name', 'status', 'error'))))",
-            ).strip().splitlines()[-1]  # fmt: skip
+        cookie = session_cookie()
+        # §6's upgrade, as written, under the operators' load.
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
+            time.sleep(1)
+            steps["upgrade"] = run_script(documented["upgrade"], docs, logs / "upgrade.log")
+        steps["upgrade"].update(load=load.report(), current=current())
+        steps.save()
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
+            steps["broken"] = ship(cfg, ssh, ca, arts["broken"], logs / "broken.log")
+        steps["broken"].update(load=load.report(), current=current())
+        steps.save()
+        steps["crash"] = crash(cfg, ca, cookie)
+        steps["bad_migration"] = ship(
+            cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log"
+        )
+        steps["bad_migration"]["current"] = current()
+        # docs/deploy.md §4 on the §6 layout, as written: the manual rollback to the first
+        # release (each process restarted and read back on its own port), then the restore
+        # of the snapshot the upgrade was installed over.
+        steps["rollback"] = run_script(documented["rollback"], docs, logs / "rollback.log")
+        steps["rollback"]["current"] = current()
+        steps["restore"] = run_script(documented["restore"], docs, logs / "restore.log")
+        steps["restore"]["current"] = current()
+        wait_ready(health, ca.ca_pem)
+        cookie = session_cookie()  # the restored database predates the first cookie's session
+        with Load(NAME, 443, ca.ca_pem, cookie) as load:
+            steps["after_restore"] = ship(
+                cfg, ssh, ca, arts["after_restore"], logs / "after_restore.log"
+            )
+        steps["after_restore"].update(load=load.report(), current=current())
+        steps.save()
+        results["snapshots"] = hal_manage(
+            "shell", "-c",
+            "from hal.models import Snapshot\n"
+            "import json\n"
+            "print(json.dumps(list(Snapshot.objects.values('name', 'status', 'error'))))",
+        ).strip().splitlines()[-1]  # fmt: skip
     finally:
         results["units"] = unit_state(cfg)
         results["stop_seconds"] = stop_all(cfg)
         sh("systemctl", "stop", "nginx", check=False)
         hosts.stop(ssh.proc)
     return finish(cfg, results)
-
-
-def ship_part(cfg, documented, docs, logs, steps, ssh, ca, cookie) -> None:
-    """§6's upgrade as written under the operators' load, then ship.py's failures: a release
-    whose health raises, a web process killed, a release whose migration fails."""
-    arts = cfg["artifacts"]
-    with Load(NAME, 443, ca.ca_pem, cookie) as load:
-        time.sleep(1)
-        steps["upgrade"] = run_script(documented["upgrade"], docs, logs / "upgrade.log")
-    steps["upgrade"].update(load=load.report(), current=current())
-    steps.save()
-    with Load(NAME, 443, ca.ca_pem, cookie) as load:
-        steps["broken"] = ship(cfg, ssh, ca, arts["broken"], logs / "broken.log")
-    steps["broken"].update(load=load.report(), current=current())
-    steps.save()
-    steps["crash"] = crash(cfg, ca, cookie)
-    steps["bad_migration"] = ship(cfg, ssh, ca, arts["bad_migration"], logs / "bad_migration.log")
-    steps["bad_migration"]["current"] = current()
-
-
-def restore_part(cfg, documented, docs, logs, steps, ssh, ca, health) -> None:
-    """§6's upgrade as written (the load is the other part's), then docs/deploy.md §4 on the
-    §6 layout as written: the manual rollback to the first release (each process restarted
-    and read back on its own port), the restore of the snapshot the upgrade was installed
-    over, and ship.py's install after it under the operators' load."""
-    steps["upgrade"] = run_script(documented["upgrade"], docs, logs / "upgrade.log")
-    steps["upgrade"]["current"] = current()
-    steps["rollback"] = run_script(documented["rollback"], docs, logs / "rollback.log")
-    steps["rollback"]["current"] = current()
-    steps["restore"] = run_script(documented["restore"], docs, logs / "restore.log")
-    steps["restore"]["current"] = current()
-    wait_ready(health, ca.ca_pem)
-    cookie = session_cookie()  # the restored database predates the first cookie's session
-    with Load(NAME, 443, ca.ca_pem, cookie) as load:
-        steps["after_restore"] = ship(
-            cfg, ssh, ca, cfg["artifacts"]["after_restore"], logs / "after_restore.log"
-        )
-    steps["after_restore"].update(load=load.report(), current=current())
-    steps.save()
 
 
 def stop_all(cfg: dict) -> dict:

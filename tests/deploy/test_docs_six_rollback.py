@@ -6,8 +6,7 @@ per unit, the release it was (re)started into — `systemctl` answers "not found
 the layout does not have (`hal-web`), as the real one does — and `curl` answers each
 `127.0.0.1:<port>/api/health` with that process's version and the public name with the
 first one that runs. `hal-manage` refuses while any process runs. Seconds, not minutes:
-the real processes of this layout are exercised by
-tests/deploy/test_layout_restore_e2e.py.
+the real processes of this layout are exercised by tests/deploy/test_layout_e2e.py.
 """
 
 from __future__ import annotations
