@@ -32,6 +32,9 @@ MORE_PAGES = [
     ("mcp-access", "/mcp-access/"),
     ("reauth", "/reauth/"),
     ("alert-sources", "/alerts/"),
+    # Pages outside the console's menu: an MCP client's consent page and a share link's.
+    ("mcp-consent", "/oauth/authorize?{consent}"),
+    ("shared", "/ai/shared/{share}"),
 ]
 
 MEASURE = """() => {
@@ -89,7 +92,7 @@ def test_every_page_lists_itself():
     assert routes <= seen, sorted(routes - seen)
 
 
-IDS = {"server": 1, "job": 1, "incident": 1, "runbook": 1, "archive": 1, "room": 1}
+IDS = {"server": 1, "job": 1, "incident": 1, "runbook": 1, "archive": 1, "room": 1, "share": "x"}
 
 
 @pytest.mark.parametrize("half", [0, 1])
@@ -104,11 +107,12 @@ def test_every_control_is_big_enough_to_tap(
         _check(page, "login", problems)
     login(page, base, operator)
     ids = seed(page, base, operator, fake_anthropic, provider_api_key)
+    ids.update(outside_pages(base, operator))
     pages = PAGES + MORE_PAGES
     mine = pages[half::2]
     for name, path in mine:
         page.goto(base + path.format(**ids), wait_until="domcontentloaded")
-        if name != "reauth":
+        if name not in OUTSIDE:
             page.wait_for_selector(READY, state="attached")
         _check(page, name, problems)
     # The menu and the top bar's preferences, unfolded.
@@ -121,6 +125,25 @@ def test_every_control_is_big_enough_to_tap(
     else:
         _states(page, base, operator, fake_anthropic, ids, problems)
     assert not problems, json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+# Pages without the console's layout (no ready mark to wait for).
+OUTSIDE = {"reauth", "mcp-consent", "shared"}
+
+
+def outside_pages(base: str, operator) -> dict[str, str]:
+    """A registered MCP client's pending authorization request (its query) and a share link
+    of a colleague's room to `operator` (its token), as the Korean pages test makes them."""
+    from urllib.parse import urlsplit
+
+    from django.test import Client as DjangoClient
+
+    from tests.core.test_korean_pages import _share_link
+    from tests.mcp.test_mcp_oauth import authorize_url, pkce, register
+
+    registered = register(DjangoClient(), client_name="MCP Inspector")
+    consent = authorize_url(registered["client_id"], pkce()[1], resource=base + "/mcp")
+    return {"consent": urlsplit(consent).query, "share": _share_link(operator).rsplit("/", 1)[1]}
 
 
 def _states(page, base: str, operator, fake, ids: dict, problems: dict) -> None:

@@ -24,6 +24,8 @@ def test_each_menu_page_marks_its_own_entry_and_only_it(client_op, name):
 
 # Pages under no menu entry: the chat archive and transcripts (reached from the panel).
 NO_ENTRY = {"archive", "archive_detail", "room_transcript", "login", "reauth"}
+# A share link's page: a colleague's room, read-only — no section of the operator's own.
+NO_ENTRY |= {"shared"}
 # Pages whose section is not the address they lie under: releases are part of Modules.
 SECTION = {"releases": "/modules/"}
 
