@@ -95,10 +95,11 @@ test: venv wheelhouse system-deps claude-code test-suite
 # minutes first, the browser files as one block). Two per core because the suite waits half
 # its time — on daphne, chromium, installs and sockets: one worker per core kept a 2-core
 # machine at ~50 % CPU (CI's first pass: 15.5 CPU-minutes in 15.8 minutes, 2026-12-06).
-# `make test-suite TEST_WORKERS=0` runs it in one process.
+# `make test-suite TEST_WORKERS=0` runs it in one process. The slowest tests are printed at
+# the end (CI's log is where the next cut of its time starts).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test-suite:
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: venv
 	$(BIN)/ruff format --check .
