@@ -405,8 +405,12 @@ def _record_usage_batch(items: list[tuple[Any, ...]]) -> None:
         row[2] += 1
     with transaction.atomic(), _holds.read_ahead(sorted(charges)):
         # Settled with the charge: in one transaction, so the calls count against their
-        # budgets throughout (reserved, then used), never twice, never not.
-        reservations.release([item[5] for item in items if item[5] is not None])
+        # budgets throughout (reserved, then used), never twice, never not — and under the
+        # lock a send's budget check holds while it reads both (tests/budgets/
+        # test_reservation_race.py).
+        reserved = [item for item in items if item[5] is not None]
+        reservations.lock_connections(item[0] for item in reserved)
+        reservations.release([item[5] for item in reserved])
         # In connection order: two batches in flight at once (two web processes) then lock
         # the same usage rows in the same order. In arrival order they deadlocked, and
         # PostgreSQL's detection (a second) dropped one call's charge.

@@ -277,6 +277,21 @@ def settle(turn_id: int, connection: Any, input_tokens: int, output_tokens: int)
     )
 
 
+def lock_connections(connection_ids: Iterable[int]) -> None:
+    """Lock these connections as `reserve` does (FOR NO KEY UPDATE, in connection order,
+    inside the caller's transaction). The usage batch takes them before it moves its calls
+    from reserved to used: `reserve` reads the usage and the reservations in two statements,
+    and on PostgreSQL a batch committed between the two counted its calls in neither."""
+    ids = sorted({int(i) for i in connection_ids})
+    if ids:
+        list(
+            AIConnection.objects.select_for_update(no_key=True)
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk")
+        )
+
+
 def release(turn_ids: Iterable[int]) -> int:
     """Delete the reservations of these turns (charged, stopped, failed or interrupted)."""
     ids = [int(t) for t in turn_ids if t is not None]
