@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import json
 import queue
 import threading
 import urllib.error
@@ -36,6 +35,7 @@ from hal.actions.base import Actor
 from tests import ports
 from tests.bounds import WAIT
 from tests.browser.conftest import login, screenshot
+from tests.mcp.raw import INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,18 +134,7 @@ async def connect_and_use(
 
 
 def post_mcp(url: str, token: str | None) -> tuple[int, dict[str, str]]:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-    ).encode()
+    body = INITIALIZE
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if token:
         headers["Authorization"] = f"Bearer {token}"

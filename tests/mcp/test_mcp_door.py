@@ -27,21 +27,9 @@ from hal.actions.mcp_tokens import do_create_mcp_token
 from hal.mcp.address import is_loopback_host
 from hal.mcp.http import origin_refusal
 from tests.browser.conftest import LiveServer
+from tests.mcp.raw import INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-).encode()
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from hal.actions.base import Actor
 from hal.actions.mcp_tokens import do_create_mcp_token, do_revoke_mcp_token
 from hal.models import AuditEntry, McpToken, Proposal, Server
 from tests.browser.conftest import LiveServer
+from tests.mcp.raw import INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,21 +40,7 @@ def mint(user, name: str = "laptop", days: int = 30) -> str:
 
 def post(url: str, headers: dict[str, str], body: bytes | None = None) -> tuple[int, dict]:
     """A raw initialize POST to /mcp; (status, JSON body)."""
-    payload = (
-        body
-        or json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            }
-        ).encode()
-    )
+    payload = body or INITIALIZE
     request = urllib.request.Request(
         url + "/mcp",
         data=payload,
