@@ -25,19 +25,10 @@ from hal.actions.base import Actor
 from hal.actions.mcp_turn_tokens import TurnScope, do_mint_turn_token
 from hal.mcp.http import McpHttpMount
 from hal.models import McpToken, Proposal
+from tests.mcp.raw import INITIALIZE_MESSAGE as INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 OPEN_INCIDENT = {
     "jsonrpc": "2.0",
     "id": 2,
