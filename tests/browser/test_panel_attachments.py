@@ -89,6 +89,14 @@ def _fits(page, width: int, locator) -> None:
     assert b is not None and b["x"] >= 0 and b["x"] + b["width"] <= width, b
 
 
+def _edit(page, message, text: str, phone: bool) -> None:
+    """Edit an operator message in the panel: its edit button, the editor, Enter."""
+    _tap(page, message.locator(".ai-edit"), phone)
+    editor = message.locator("textarea.ai-editor")
+    editor.fill(text)
+    editor.press("Enter")
+
+
 def _tap(page, locator, phone: bool) -> None:
     if phone:
         locator.tap()
@@ -234,10 +242,7 @@ def test_the_evidence_story(
     # answer the new branch.
     fake_anthropic.replies.push(Reply(text="alpha: the edited question, line 3 again"))
     fake_openai.replies.push(Reply(text="beta: the edited question"))
-    _tap(page, mine.first.locator(".ai-edit"), phone)
-    editor = mine.first.locator("textarea.ai-editor")
-    editor.fill("what killed the portal at 10:00?")
-    editor.press("Enter")
+    _edit(page, mine.first, "what killed the portal at 10:00?", phone)
     expect(mine.first.locator(".ai-version-index")).to_have_text("2/2")
     expect(mine).to_have_count(1)
     expect(mine.first.locator(".ai-msg-files a")).to_have_text("portal.log")
@@ -298,10 +303,7 @@ def test_the_evidence_story(
     waiting_id = asking.get_attribute("data-proposal-ids")
     fake_anthropic.replies.push(Reply(text="alpha: third version"))
     fake_openai.replies.push(Reply(text="beta: third version"))
-    _tap(page, mine.first.locator(".ai-edit"), phone)
-    editor = mine.first.locator("textarea.ai-editor")
-    editor.fill("what stopped the portal?")
-    editor.press("Enter")
+    _edit(page, mine.first, "what stopped the portal?", phone)
     expect(mine.first.locator(".ai-version-index")).to_have_text("3/3")
     notice = page.locator("#ai-log .ai-msg.from-hal", has_text=f"#{waiting_id}")
     expect(notice).to_have_count(1)
