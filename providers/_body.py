@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import h11
@@ -92,9 +92,15 @@ class SSEStream:
     reader when it takes the body, else through httpx; `finish` after the last event,
     `aclose` always (it returns the connection to the pool or closes it)."""
 
-    def __init__(self, response: httpx2.Response) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        text_of: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
         self.response = response
         self.fast = take_sse_body(response)
+        if self.fast is not None:
+            self.fast.text_of = text_of  # the reply's plain text to its sink (pacing.Slot)
         self._chunks = None if self.fast is not None else body_chunks(response)
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -193,6 +199,9 @@ class SSEBody:
         # The reply's frames (providers/pacing.py), and whether a wake-up is asked of them.
         self._pace = pacing.current.get()
         self._deferred = False
+        # The provider's test of a decoded object for plain text (its text, else None):
+        # set, the reply's sink takes such objects as they are read (providers/pacing.py).
+        self.text_of: Callable[[dict[str, Any]], str | None] | None = None
         # Bytes the protocol buffered past h11's last read go first, then the socket's.
         chunks, protocol.chunks, protocol.size = protocol.chunks, [], 0
         protocol.sink = self
@@ -206,11 +215,15 @@ class SSEBody:
 
     # The protocol's side (called from data_received, eof_received, connection_lost).
     def data(self, data: bytes) -> None:
+        decoder = self.decoder
         if self.error is None:
+            waiting = len(decoder.out)
             try:
-                self.decoder.feed_raw(data)
+                decoder.feed_raw(data)
             except Exception as exc:  # ProviderError from an error event, ValueError, JSON
                 self.error = exc
+            if not waiting and decoder.out and self.text_of is not None and self._sink():
+                return  # all of it was plain text, in the reply's frames now
         protocol = self._protocol
         if (
             len(self.decoder.out) > MAX_WAITING or len(self.decoder.pending) > HIGH_WATER
@@ -233,6 +246,28 @@ class SSEBody:
                 gate.later(self._paced_wake)
             return
         self._wake()
+
+    def _sink(self) -> bool:
+        """Hand the read's leading plain-text objects to the reply's sink (pacing.Slot);
+        True when nothing is left for the reading task (it needs no wake-up)."""
+        pace = self._pace
+        sink = pace.sink if pace is not None else None
+        if sink is None or self.error is not None:
+            return False
+        out = self.decoder.out
+        text_of = self.text_of
+        pieces: list[str] = []
+        for payload in out:
+            piece = text_of(payload)
+            if piece is None:
+                break
+            pieces.append(piece)
+        if pieces:
+            del out[: len(pieces)]
+            pace.active = self._loop.time()
+            sink(pieces[0] if len(pieces) == 1 else "".join(pieces))
+        decoder = self.decoder
+        return not out and not decoder.done and decoder.state != END
 
     def _paced_wake(self) -> None:
         self._deferred = False

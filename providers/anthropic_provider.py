@@ -175,7 +175,7 @@ class AnthropicProvider(SDKProvider):
         tool_blocks: dict[int, dict[str, Any]] = {}
         # The stream's idle and total bounds are SDKProvider.stream's (one wrapper, around
         # this generator): a second one here cost an asyncio.timeout per event.
-        stream = SSEStream(response)
+        stream = SSEStream(response, text_of=plain_text)
         try:
             async for batch in stream.batches():
                 # The batch's text in one piece (issue 29); a tool call keeps its place.
@@ -243,3 +243,15 @@ class AnthropicProvider(SDKProvider):
             raise ProviderError("bad_response", "the stream ended before the message did")
         yield Usage(input_tokens=input_tokens, output_tokens=output_tokens, model=answered)
         yield Stop(_STOPS.get(stop_reason, stop_reason))
+
+
+def plain_text(event: dict[str, Any]) -> str | None:
+    """A `text_delta`'s text: what the reply's sink may take (providers/pacing.py); every
+    other event goes through `_stream_events`."""
+    if event.get("type") != "content_block_delta":
+        return None
+    delta = event.get("delta")
+    if not delta or delta.get("type") != "text_delta":
+        return None
+    text = delta.get("text")
+    return text if text and isinstance(text, str) else None

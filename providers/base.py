@@ -10,6 +10,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from hal.tools.spec import ToolSpec as ToolSpec  # re-exported: it lives with the tools
 
+from . import pacing
+
 # An async callable returning the secret at call time (from the vault), so that plaintext
 # exists only for the duration of one provider call and never sits on a long-lived object.
 CredentialGetter = Callable[[], Awaitable[str]]
@@ -312,10 +314,32 @@ class _Watchdog:
     task if that wait overran, else sleeps again until the current wait's end. The timer
     never touches the task between waits (while the consumer works on an item)."""
 
-    __slots__ = ("cancelling", "fired", "handle", "loop", "task", "until", "waiting")
+    __slots__ = (
+        "cancelling",
+        "deadline",
+        "fired",
+        "handle",
+        "idle",
+        "loop",
+        "pace",
+        "task",
+        "until",
+        "waiting",
+    )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        idle: float = 0.0,
+        deadline: float = 0.0,
+        pace: pacing.Slot | None = None,
+    ) -> None:
         self.loop = loop
+        # A reply's text handed to its sink while the task waits is the stream answering
+        # (providers/pacing.py): the wait's idle bound runs from the last such piece.
+        self.idle = idle
+        self.deadline = deadline
+        self.pace = pace
         self.task: asyncio.Task[Any] | None = None
         self.until = 0.0
         self.waiting = False
@@ -336,6 +360,9 @@ class _Watchdog:
         self.handle = None
         if not self.waiting or self.task is None:
             return  # re-armed by the next wait
+        pace = self.pace
+        if pace is not None and pace.active:
+            self.until = max(self.until, min(pace.active + self.idle, self.deadline))
         if self.loop.time() < self.until:
             self.handle = self.loop.call_at(self.until, self._fire)
             return
@@ -373,7 +400,7 @@ async def bounded_stream(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(total, 0.0)
     iterator = aiter(source)
-    watchdog = _Watchdog(loop)
+    watchdog = _Watchdog(loop, idle, deadline, pacing.current.get())
     try:
         while True:
             now = loop.time()

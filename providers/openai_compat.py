@@ -200,7 +200,7 @@ class OpenAICompatProvider(SDKProvider):
             response = await client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=body, stream=True
             )
-        stream = SSEStream(response)
+        stream = SSEStream(response, text_of=plain_text)
         try:
             async for batch in stream.batches():
                 text: list[str] = []  # the batch's text, one piece (only text is yielded here)
@@ -232,3 +232,21 @@ class OpenAICompatProvider(SDKProvider):
             )
         yield Usage(input_tokens=input_tokens, output_tokens=output_tokens, model=answered)
         yield Stop(_STOPS.get(finish, finish))
+
+
+def plain_text(chunk: dict[str, Any]) -> str | None:
+    """A chunk's text when it carries nothing else this provider reads (no tool-call
+    fragment, finish reason or usage): what the reply's sink may take (providers/pacing.py)."""
+    if chunk.get("usage"):
+        return None
+    choices = chunk.get("choices")
+    if not choices or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if choice.get("finish_reason"):
+        return None
+    delta = choice.get("delta")
+    if not delta or delta.get("tool_calls"):
+        return None
+    content = delta.get("content")
+    return content if content and isinstance(content, str) else None

@@ -11,6 +11,15 @@ wake-up when the frame is due (`later`), and the task reads it all in one step j
 the frame leaves. Nothing leaves later than it did: the frame's time is the same. The
 first event, the stream's end and errors wake the task at once.
 
+Plain text goes further (issue 43): the turn also hands the stream its reply's `sink`. The
+body reader gives each read's leading plain-text objects (a provider's `text_of` says
+which) straight to the sink — the framer — as it decodes them, and wakes the reading task
+only for the rest: a tool call, usage, the end, an error. While the task has not taken
+what it was woken for, later text waits behind it, so the reply keeps the provider's
+order. Each piece then costs one synchronous call instead of a trip of the task through
+the provider's, the timeout's and the turn's generators per frame; `active` (the loop time
+of the last piece sunk) tells the stream's idle bound that the provider is answering.
+
 The slot is mutable because a call can be opened before its turn has a framer (a send's
 calls, chatrooms/run/opening.py): the body captures the slot, the turn fills it in.
 """
@@ -37,9 +46,12 @@ class Gate(Protocol):
 
 @dataclass
 class Slot:
-    """The gate of the streams opened in this context (None: read every event at once)."""
+    """The gate and text sink of the streams opened in this context (None: every event
+    goes through the reading task, at once)."""
 
     gate: Gate | None = None
+    sink: Callable[[str], None] | None = None
+    active: float = 0.0  # loop time of the last piece handed to the sink
 
 
 current: ContextVar[Slot | None] = ContextVar("hal_provider_pacing", default=None)

@@ -130,8 +130,18 @@ class TurnRunner(ToolRounds, TurnEndings):
         group = actions.room_group(prepared.room_id)
         framer = prepared.framer = Framer(self, group, prepared.reply)
         turn_started(prepared)
-        # This reply's streams are read at the pace of its frames (providers/pacing.py).
-        pacing.current.set(pacing.Slot(framer))
+
+        def sink(piece: str) -> None:
+            """A piece of plain text, straight from the body reader (providers/pacing.py)."""
+            if prepared.launched is not None:  # past the request, however sent
+                prepared.launched()
+                prepared.launched = None
+            framer.add(piece)
+            self.watchdog.progress(turn_id)
+
+        # This reply's streams are read at the pace of its frames, and their plain text goes
+        # straight to them (providers/pacing.py).
+        pacing.current.set(pacing.Slot(framer, sink))
         # Its secrets are numbered in its room's conversation (providers/redaction/).
         redaction.set_scope(f"room:{prepared.room_id}")
         framer.post("message.created", {**prepared.reply.as_dict(), "turn_id": turn_id})
@@ -176,6 +186,7 @@ class TurnRunner(ToolRounds, TurnEndings):
                     if prepared.opened is not None:
                         # Sent while the send's rows were written (chatrooms/run/opening.py).
                         prepared.opened.pace.gate = framer
+                        prepared.opened.pace.sink = sink
                         stream = prepared.opened.events()
                         prepared.opened = None
                     else:
