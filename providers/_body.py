@@ -251,11 +251,11 @@ class SSEBody:
         """Hand the read's leading plain-text objects to the reply's sink (pacing.Slot);
         True when nothing is left for the reading task (it needs no wake-up)."""
         pace = self._pace
-        sink = pace.sink if pace is not None else None
-        if sink is None or self.error is not None:
-            return False
-        out = self.decoder.out
         text_of = self.text_of
+        if pace is None or pace.sink is None or text_of is None or self.error is not None:
+            return False
+        sink = pace.sink
+        out = self.decoder.out
         pieces: list[str] = []
         for payload in out:
             piece = text_of(payload)
