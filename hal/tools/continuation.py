@@ -32,7 +32,7 @@ _MESSAGES = {
     "executed": "An operator approved this call; it ran once. The result is the evidence.",
     "failed": "An operator approved this call; it ran and failed with the error below.",
     "rejected": "An operator rejected this call; nothing ran.",
-    "cancelled": "This call was cancelled (the conversation was reset); nothing ran.",
+    "cancelled": "This call was cancelled before anyone decided on it; nothing ran.",
     "expired": "Nobody approved this call in time; it expired and nothing ran.",
 }
 
@@ -44,7 +44,7 @@ def tool_result_payload(proposal: Any) -> dict[str, Any]:
         "tool": proposal.tool,
         "status": proposal.status,
         "ok": proposal.status == "executed",
-        "message": _MESSAGES.get(proposal.status, ""),
+        "message": _message(proposal),
         "decided_by": proposal.decided_label or None,
     }
     if proposal.status == "executed":
@@ -54,6 +54,15 @@ def tool_result_payload(proposal: Any) -> dict[str, Any]:
     if proposal.decision_reason:
         payload["reason"] = proposal.decision_reason
     return payload
+
+
+def _message(proposal: Any) -> str:
+    """The outcome in a sentence; a cancellation names its own reason (a room reset, an
+    abandoned branch, a stopped turn), never one fixed story."""
+    text = _MESSAGES.get(proposal.status, "")
+    if proposal.status == "cancelled" and proposal.decision_reason:
+        text = text.replace("decided on it;", f"decided on it ({proposal.decision_reason});")
+    return text
 
 
 def notify_decided(proposal: Any) -> None:

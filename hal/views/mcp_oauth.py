@@ -9,6 +9,7 @@ page: session login, CSRF, never framed (X-Frame-Options DENY, CSP frame-ancesto
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -17,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.utils.translation import gettext_lazy
 from django.views.decorators.clickjacking import xframe_options_deny
 from django.views.decorators.csrf import csrf_exempt
 
@@ -37,6 +39,8 @@ _CORS = {
     "Access-Control-Allow-Headers": "Content-Type, Authorization, MCP-Protocol-Version",
     "Access-Control-Max-Age": "600",
 }
+
+log = logging.getLogger("hal.mcp")
 
 
 def _base(request: HttpRequest) -> str:
@@ -124,11 +128,37 @@ def revoke(request: HttpRequest) -> HttpResponse:
     return _cors(response)
 
 
+# Why the consent page refuses a request, by OAuth error code, in the operator's language
+# (authlib's own descriptions are English sentences for developers: they go to the log).
+_PROBLEMS = {
+    "invalid_client": gettext_lazy(
+        "HAL does not know this client: it was never registered here, or its registration "
+        "was removed. Start the sign-in again from the client."
+    ),
+    "invalid_request": gettext_lazy(
+        "The request is incomplete, or it asks to return to an address other than the one "
+        "the client registered. Start the sign-in again from the client."
+    ),
+    "unauthorized_client": gettext_lazy("This client may not sign in this way."),
+    "unsupported_response_type": gettext_lazy(
+        "The client asked for an answer HAL does not give (only an authorization code)."
+    ),
+    "invalid_scope": gettext_lazy("The client asked for access HAL does not grant."),
+}
+_PROBLEM_OTHER = gettext_lazy("The client sent a sign-in request HAL cannot use.")
+
+
 def _problem_page(request: HttpRequest, error: OAuth2Error) -> HttpResponse:
+    log.info(
+        "an MCP client's authorization request was refused: %s (%s)",
+        error.error,
+        error.get_error_description(),
+    )
+    explained = _PROBLEMS.get(str(error.error), _PROBLEM_OTHER)
     response = render(
         request,
         "hal/mcp_consent.html",
-        {"problem": {"code": error.error, "description": error.get_error_description()}},
+        {"problem": {"code": error.error, "description": explained}},
         status=400,
     )
     add_never_cache_headers(response)

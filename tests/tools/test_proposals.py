@@ -280,6 +280,32 @@ def test_room_reset_cancels_its_pending_proposals(
     assert got == ["cancelled"]
 
 
+@pytest.mark.parametrize(
+    ("reason", "said"), [("room reset", "room reset"), ("branch abandoned", "branch abandoned")]
+)
+def test_a_cancelled_calls_result_tells_the_model_why_it_was_cancelled(
+    world, ai_actor, django_capture_on_commit_callbacks, reason, said
+):
+    """The model reads the cancellation's own reason, not a fixed story: an edit that left
+    its branch did not reset the conversation."""
+    propose(ai_actor, "take_dr_snapshot", {}, room_id=7)
+    got = []
+    proposal_decided.connect(
+        lambda sender, **kw: got.append(kw["result"]), weak=False, dispatch_uid="t-why"
+    )
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            actions.check_cancel_room_proposals(actor=ai_actor, room_id=7, reason=reason)
+    finally:
+        proposal_decided.disconnect(dispatch_uid="t-why")
+    [result] = got
+    assert result["status"] == "cancelled" and result["ok"] is False
+    assert said in result["message"] and "nothing ran" in result["message"]
+    if reason != "room reset":
+        assert "reset" not in result["message"]
+    assert result["reason"] == reason
+
+
 def test_executed_result_reaches_the_continuation_hook(
     world, ai_actor, reauthed, django_capture_on_commit_callbacks
 ):
