@@ -76,6 +76,30 @@ class Reply:
         return asyncio.ensure_future(read())
 
 
+async def answer_head(reader, writer, headed: asyncio.Event) -> None:
+    """The server's side up to the body: read the request, send the response's head, and
+    wait until the test has seen the fast reader take the body (`body_taken`)."""
+    await read_request(reader)
+    writer.write(HEAD)
+    await writer.drain()
+    await headed.wait()
+
+
+async def whole_reply(handler, make_provider, taken: Taken, headed: asyncio.Event) -> Reply:
+    """One call of `make_provider`'s provider to a server running `handler`, read to its
+    end as a chat reply reads it (the server goes on once the body is taken)."""
+    reply = Reply()
+    async with Server(handler) as server:
+        provider = make_provider(server.port)
+        try:
+            reading = reply.read(provider)
+            await body_taken(taken, headed)
+            await asyncio.wait_for(reading, WAIT)
+        finally:
+            await provider.aclose()
+    return reply
+
+
 def tool_fragment(name: str, arguments: str) -> bytes:
     delta = {
         "tool_calls": [
@@ -93,10 +117,7 @@ async def test_plain_text_reaches_the_sink_as_it_is_read_without_waking_the_read
     go, headed = asyncio.Event(), asyncio.Event()
 
     async def handler(reader, writer, server):
-        await read_request(reader)
-        writer.write(HEAD)
-        await writer.drain()
-        await headed.wait()
+        await answer_head(reader, writer, headed)
         for word in ("one ", "two ", "three "):  # each its own network read
             writer.write(chunk(sse(word)))
             await writer.drain()
@@ -139,10 +160,7 @@ async def test_text_behind_an_event_the_reader_has_not_taken_keeps_its_place(
     headed = asyncio.Event()
 
     async def handler(reader, writer, server):
-        await read_request(reader)
-        writer.write(HEAD)
-        await writer.drain()
-        await headed.wait()
+        await answer_head(reader, writer, headed)
         writer.write(chunk(sse("a ")))
         await writer.drain()
         await asyncio.sleep(0.05)
@@ -154,15 +172,7 @@ async def test_text_behind_an_event_the_reader_has_not_taken_keeps_its_place(
         writer.write(chunk(sse("c ") + sse(finish="tool_calls")) + DONE + LAST)
         await writer.drain()
 
-    reply = Reply()
-    async with Server(handler) as server:
-        provider = _openai(server.port)
-        try:
-            reading = reply.read(provider)
-            await body_taken(taken, headed)
-            await asyncio.wait_for(reading, WAIT)
-        finally:
-            await provider.aclose()
+    reply = await whole_reply(handler, _openai, taken, headed)
     assert "".join(reply.shown) == "a b c "
     assert reply.sunk == ["a ", "c "]
     calls = [e for e in reply.events if isinstance(e, ToolCall)]
@@ -181,10 +191,7 @@ async def test_the_messages_apis_text_deltas_reach_the_sink_and_a_tool_block_the
     headed = asyncio.Event()
 
     async def handler(reader, writer, server):
-        await read_request(reader)
-        writer.write(HEAD)
-        await writer.drain()
-        await headed.wait()
+        await answer_head(reader, writer, headed)
         writer.write(
             chunk(
                 anthropic_event(
@@ -222,15 +229,7 @@ async def test_the_messages_apis_text_deltas_reach_the_sink_and_a_tool_block_the
         )
         await writer.drain()
 
-    reply = Reply()
-    async with Server(handler) as server:
-        provider = _anthropic(server.port)
-        try:
-            reading = reply.read(provider)
-            await body_taken(taken, headed)
-            await asyncio.wait_for(reading, WAIT)
-        finally:
-            await provider.aclose()
+    reply = await whole_reply(handler, _anthropic, taken, headed)
     assert reply.sunk == ["Hel", "lo "]
     assert "".join(reply.shown) == "Hello "
     assert [type(e) for e in reply.events] == [ToolCall, Usage, Stop]
@@ -248,10 +247,7 @@ async def test_text_going_to_the_sink_counts_as_the_stream_answering(monkeypatch
     quiet, headed = asyncio.Event(), asyncio.Event()
 
     async def handler(reader, writer, server):
-        await read_request(reader)
-        writer.write(HEAD)
-        await writer.drain()
-        await headed.wait()
+        await answer_head(reader, writer, headed)
         loop = asyncio.get_running_loop()
         until = loop.time() + 3 * idle
         n = 0
