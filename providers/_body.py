@@ -222,7 +222,7 @@ class SSEBody:
                 decoder.feed_raw(data)
             except Exception as exc:  # ProviderError from an error event, ValueError, JSON
                 self.error = exc
-            if not waiting and decoder.out and self.text_of is not None and self._sink():
+            if not waiting and decoder.out and self._sink():
                 return  # all of it was plain text, in the reply's frames now
         protocol = self._protocol
         if (
@@ -255,7 +255,8 @@ class SSEBody:
         if pace is None or pace.sink is None or text_of is None or self.error is not None:
             return False
         sink = pace.sink
-        out = self.decoder.out
+        decoder = self.decoder
+        out = decoder.out
         pieces: list[str] = []
         for payload in out:
             piece = text_of(payload)
@@ -266,7 +267,6 @@ class SSEBody:
             del out[: len(pieces)]
             pace.active = self._loop.time()
             sink(pieces[0] if len(pieces) == 1 else "".join(pieces))
-        decoder = self.decoder
         return not out and not decoder.done and decoder.state != END
 
     def _paced_wake(self) -> None:

@@ -330,9 +330,9 @@ class _Watchdog:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        idle: float = 0.0,
-        deadline: float = 0.0,
-        pace: pacing.Slot | None = None,
+        idle: float,
+        deadline: float,
+        pace: pacing.Slot | None,
     ) -> None:
         self.loop = loop
         # A reply's text handed to its sink while the task waits is the stream answering

@@ -35,6 +35,8 @@ _MESSAGES = {
     "cancelled": "This call was cancelled before anyone decided on it; nothing ran.",
     "expired": "Nobody approved this call in time; it expired and nothing ran.",
 }
+# A cancellation with its reason (a room reset, an abandoned branch, a stopped turn).
+_CANCELLED_BECAUSE = "This call was cancelled before anyone decided on it ({reason}); nothing ran."
 
 
 def tool_result_payload(proposal: Any) -> dict[str, Any]:
@@ -59,10 +61,9 @@ def tool_result_payload(proposal: Any) -> dict[str, Any]:
 def _message(proposal: Any) -> str:
     """The outcome in a sentence; a cancellation names its own reason (a room reset, an
     abandoned branch, a stopped turn), never one fixed story."""
-    text = _MESSAGES.get(proposal.status, "")
     if proposal.status == "cancelled" and proposal.decision_reason:
-        text = text.replace("decided on it;", f"decided on it ({proposal.decision_reason});")
-    return text
+        return _CANCELLED_BECAUSE.format(reason=proposal.decision_reason)
+    return _MESSAGES.get(proposal.status, "")
 
 
 def notify_decided(proposal: Any) -> None:
