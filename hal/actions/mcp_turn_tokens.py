@@ -56,9 +56,16 @@ class TurnScope:
 
 
 def do_mint_turn_token(actor: Actor, scope: TurnScope, *, ttl_seconds: float) -> tuple[int, str]:
-    """Mint the token of one CLI turn run for the room's operator; (row id, raw token)."""
+    """Mint the token of one CLI turn run for the room's operator, ending any earlier run's
+    token of that turn; (row id, raw token)."""
     raw = PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
+        # One live token per turn: an earlier run's token whose process died before its
+        # own revoke (SIGTERM between the wait and the `finally`) would live again now
+        # that the turn runs again.
+        McpToken.objects.filter(
+            kind=McpToken.TURN, turn_id=scope.turn_id, revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
         row = McpToken.objects.create(
             user=actor.user,
             name=f"turn {scope.turn_id}",

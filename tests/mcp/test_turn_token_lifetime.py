@@ -145,6 +145,23 @@ async def test_the_token_of_a_turn_that_no_longer_runs_is_refused_and_proposes_n
     assert not await Proposal.objects.aexists()
 
 
+async def test_a_runs_token_left_live_does_not_come_back_when_its_turn_runs_again(operator):
+    # Run 1 of a CLI turn proposed, the turn went to wait, and its process died before its
+    # own `finally` revoked the token. The card approved, run 2 of the same turn starts
+    # (the turn streams again): only run 2's token may act for it.
+    turn = await sync_to_async(live_turn)(operator)
+    first_id, first_raw = await sync_to_async(mint_for)(operator, turn)
+    await Turn.objects.filter(pk=turn.pk).aupdate(status=Turn.WAITING_APPROVAL)
+    assert refused(await mcp_post(first_raw, INITIALIZE))
+    await Turn.objects.filter(pk=turn.pk).aupdate(status=Turn.STREAMING)
+    second_id, second_raw = await sync_to_async(mint_for)(operator, turn)
+    assert (await McpToken.objects.aget(pk=first_id)).revoked_at is not None
+    assert refused(await mcp_post(first_raw, OPEN_INCIDENT))
+    assert not await Proposal.objects.aexists()
+    assert (await mcp_post(second_raw, INITIALIZE))[0] == 200
+    assert (await McpToken.objects.aget(pk=second_id)).revoked_at is None
+
+
 def expire(owner: str) -> None:
     beat = timezone.now() - timedelta(seconds=leases.lease_timeout() + 5)
     ProcessLease.objects.create(owner=owner, started_at=beat, heartbeat_at=beat)
