@@ -70,7 +70,7 @@ class LiveServer:
             [
                 sys.executable,
                 "-m",
-                "daphne",
+                "hal.web.serve",
                 "-b",
                 "127.0.0.1",
                 "-p",
