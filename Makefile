@@ -86,7 +86,7 @@ run: migrate
 	@trap 'kill 0' INT TERM EXIT; \
 	  $(BIN)/python manage.py hal_worker & \
 	  $(BIN)/python manage.py hal_local_agent --hal http://$(HOST):$(PORT) & \
-	  $(BIN)/python -m hal.web.serve -b $(HOST) -p $(PORT) hal.asgi:application
+	  $(BIN)/daphne -b $(HOST) -p $(PORT) hal.asgi:application
 
 test: venv wheelhouse system-deps claude-code test-suite
 

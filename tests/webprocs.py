@@ -88,7 +88,7 @@ class WebProcess:
         self.folder = folder
         self.log = open(folder / "daphne.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hal.web.serve", "-b", "127.0.0.1", "-p", str(self.port), APP],
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), APP],
             cwd=ROOT,
             env=env,
             stdout=self.log,

@@ -44,8 +44,6 @@ def setup_django(data_dir: Path) -> dict[str, str]:
         "DATABASE_URL",
         "REDIS_URL",
         "HAL_REDIS_PREFIX",
-        # uvloop unless it says asyncio (hal/web/serve.py): an A/B of the two loops.
-        "HAL_EVENT_LOOP",
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "HAL_", "DJANGO"))}
     env.update({k: os.environ[k] for k in keep if k in os.environ})
@@ -109,7 +107,7 @@ class Daphne:
     def start(self, wait: float = 60) -> Daphne:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hal.web.serve", "-b", "127.0.0.1", "-p", str(self.port), ASGI],
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), ASGI],
             cwd=ROOT,
             env=self.env,
             stdout=log,

@@ -70,7 +70,7 @@ class LiveServer:
             [
                 sys.executable,
                 "-m",
-                "hal.web.serve",
+                "daphne",
                 "-b",
                 "127.0.0.1",
                 "-p",

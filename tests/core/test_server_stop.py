@@ -1,5 +1,4 @@
-"""A web process that does not stop says what holds it (hal/web/server_stop.py), on daphne
-started as the units start it (hal/web/serve.py), on both event loops it can run."""
+"""A web process that does not stop says what holds it (hal/web/server_stop.py), on daphne."""
 
 from __future__ import annotations
 
@@ -20,26 +19,21 @@ from tests import ports
 from tests.bounds import SLOW, WAIT
 from tests.procenv import ROOT, own_sqlite_env
 
-# The units' entry point (the loop HAL_EVENT_LOOP names, then daphne's command line).
-LAUNCH = "from hal.web.serve import main\nmain()\n"
-# Before `import daphne.server`, which makes daphne's loop (as hal.web.serve does first).
-LOOP = "from hal.web.serve import install_loop\ninstall_loop()\n"
-
-# The units' entry point, after a non-daemon thread that never ends: the interpreter
+# daphne's own entry point, after a non-daemon thread that never ends: the interpreter
 # joins it at exit, as it joins a DB thread stuck in a query.
 STUCK = (
     "import threading, time\n"
     "def held_by_a_stuck_query():\n"
     "    time.sleep(600)\n"
     "threading.Thread(target=held_by_a_stuck_query, name='stuck-db-thread').start()\n"
-    f"{LAUNCH}"
+    "from daphne.cli import CommandLineInterface\n"
+    "CommandLineInterface.entrypoint()\n"
 )
 
 
 # A sync thread of the server (as a sync view runs in) that hands work to the loop with
 # `async_to_sync` just after the loop stopped (a view publishing an event at the SIGTERM).
 BRIDGING = (
-    f"{LOOP}"
     "import asyncio, threading, time\n"
     "from asgiref.sync import async_to_sync, sync_to_async\n"
     "import daphne.server  # installs Twisted's asyncio reactor, as `daphne` does\n"
@@ -56,12 +50,12 @@ BRIDGING = (
     "    print('frozen at the stop:', gc.get_freeze_count() > 0, flush=True)\n"
     "def start():\n"
     "    loop = asyncio.get_event_loop()\n"
-    "    print('loop:', type(loop).__module__, flush=True)\n"
     "    work = sync_to_async(publish_after_the_loop_stopped, thread_sensitive=False)\n"
     "    loop.create_task(work(loop))\n"
     "    print('bridge: waiting', flush=True)\n"
     "reactor.callWhenRunning(start)\n"
-    f"{LAUNCH}"
+    "from daphne.cli import CommandLineInterface\n"
+    "CommandLineInterface.entrypoint()\n"
 )
 
 
@@ -69,21 +63,9 @@ def _free_port() -> int:
     return ports.free_port()  # tests/ports.py: outside the ephemeral range
 
 
-# Each web process test runs on both loops hal.web.serve can run (ADR 0029).
-LOOPS = pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-LOOP_MODULES = {"uvloop": "uvloop", "asyncio": "asyncio.unix_events"}
-
-
-def _daphne(
-    tmp_path: Path, code: str, report_seconds: str, loop: str
-) -> tuple[subprocess.Popen, Path]:
+def _daphne(tmp_path: Path, code: str, report_seconds: str) -> tuple[subprocess.Popen, Path]:
     port = _free_port()
-    env = own_sqlite_env(
-        tmp_path,
-        HAL_STOP_REPORT_SECONDS=report_seconds,
-        PYTHONUNBUFFERED="1",
-        HAL_EVENT_LOOP=loop,
-    )
+    env = own_sqlite_env(tmp_path, HAL_STOP_REPORT_SECONDS=report_seconds, PYTHONUNBUFFERED="1")
     log = tmp_path / "daphne.log"
     argv = [sys.executable, "-c", code, "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
@@ -128,7 +110,6 @@ def _sigterm(proc: subprocess.Popen, timeout: float) -> int | None:
 # daphne with a slow start between binding its port and running the reactor (as a loaded
 # machine makes it): the port accepts connections for two seconds before anything answers.
 SLOW_REACTOR = (
-    f"{LOOP}"
     "import time\n"
     "import daphne.server  # installs Twisted's asyncio reactor, as `daphne` does\n"
     "from twisted.internet import reactor\n"
@@ -137,22 +118,21 @@ SLOW_REACTOR = (
     "    time.sleep(2)\n"
     "    return run(*args, **kwargs)\n"
     "reactor.run = slow_run\n"
-    f"{LAUNCH}"
+    "from daphne.cli import CommandLineInterface\n"
+    "CommandLineInterface.entrypoint()\n"
 )
 
 
-@LOOPS
-def test_the_harness_signals_only_a_daphne_whose_reactor_runs(tmp_path, loop):
+def test_the_harness_signals_only_a_daphne_whose_reactor_runs(tmp_path):
     """What the tests below rely on: `_daphne` returns once the server answers, so their
     SIGTERM reaches the reactor's handler, not the default action (exit by signal)."""
-    proc, log = _daphne(tmp_path, SLOW_REACTOR, report_seconds="300", loop=loop)
+    proc, log = _daphne(tmp_path, SLOW_REACTOR, report_seconds="300")
     code = _sigterm(proc, timeout=SLOW)
     assert code == 0, log.read_text()[-2000:]
 
 
-@LOOPS
-def test_a_daphne_held_after_sigterm_reports_the_thread_that_holds_it(tmp_path, loop):
-    proc, log = _daphne(tmp_path, STUCK, report_seconds="1", loop=loop)
+def test_a_daphne_held_after_sigterm_reports_the_thread_that_holds_it(tmp_path):
+    proc, log = _daphne(tmp_path, STUCK, report_seconds="1")
     try:
         proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 90
@@ -168,11 +148,10 @@ def test_a_daphne_held_after_sigterm_reports_the_thread_that_holds_it(tmp_path, 
     assert "held_by_a_stuck_query" in text
 
 
-@LOOPS
-def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_exit(tmp_path, loop):
+def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_exit(tmp_path):
     """The linger of issue 28: without the loop served again, this thread waits for ever
     and the interpreter's join of it holds the process until systemd's SIGKILL."""
-    proc, log = _daphne(tmp_path, BRIDGING, report_seconds="300", loop=loop)
+    proc, log = _daphne(tmp_path, BRIDGING, report_seconds="300")
     deadline = time.monotonic() + 60
     while "bridge: waiting" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -180,15 +159,14 @@ def test_a_sync_thread_handing_work_to_the_stopped_loop_still_lets_the_process_e
     text = log.read_text()
     assert code == 0, text[-3000:]
     assert "bridge: published" in text
-    assert f"loop: {LOOP_MODULES[loop]}" in text
     # The teardown's full garbage collections skip what existed at the stop: measured with
     # py-spy, they alone took 4-10 s of a loaded host's stop (hal/web/server_stop.py).
     assert "frozen at the stop: True" in text
 
 
-@LOOPS
-def test_a_daphne_that_stops_in_time_reports_nothing(tmp_path, loop):
-    proc, log = _daphne(tmp_path, LAUNCH, report_seconds="300", loop=loop)
+def test_a_daphne_that_stops_in_time_reports_nothing(tmp_path):
+    plain = "from daphne.cli import CommandLineInterface\nCommandLineInterface.entrypoint()\n"
+    proc, log = _daphne(tmp_path, plain, report_seconds="300")
     code = _sigterm(proc, timeout=SLOW)
     assert code == 0
     assert "still stopping" not in log.read_text()

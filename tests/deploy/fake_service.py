@@ -121,7 +121,7 @@ def main() -> int:
         argv = [
             str(current / ".venv" / "bin" / "python"),
             "-m",
-            "hal.web.serve",
+            "daphne",
             "-b",
             "127.0.0.1",
             "-p",

@@ -1,7 +1,7 @@
 """A stand-in release for tests/deploy/test_real_systemd.py: what the process sees.
 
-Installed as `manage.py` and `hal/web/serve.py` of /srv/hal/current, so the shipped
-unit files' own ExecStart/ExecStartPre lines run it (`python -m hal.web.serve -b H -p P app`,
+Installed as `manage.py` and `daphne/__main__.py` of /srv/hal/current, so the shipped
+unit files' own ExecStart/ExecStartPre lines run it (`python -m daphne -b H -p P app`,
 `python manage.py chat_recover | hal_worker | dr_snapshot | report`) under the real
 systemd. It reports the sandbox it got (JSON: over HTTP for daphne, on stdout for
 `report`), writes what it was asked to do to /var/lib/hal/probe.log, and has a child

@@ -48,11 +48,8 @@ def host(tmp_path_factory):
     """The machine, with the `hal` user, hal.env, the probe release and the units."""
     work = tmp_path_factory.mktemp("systemd")
     share = work / "share"
-    # The web unit runs `python -m hal.web.serve` (daphne's command line): the probe.
-    (share / "hal" / "web").mkdir(parents=True)
-    (share / "hal" / "__init__.py").write_text("")
-    (share / "hal" / "web" / "__init__.py").write_text("")
-    (share / "hal" / "web" / "serve.py").write_text(DAPHNE)
+    (share / "daphne").mkdir(parents=True)
+    (share / "daphne" / "__main__.py").write_text(DAPHNE)
     (share / "manage.py").write_text(MANAGE)
     (share / "sandbox_probe.py").write_text(PROBE.read_text())
     (share / "hal.env").write_text("PROBE_FROM_ENV_FILE=yes\n")
@@ -63,7 +60,7 @@ useradd --system --home-dir /var/lib/hal --shell /usr/sbin/nologin hal
 install -d -o hal -g hal -m 0700 /var/lib/hal
 install -d -m 0755 /srv/hal /etc/hal /srv/hal/releases/probe
 install -m 0640 -g hal {share}/hal.env /etc/hal/hal.env
-cp -r {share}/hal {share}/manage.py {share}/sandbox_probe.py /srv/hal/releases/probe/
+cp -r {share}/daphne {share}/manage.py {share}/sandbox_probe.py /srv/hal/releases/probe/
 /usr/bin/python3 -m venv --without-pip /srv/hal/releases/probe/.venv
 ln -sfn releases/probe /srv/hal/current
 for unit in {" ".join(UNITS)}; do

@@ -68,9 +68,8 @@ def test_console_units_share_release_env_user_and_hardening(name):
 
 def test_web_unit_runs_daphne_on_loopback_only():
     args = argv(unit("hal-web.service"))
-    # `python -m hal.web.serve` (daphne on uvloop, ADR 0029) puts the working directory
-    # (the release) first on sys.path.
-    assert args[1:3] == ["-m", "hal.web.serve"]
+    # `python -m daphne` puts the working directory (the release) first on sys.path.
+    assert args[1:3] == ["-m", "daphne"]
     assert args[args.index("-b") + 1] == "127.0.0.1"
     assert args[args.index("-p") + 1] == "8000"
     # daphne's --proxy-headers would believe any client's X-Forwarded-For; HAL's own
