@@ -115,6 +115,9 @@ def do_wait_after_ending(
         reply.meta = with_facts(meta, facts)
         reply.save()
         turn.status = Turn.WAITING_APPROVAL
+        # The run is over: its token ends with it, in this transaction (a process killed
+        # before the run's own revoke would leave it to live again with the continuation).
+        integration.end_turn_tokens([turn.pk])
         # A Stop ended this run; the continuation after the decision is a new one.
         turn.stop_requested = False
         turn.transcript = waiting

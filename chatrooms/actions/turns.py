@@ -236,6 +236,7 @@ def do_wait_for_approval(
         )
         reply.save(update_fields=["text", "status", "meta", "updated_at"])
         turn.status = Turn.WAITING_APPROVAL
+        integration.end_turn_tokens([turn.pk])  # none while it waits (do_wait_after_ending)
         turn.transcript = transcript
         turn.proposal_id = proposal_ids[0]
         turn.usage = usage

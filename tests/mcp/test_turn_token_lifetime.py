@@ -162,6 +162,28 @@ async def test_a_runs_token_left_live_does_not_come_back_when_its_turn_runs_agai
     assert (await McpToken.objects.aget(pk=second_id)).revoked_at is None
 
 
+def test_a_turn_that_goes_to_wait_for_approval_has_no_live_token(operator):
+    # The run proposed over its token and ended: the turn waits in the same transaction
+    # that revokes the token, so a process killed right after (before the run's own
+    # `finally`) leaves none behind to live again when the approved turn runs on.
+    from chatrooms.actions.proposing import do_wait_after_ending
+    from hal.tools import run_tool_call
+
+    turn = live_turn(operator)
+    token_id, _raw = mint_for(operator, turn)
+    origin = {"connection_id": 0, "room_id": turn.room_id, "message_id": turn.reply_id,
+              "turn_id": str(turn.pk), "tool_call_id": "toolu_inc"}  # fmt: skip
+    actor = Actor(user=operator, via="mcp", label=operator.username)
+    arguments = OPEN_INCIDENT["params"]["arguments"]
+    assert run_tool_call("open_incident", arguments, actor=actor, origin=origin, via="mcp").proposal
+    waited = do_wait_after_ending(
+        turn.pk, "Proposed.", transcript=[], round_text="", ran=[], usage={}, rounds=1, facts={}
+    )
+    assert waited is not None
+    assert Turn.objects.get(pk=turn.pk).status == Turn.WAITING_APPROVAL
+    assert McpToken.objects.get(pk=token_id).revoked_at is not None
+
+
 def expire(owner: str) -> None:
     beat = timezone.now() - timedelta(seconds=leases.lease_timeout() + 5)
     ProcessLease.objects.create(owner=owner, started_at=beat, heartbeat_at=beat)
