@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -76,9 +77,12 @@ CITED = "portal.log line 3: OutOfMemoryError"
 
 
 def _shot(page, lang: str, width: int, name: str) -> None:
-    """A screenshot of a main state, kept with the docs (docs/screenshots/attachments/)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}-{lang}-{width}.png"))
+    """A screenshot of a main state as a test artifact; with HAL_UPDATE_DOC_SCREENSHOTS=1
+    also the docs' copy (docs/screenshots/attachments/). A plain run leaves the checkout's
+    tracked files alone (CI's clean clone stays clean, parallel runs do not race)."""
+    if os.environ.get("HAL_UPDATE_DOC_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}-{lang}-{width}.png"))
     screenshot(page, f"panel-attachments-{name}-{lang}-{width}")
 
 
