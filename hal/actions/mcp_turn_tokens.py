@@ -60,12 +60,10 @@ def do_mint_turn_token(actor: Actor, scope: TurnScope, *, ttl_seconds: float) ->
     token of that turn; (row id, raw token)."""
     raw = PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
-        # One live token per turn: an earlier run's token whose process died before its
-        # own revoke (SIGTERM between the wait and the `finally`) would live again now
-        # that the turn runs again.
-        McpToken.objects.filter(
-            kind=McpToken.TURN, turn_id=scope.turn_id, revoked_at__isnull=True
-        ).update(revoked_at=timezone.now())
+        # One live token per turn. The waits end a run's token with the run (chatrooms'
+        # do_wait_*); this is the backstop for one any path left live (a row from before
+        # that), which would otherwise act again now that the turn runs again.
+        do_end_turn_tokens([scope.turn_id])
         row = McpToken.objects.create(
             user=actor.user,
             name=f"turn {scope.turn_id}",
