@@ -58,8 +58,10 @@ CSRF_TRUSTED_ORIGINS = env_list("HAL_CSRF_TRUSTED_ORIGINS", "")
 # passes its header on; never a network clients can connect from.
 HAL_TRUSTED_PROXIES = env_list("HAL_TRUSTED_PROXIES", "127.0.0.1,::1")
 
+# Not daphne's app: it only swaps `runserver` for an ASGI one and imports daphne's server
+# (twisted, autobahn: ~1 s) into every manage.py command. HAL's web process is daphne itself
+# (`python -m daphne hal.asgi:application`: make run, the units), which needs no app.
 INSTALLED_APPS = [
-    *([] if SECRETLESS else ["daphne"]),  # the MCP server serves no HTTP: skip twisted (~1 s)
     "hal.views.admin_apps.HalAdminConfig",  # django.contrib.admin with HAL's gated site
     "django.contrib.auth",
     "django.contrib.contenttypes",

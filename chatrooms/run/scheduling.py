@@ -38,7 +38,6 @@ from hal.db.threads import db
 from hal.live import launch
 from hal.live.channel_layer import copy_message
 from hal.live.channel_queue import BATCH_TYPE
-from providers import anthropic_provider, openai_compat  # noqa: F401
 
 log = logging.getLogger("hal.chatrooms")
 

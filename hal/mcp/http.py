@@ -39,12 +39,11 @@ from hal.actions.mcp_tokens import authenticate_mcp_token
 from hal.actions.mcp_turn_tokens import scope_of
 from hal.live.origin import _headers, _one, _trusted, normalize, own_origin
 from hal.mcp.address import is_loopback_host, is_public_name, remember
-from hal.mcp.oauth import PRM_PATH, public_base, resource_of
+from hal.mcp.oauth import MCP_PATH, PRM_PATH, public_base, resource_of
 from hal.mcp.server import SCOPE_ACTOR, TURN_SCOPE, HalMCPServer
 from hal.models.mcp_oauth import ACCESS_PREFIX, OAUTH_SCOPE
 from hal.web.clientip import scope_client_ip
 
-MCP_PATH = "/mcp"
 DEFAULT_MAX_BODY = 1024 * 1024
 # Stateless: the SDK logs "Terminating session: None" at INFO after every request.
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from hal.actions import mcp_oauth, mcp_tokens, metrics_token
 from hal.actions.base import PERMISSIONS
 from hal.errors import HalError, InvalidInput
-from hal.mcp.http import MCP_PATH
+from hal.mcp.oauth import MCP_PATH
 from hal.views import one_time
 from hal.views.ops.request import render_page, request_actor
 from hal.web.api import dispatch, json_body
