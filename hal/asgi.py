@@ -66,7 +66,8 @@ from providers.redaction.rules import load_rules  # noqa: E402
 # compiled them again (5 % of the web CPU of issue 43's outside-shaped capacity line).
 load_rules()
 
-import providers.registry  # noqa: E402, F401
+if settings.HAL_PRELOAD_SDKS:
+    import providers.registry  # noqa: F401
 from chatrooms.integration import tool_specs  # noqa: E402
 
 # The tools' registry (HAL's definitions imported, their JSON schemas built: ~10 ms) filled

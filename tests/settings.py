@@ -13,3 +13,10 @@ PASSWORD_HASHERS = [
     "tests.hashers.QuickPBKDF2PasswordHasher",
     *global_settings.PASSWORD_HASHERS,
 ]
+
+# The suite starts ~100 web processes a pass (tests/webprocs.py, the browser tests' server),
+# and each paid the model SDKs' imports while it started (~2-4 CPU-s on a 2-core CI
+# machine), whether it called a model or not (the stop, health, page and socket tests do
+# not). They import them at their first model call instead. The web process's own default
+# (preloaded) is pinned by tests/core/test_gc_freeze.py.
+HAL_PRELOAD_SDKS = False

@@ -75,3 +75,29 @@ def test_the_asgi_application_starts_with_the_tools_and_the_providers_registry_l
     assert started["specs"] > 10, started
     # The providers' registry too (the SDKs were already imported): the first sends imported it.
     assert started["sdks"] == ["providers.registry", "openai", "anthropic"], started
+
+
+def test_the_suites_web_processes_import_the_sdks_at_their_first_model_call(tmp_path):
+    # tests/settings.py: ~100 short-lived web processes a pass, most of which never call a
+    # model, each paid the SDKs' imports (~2-4 CPU-s on a 2-core machine) while it started.
+    env = {**own_sqlite_env(tmp_path), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    probe = (
+        "import json, sys\n"
+        "import hal.asgi\n"
+        "sdks = ('providers.registry', 'openai', 'anthropic')\n"
+        "before = [m for m in sdks if m in sys.modules]\n"
+        "from providers.registry import ProviderConfig, build_provider\n"
+        "build_provider(ProviderConfig(connection_id=1, kind='anthropic'))\n"
+        "print(json.dumps({'before': before, 'after': [m for m in sdks if m in sys.modules]}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SLOW,
+        check=True,
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"before": [], "after": ["providers.registry", "openai", "anthropic"]}, seen
