@@ -169,7 +169,12 @@ def _states(page, base: str, operator, fake, ids: dict, problems: dict) -> None:
     last = page.locator("#ai-log .ai-msg.from-model").last
     last.locator(".ai-regenerate").tap()
     expect(last.locator(".ai-version-index")).to_have_text("2/2")
-    _check(page, "panel-versions", problems, "#ai-log .ai-msg.from-model >> nth=-1")
+    # Checked once the new version has completed: the panel draws a reply's row again when
+    # it completes, and a row replaced while the check scrolled to it was "not attached to
+    # the DOM" (CI, a busy machine: the 2/2 arrows showed while it still streamed).
+    done = "#ai-log .ai-msg.from-model[data-status=complete]"
+    expect(page.locator(done, has_text="a second answer")).to_have_count(1)
+    _check(page, "panel-versions", problems, f"{done} >> nth=-1")
 
     # A high-risk card at its retype step, and the re-authentication dialog.
     actor = Actor(user=operator, via="ai", label=operator.username, session_key="chat")
