@@ -21,3 +21,23 @@ def own_sqlite_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         **extra,
     )
     return env
+
+
+def probe(code: str, env: dict[str, str], *args: str) -> dict:
+    """Run `code` in a child Python in the checkout with `env`; the JSON of its last line."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.bounds import SLOW
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SLOW,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])

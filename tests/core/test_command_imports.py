@@ -11,14 +11,9 @@ code that builds a provider imports its SDK where it needs it.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.bounds import SLOW
-from tests.procenv import ROOT, own_sqlite_env
+from tests.procenv import own_sqlite_env, probe
 
 SDKS = ("anthropic", "openai", "mcp", "daphne.server", "twisted.internet.reactor")
 
@@ -38,16 +33,7 @@ PROBE = (
 
 @pytest.fixture(scope="module")
 def after_checks(tmp_path_factory) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *SDKS],
-        cwd=ROOT,
-        env=own_sqlite_env(tmp_path_factory.mktemp("checks")),
-        capture_output=True,
-        text=True,
-        timeout=SLOW,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return probe(PROBE, own_sqlite_env(tmp_path_factory.mktemp("checks")), *SDKS)
 
 
 def test_the_system_checks_import_every_view(after_checks):

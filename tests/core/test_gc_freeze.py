@@ -14,14 +14,9 @@ ASGI application in a child process.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.bounds import SLOW
-from tests.procenv import ROOT, own_sqlite_env
+from tests.procenv import own_sqlite_env, probe
 
 PROBE = (
     "import gc, json\n"
@@ -45,16 +40,7 @@ PROBE = (
 
 @pytest.fixture(scope="module")
 def started(tmp_path_factory) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=ROOT,
-        env=own_sqlite_env(tmp_path_factory.mktemp("asgi")),
-        capture_output=True,
-        text=True,
-        timeout=SLOW,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return probe(PROBE, own_sqlite_env(tmp_path_factory.mktemp("asgi")))
 
 
 def test_importing_the_asgi_application_freezes_what_startup_made(started):
@@ -81,7 +67,7 @@ def test_the_suites_web_processes_import_the_sdks_at_their_first_model_call(tmp_
     # tests/settings.py: ~100 short-lived web processes a pass, most of which never call a
     # model, each paid the SDKs' imports (~2-4 CPU-s on a 2-core machine) while it started.
     env = {**own_sqlite_env(tmp_path), "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    probe = (
+    code = (
         "import json, sys\n"
         "import hal.asgi\n"
         "sdks = ('providers.registry', 'openai', 'anthropic')\n"
@@ -90,14 +76,5 @@ def test_the_suites_web_processes_import_the_sdks_at_their_first_model_call(tmp_
         "build_provider(ProviderConfig(connection_id=1, kind='anthropic'))\n"
         "print(json.dumps({'before': before, 'after': [m for m in sdks if m in sys.modules]}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SLOW,
-        check=True,
-    )
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = probe(code, env)
     assert seen == {"before": [], "after": ["providers.registry", "openai", "anthropic"]}, seen
