@@ -66,14 +66,15 @@ from providers.redaction.rules import load_rules  # noqa: E402
 # compiled them again (5 % of the web CPU of issue 43's outside-shaped capacity line).
 load_rules()
 
-if settings.HAL_PRELOAD_SDKS:
-    import providers.registry  # noqa: F401
 from chatrooms.integration import tool_specs  # noqa: E402
 
 # The tools' registry (HAL's definitions imported, their JSON schemas built: ~10 ms) filled
-# now, once, and the providers' registry imported, not by the first sends of a fresh process
-# (issue 43 item 3: py-spy found the first sends importing both); before gc.freeze().
+# now, once, and the providers' registry (with the model SDKs) imported, not by the first
+# sends of a fresh process (issue 43 item 3: py-spy found the first sends importing both);
+# before gc.freeze(). The suite's web processes skip the SDKs (HAL_PRELOAD_SDKS).
 tool_specs()
+if settings.HAL_PRELOAD_SDKS:
+    import providers.registry  # noqa: F401
 
 import gc  # noqa: E402
 

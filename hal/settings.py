@@ -347,14 +347,15 @@ HAL_METRICS_WORKER_PORT = int(env("HAL_METRICS_WORKER_PORT", "0"))
 # turn paths), GET /metrics answers 404 and the worker serves no port (bench/capacity.py
 # --shape metrics measures the difference). Traces are separate: the OTEL_* variables.
 HAL_METRICS = env_bool("HAL_METRICS", True)
+if not HAL_METRICS:
+    MIDDLEWARE.remove("hal.web.middleware.HttpMetricsMiddleware")
 
 # The web process imports the model SDKs while it starts (hal/asgi.py): ~1-2 s of imports
 # that hold the GIL, kept out of the first model call a process serves. The test suite's
-# short-lived web processes, most of which never call a model, leave them to that first
-# call (tests/settings.py). Not an environment setting: a deployment always preloads.
+# short-lived web processes leave them to that first call (tests/settings.py). Not an
+# environment setting: a deployment always preloads.
 HAL_PRELOAD_SDKS = True
-if not HAL_METRICS:
-    MIDDLEWARE.remove("hal.web.middleware.HttpMetricsMiddleware")
+
 HAL_VAULT_KEYS = "" if SECRETLESS else env("HAL_VAULT_KEYS")
 HAL_VAULT_KEY_FILE = "" if SECRETLESS else env("HAL_VAULT_KEY_FILE", str(DATA_DIR / "vault.keys"))
 HAL_VAULT_DISABLED = SECRETLESS  # vault.keyring refuses to load any key

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+from tests.bounds import SLOW
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,12 +30,6 @@ def own_sqlite_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def probe(code: str, env: dict[str, str], *args: str) -> dict:
     """Run `code` in a child Python in the checkout with `env`; the JSON of its last line."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.bounds import SLOW
-
     done = subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=ROOT,
