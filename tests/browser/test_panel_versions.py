@@ -68,3 +68,44 @@ def test_regenerate_and_edit_with_versions(
     expect(mine.first.locator(".ai-text")).to_have_text("hello there")
     expect(replies.first.locator(".ai-text")).to_have_text("first answer")
     expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+
+
+def test_an_edit_in_progress_survives_a_reload_of_the_room(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    """A version change reloads the room (this tab's answer, and the `message.versions`
+    event every tab gets): an editor open in the log keeps its draft, not the old text."""
+    base = live_asgi.url
+    page = page_factory(viewport=(1440, 900))
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    page.goto(base + "/")
+    page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
+
+    fake_anthropic.replies.push(Reply(text="first answer"))
+    page.fill("#ai-input", "hello there")
+    page.press("#ai-input", "Enter")
+    replies = page.locator("#ai-log .ai-msg.from-model")
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    fake_anthropic.replies.push(Reply(text="second answer"))
+    replies.first.locator(".ai-regenerate").click()
+    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(replies.first).to_have_attribute("data-status", "complete")
+
+    mine = page.locator("#ai-log .ai-msg.from-operator")
+    mine.first.locator(".ai-edit").click()
+    editor = mine.first.locator("textarea.ai-editor")
+    editor.fill("hello, edited")
+    # Reading the reply's other version draws the room's log again.
+    replies.first.locator(".ai-version-prev").click()
+    expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+    expect(replies.first.locator(".ai-text")).to_have_text("first answer")
+    expect(editor).to_have_value("hello, edited")
+    expect(mine.first.locator(".ai-text")).to_be_hidden()
+
+    # The kept editor is a working one: Enter saves the draft as the message's new version.
+    fake_anthropic.replies.push(Reply(text="answer to the edit"))
+    editor.press("Enter")
+    expect(mine.first.locator(".ai-text")).to_have_text("hello, edited")
+    expect(mine.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(replies.first.locator(".ai-text")).to_have_text("answer to the edit")
