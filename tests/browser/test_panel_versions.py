@@ -13,20 +13,25 @@ from tests.fakes.script import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_regenerate_and_edit_with_versions(
-    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
-):
+def _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key):
+    """The panel of an operator with one model, "hello there" sent to the unified room and
+    "first answer" on its way: (the page, the locator of the model's replies)."""
     base = live_asgi.url
     page = page_factory(viewport=(1440, 900))
     login(page, base, operator)
     connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
     page.goto(base + "/")
     page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
-
     fake_anthropic.replies.push(Reply(text="first answer"))
     page.fill("#ai-input", "hello there")
     page.press("#ai-input", "Enter")
-    replies = page.locator("#ai-log .ai-msg.from-model")
+    return page, page.locator("#ai-log .ai-msg.from-model")
+
+
+def test_regenerate_and_edit_with_versions(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
     expect(replies).to_have_count(1)
     expect(replies.first).to_have_attribute("data-status", "complete")
     expect(replies.first.locator(".ai-text")).to_have_text("first answer")
@@ -75,17 +80,7 @@ def test_an_edit_in_progress_survives_a_reload_of_the_room(
 ):
     """A version change reloads the room (this tab's answer, and the `message.versions`
     event every tab gets): an editor open in the log keeps its draft, not the old text."""
-    base = live_asgi.url
-    page = page_factory(viewport=(1440, 900))
-    login(page, base, operator)
-    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
-    page.goto(base + "/")
-    page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
-
-    fake_anthropic.replies.push(Reply(text="first answer"))
-    page.fill("#ai-input", "hello there")
-    page.press("#ai-input", "Enter")
-    replies = page.locator("#ai-log .ai-msg.from-model")
+    page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
     expect(replies.first).to_have_attribute("data-status", "complete")
     fake_anthropic.replies.push(Reply(text="second answer"))
     replies.first.locator(".ai-regenerate").click()
