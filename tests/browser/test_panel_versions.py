@@ -13,25 +13,20 @@ from tests.fakes.script import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key):
-    """The panel of an operator with one model, "hello there" sent to the unified room and
-    "first answer" on its way: (the page, the locator of the model's replies)."""
+def test_regenerate_and_edit_with_versions(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
     base = live_asgi.url
     page = page_factory(viewport=(1440, 900))
     login(page, base, operator)
     connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
     page.goto(base + "/")
     page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
+
     fake_anthropic.replies.push(Reply(text="first answer"))
     page.fill("#ai-input", "hello there")
     page.press("#ai-input", "Enter")
-    return page, page.locator("#ai-log .ai-msg.from-model")
-
-
-def test_regenerate_and_edit_with_versions(
-    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
-):
-    page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
+    replies = page.locator("#ai-log .ai-msg.from-model")
     expect(replies).to_have_count(1)
     expect(replies.first).to_have_attribute("data-status", "complete")
     expect(replies.first.locator(".ai-text")).to_have_text("first answer")
@@ -80,7 +75,17 @@ def test_an_edit_in_progress_survives_a_reload_of_the_room(
 ):
     """A version change reloads the room (this tab's answer, and the `message.versions`
     event every tab gets): an editor open in the log keeps its draft, not the old text."""
-    page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
+    base = live_asgi.url
+    page = page_factory(viewport=(1440, 900))
+    login(page, base, operator)
+    connect_model(page, base, operator, "alpha", fake_anthropic, provider_api_key)
+    page.goto(base + "/")
+    page.wait_for_selector("#ai-panel[data-ready=true]", state="attached")
+
+    fake_anthropic.replies.push(Reply(text="first answer"))
+    page.fill("#ai-input", "hello there")
+    page.press("#ai-input", "Enter")
+    replies = page.locator("#ai-log .ai-msg.from-model")
     expect(replies.first).to_have_attribute("data-status", "complete")
     fake_anthropic.replies.push(Reply(text="second answer"))
     replies.first.locator(".ai-regenerate").click()
