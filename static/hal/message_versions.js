@@ -66,39 +66,6 @@ export function refreshEditable(logEl) {
   }
 }
 
-// An edit in progress survives a reload of its room: a version change (here or in another
-// tab) draws the log again, which dropped the editor and the draft typed in it.
-export function takeEdit(logEl) {
-  const editor = logEl.querySelector(":scope > li.ai-msg.from-operator textarea.ai-editor");
-  if (!editor || editor.disabled) return null; // being saved: its own reload follows
-  return {
-    id: editor.closest("li.ai-msg").dataset.messageId,
-    value: editor.value,
-    start: editor.selectionStart,
-    end: editor.selectionEnd,
-    focused: document.activeElement === editor,
-  };
-}
-
-export function restoreEdit(logEl, kept) {
-  if (!kept) return;
-  const li = [...logEl.querySelectorAll(":scope > li.ai-msg.from-operator")].find(
-    (el) => el.dataset.messageId === kept.id,
-  );
-  const edit = li?.querySelector(".ai-edit");
-  if (!edit || edit.hidden) return; // the message left the shown branch
-  const active = document.activeElement;
-  edit.click();
-  const editor = li.querySelector("textarea.ai-editor");
-  if (!editor) return;
-  editor.value = kept.value;
-  editor.rows = Math.min(8, kept.value.split("\n").length + 1);
-  editor.setSelectionRange(kept.start, kept.end);
-  if (kept.focused) return;
-  if (active?.isConnected && active !== document.body) active.focus();
-  else editor.blur();
-}
-
 function startEdit(li, m, ctx) {
   const body = li.querySelector(".ai-text");
   if (li.querySelector(".ai-editor")) return;

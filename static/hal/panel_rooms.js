@@ -2,7 +2,7 @@
 // a room with its latest page of messages, older pages on scrolling up, and the empty room.
 import { api } from "./app.js";
 import { refreshDaySeparators } from "./chat_meta.js";
-import { refreshEditable, restoreEdit, takeEdit } from "./message_versions.js";
+import { refreshEditable } from "./message_versions.js";
 import { $, T, held, input, list, logEl, releaseHeld, showError, state, tabsEl } from "./panel_state.js";
 import { savePanel } from "./panel_dock.js";
 import { scrollToEnd } from "./panel_scroll.js";
@@ -141,8 +141,7 @@ function startRename(tab, room) {
 }
 
 export async function selectRoom(roomId, { save = true, force = false } = {}) {
-  const shown = state.roomId;
-  if (shown === roomId && !force) return;
+  if (state.roomId === roomId && !force) return;
   state.roomId = roomId;
   if (save && state.panel.active_room_id !== roomId) {
     state.panel.active_room_id = roomId;
@@ -160,7 +159,6 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
     throw err;
   }
   if (state.roomId !== roomId) return; // another tab was chosen meanwhile: its load releases
-  const editing = shown === roomId ? takeEdit(logEl) : null; // a reload keeps an open edit
   logEl.replaceChildren();
   state.messages.clear();
   state.texts.clear();
@@ -169,7 +167,6 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
   for (const m of rows) renderMessage(m);
   releaseHeld();
   refreshEditable(logEl);
-  restoreEdit(logEl, editing);
   refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;
   state.exhausted = !data.has_more;
