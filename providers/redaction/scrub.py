@@ -28,6 +28,13 @@ from .rules import find_shapes
 SLICE = 64_000
 OVERLAP = 2_000
 CACHE_SIZE = 4096
+# HAL's prompts are markdown sections: a long text is detected section by section, each
+# cached, so a prompt whose context section changed (the operator's screen) rescans only
+# that section, not the 23 KB skill document before it: ~25 ms per model call on the event
+# loop (issue 43). A cut is safe there: no secret shape holds a blank line then "## " (PEM
+# armour has no "#"; a value's characters exclude it), tests/redaction/test_sections.py.
+SECTION = "\n\n## "
+SECTIONS_ABOVE = 8_000
 # Rules that belong to the known-values part: HAL's own tokens never go out, switch or not.
 ALWAYS = frozenset({"hal-token"})
 
@@ -109,12 +116,28 @@ class _Cache:
         if found is not None:
             return found
         key = self._key(text, patterns)
-        found = _detect(text, patterns)
+        if len(text) > SECTIONS_ABOVE and SECTION in text:
+            found = self._by_section(text, patterns)
+        else:
+            found = _detect(text, patterns)
         with self._lock:
             self._items[key] = found
             while len(self._items) > CACHE_SIZE:
                 self._items.popitem(last=False)
         return found
+
+    def _by_section(self, text: str, patterns: bool) -> tuple[Hit, ...]:
+        """The hits of each section (cached on its own), placed in the whole text."""
+        out: list[Hit] = []
+        start = 0
+        while True:
+            cut = text.find(SECTION, start)
+            end = len(text) if cut < 0 else cut
+            for hit in self.hits(text[start:end], patterns):
+                out.append(Hit(hit.start + start, hit.end + start, hit.kind, hit.digest))
+            if cut < 0:
+                return tuple(out)
+            start = cut + 2  # the next section begins at its "## "
 
     def clear(self) -> None:
         with self._lock:
