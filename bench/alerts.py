@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import shutil
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Daphne, create_bench_user, pct, setup_django
+from bench.harness import Daphne, pct, setup_django
 
 BOUND = 120.0  # seconds: a step that did not happen by then never will
 
@@ -221,45 +220,15 @@ def main() -> int:
 
 
 def run(args: Any, env: dict[str, str], tmp: Path) -> int:
-    from django.conf import settings
     from django.db import connection
 
     from alerts.sources import check_create_source
-    from bench.oncall import open_inbox
-    from hal.actions.base import Actor
+    from bench.harness.oncall_setup import investigator, open_inbox, start_workers
     from hal.actions.settings import do_change_setting, get_definition
-    from investigations.runner import worker_loop
-    from notifications.worker import run_loop as delivery_loop
-    from providers.actions import check_create_connection
-    from providers.models import AIConnection
     from tests.alerts.alertmanager import Alertmanager
-    from tests.fakes.anthropic_api import FakeAnthropic
 
     print(f"database: {connection.vendor}", flush=True)
-    settings.HAL_INVESTIGATION_POLL_SECONDS = args.poll
-    settings.HAL_NOTIFY_POLL_SECONDS = args.poll
-    user, _ = create_bench_user("alerts")
-    admin = Actor(user=user, via="web", session_key="bench", reauth_at=time.time())
-    fake = FakeAnthropic()
-    fake.start()
-    key = "sk-bench-" + secrets.token_urlsafe(18)
-    fake.accepted_credentials = {key}
-    conn = check_create_connection(
-        actor=admin,
-        data={
-            "name": "investigator",
-            "provider": "anthropic",
-            "auth_method": "api_key",
-            "base_url": fake.base_url,
-            "api_key": key,
-        },
-    )
-    AIConnection.objects.filter(pk=conn.pk).update(
-        model=fake.models[0], models=list(fake.models), status="active"
-    )
-    do_change_setting(
-        admin, get_definition("ai.incident_investigator"), str(conn.pk), reason="bench"
-    )
+    admin, fake = investigator("alerts", args.poll)
     inbox = open_inbox(admin)
     _row, token, _key = check_create_source(actor=admin, name="bench-am", kind="alertmanager")
     # Part 2's own source: part 1's groups must not count toward its storm window.
@@ -271,13 +240,7 @@ def run(args: Any, env: dict[str, str], tmp: Path) -> int:
     do_change_setting(admin, storms, max(args.alerts + 1, 10), reason="bench")
     daphne = Daphne(env, tmp).start()
     am = Alertmanager(tmp / "am", daphne.url, token)
-    stop = threading.Event()
-    workers = [
-        threading.Thread(target=loop, args=(stop,), daemon=True)
-        for loop in (worker_loop, delivery_loop)
-    ]
-    for thread in workers:
-        thread.start()
+    stop, workers = start_workers()
     missing = 0
     try:
         am.wait_ready()

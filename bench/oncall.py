@@ -27,7 +27,6 @@ Usage: .venv/bin/python bench/oncall.py [--poll 0.2] [--keep]
 from __future__ import annotations
 
 import argparse
-import secrets
 import shutil
 import sys
 import tempfile
@@ -39,7 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import create_bench_user, setup_django
+from bench.harness import setup_django
+from bench.harness.oncall_setup import Inbox, investigator, open_inbox, start_workers
 
 
 @dataclass
@@ -276,39 +276,7 @@ def _open_by_approved_proposal(admin: Any, args: dict[str, Any]) -> Any:
 
 
 # --- notification delivery ---------------------------------------------------------------
-@dataclass
-class Inbox:
-    """The operator's ends of the wire: tests/notifications' loopback SMTP sink and webhook
-    receiver, and the webhook channel's signing secret."""
-
-    sink: Any
-    receiver: Any
-    secret: str
-
-
 INBOX: Inbox | None = None
-
-
-def open_inbox(admin: Any) -> Inbox:
-    """Start the SMTP sink and the webhook receiver and give the operator a verified e-mail
-    and webhook channel (codes read back from them, as a person would)."""
-    from django.conf import settings
-
-    from tests.notifications.conftest import (
-        Receiver,
-        SmtpSink,
-        verified_email,
-        verified_webhook,
-    )
-
-    sink = SmtpSink()
-    settings.HAL_SMTP_HOST, settings.HAL_SMTP_PORT = "127.0.0.1", sink.port
-    settings.HAL_WEBFETCH_ALLOW_LOOPBACK = True  # the receiver listens on loopback
-    receiver = Receiver()
-    receiver.start()
-    verified_email(admin, sink)
-    _, secret = verified_webhook(admin, receiver)
-    return Inbox(sink, receiver, secret)
 
 
 def notified_at(incident: Any, summary_event: Any) -> dict[str, float] | None:
@@ -403,54 +371,15 @@ def main() -> int:
 
 def rehearse(poll: float) -> int:
     global INBOX
-    from django.conf import settings
-
     from hal.actions.base import Actor
-    from hal.actions.settings import do_change_setting, get_definition
     from hal.models import IncidentEvent, Job, Proposal
-    from investigations.runner import worker_loop
-    from notifications.worker import run_loop as delivery_loop
-    from providers.models import AIConnection
-    from tests.fakes.anthropic_api import FakeAnthropic
 
-    settings.HAL_INVESTIGATION_POLL_SECONDS = poll
-    settings.HAL_NOTIFY_POLL_SECONDS = poll
-    user, _ = create_bench_user("oncall")
-    admin = Actor(user=user, via="web", session_key="bench", reauth_at=time.time())
+    admin, fake = investigator("oncall", poll)
     agent = Actor.for_system("agent", "agent:web1.bench.test")
-    fake = FakeAnthropic()
-    fake.start()
-    key = "sk-bench-" + secrets.token_urlsafe(18)
-    fake.accepted_credentials = {key}
-    from providers.actions import check_create_connection
-
-    conn = check_create_connection(
-        actor=admin,
-        data={
-            "name": "investigator",
-            "provider": "anthropic",
-            "auth_method": "api_key",
-            "base_url": fake.base_url,
-            "api_key": key,
-        },
-    )
-    AIConnection.objects.filter(pk=conn.pk).update(
-        model=fake.models[0], models=list(fake.models), status="active"
-    )
-    do_change_setting(
-        admin, get_definition("ai.incident_investigator"), str(conn.pk), reason="bench"
-    )
     runbook_ids, site = seed(admin)
     health_url = f"http://127.0.0.1:{site.server_address[1]}/health"
     INBOX = open_inbox(admin)
-    stop = threading.Event()
-    # The worker's two loops as in production: investigations, and notification delivery.
-    workers = [
-        threading.Thread(target=loop, args=(stop,), daemon=True)
-        for loop in (worker_loop, delivery_loop)
-    ]
-    for thread in workers:
-        thread.start()
+    stop, workers = start_workers()
     failures = 0
     rows = []
     try:
