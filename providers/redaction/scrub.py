@@ -31,8 +31,9 @@ CACHE_SIZE = 4096
 # HAL's prompts are markdown sections: a long text is detected section by section, each
 # cached, so a prompt whose context section changed (the operator's screen) rescans only
 # that section, not the 23 KB skill document before it: ~25 ms per model call on the event
-# loop (issue 43). A cut is safe there: no secret shape holds a blank line then "## " (PEM
-# armour has no "#"; a value's characters exclude it), tests/redaction/test_sections.py.
+# loop (issue 43). A cut is safe there: no secret holds a blank line then "## " (PEM armour
+# has no "#"); a header cut from its `curl` is still an Authorization header (docs/adr/0019,
+# tests/redaction/test_sections.py).
 SECTION = "\n\n## "
 SECTIONS_ABOVE = 8_000
 # Rules that belong to the known-values part: HAL's own tokens never go out, switch or not.

@@ -64,3 +64,16 @@ def test_sections_find_what_the_whole_text_finds():
     assert len(sectioned) >= 6
     out, _held = scrub(text)
     assert leaked(out, values) == []
+
+
+def test_a_header_cut_from_its_curl_by_a_heading_is_still_held_back():
+    # gitleaks' curl rules read up to five lines after `curl`; a section cut between them
+    # leaves the header to the rules that know an Authorization header on its own.
+    values = shaped()
+    instructions = (
+        "curl https://api.example.com \\\n\n## Step two\n"
+        f"  -H 'Authorization: Bearer {values['bearer']}'"
+    )
+    out, held = scrub(_prompt({"page": "/"}, instructions))
+    assert leaked(out, [values["bearer"]]) == []
+    assert held
