@@ -54,7 +54,8 @@ export function renderVersionTools(li, m, ctx) {
     );
   }
   if (m.author_kind === "operator") {
-    tools.append(button("ai-edit", T.edit, T.edit_message, () => startEdit(li, m, ctx)));
+    li.hxEdit = (draft) => startEdit(li, m, ctx, draft); // restoreEdits opens it again after a reload
+    tools.append(button("ai-edit", T.edit, T.edit_message, () => li.hxEdit()));
   }
 }
 
@@ -66,17 +67,55 @@ export function refreshEditable(logEl) {
   }
 }
 
-function startEdit(li, m, ctx) {
+// A reload of the room draws its log anew (a version change here or in another tab; in
+// this tab the `message.versions` event can land after the API answer's reload), which
+// dropped an open editor and the draft typed in it. selectRoom takes the drafts before the
+// log is emptied and gives each back to its message if that message is still shown.
+export function takeEdits(logEl) {
+  const editors = logEl.querySelectorAll(":scope > li.ai-msg.from-operator > textarea.ai-editor");
+  return [...editors]
+    .filter((editor) => !editor.disabled) // being saved: its answer closes it and reloads
+    .map((editor) => ({
+      id: editor.closest("li").dataset.messageId,
+      value: editor.value,
+      start: editor.selectionStart,
+      end: editor.selectionEnd,
+      direction: editor.selectionDirection,
+      focused: document.activeElement === editor,
+    }));
+}
+
+// Whether an editor is open again. A message that left the shown branch takes its edit along.
+export function restoreEdits(logEl, drafts) {
+  const shown = new Map();
+  for (const li of logEl.querySelectorAll(":scope > li.ai-msg.from-operator")) shown.set(li.dataset.messageId, li);
+  let restored = false;
+  for (const draft of drafts) {
+    const li = shown.get(draft.id);
+    if (!li?.hxEdit) continue;
+    li.hxEdit(draft);
+    restored = true;
+  }
+  return restored;
+}
+
+function startEdit(li, m, ctx, draft = null) {
   const body = li.querySelector(".ai-text");
   if (li.querySelector(".ai-editor")) return;
   const editor = document.createElement("textarea");
   editor.className = "ai-editor";
   editor.setAttribute("aria-label", ctx.T.edit_message);
-  editor.value = ctx.textOf(li);
+  editor.value = draft ? draft.value : ctx.textOf(li);
   editor.rows = Math.min(8, editor.value.split("\n").length + 1);
   body.hidden = true;
   body.after(editor);
-  editor.focus();
+  if (!draft) editor.focus();
+  else {
+    editor.setSelectionRange(draft.start, draft.end, draft.direction);
+    // Focus goes back only where it was (never taken from the composer), and without
+    // scrolling: the page (on a phone the panel lies below it) stays where the operator is.
+    if (draft.focused) editor.focus({ preventScroll: true });
+  }
   const close = () => {
     editor.remove();
     body.hidden = false;

@@ -2,7 +2,7 @@
 // a room with its latest page of messages, older pages on scrolling up, and the empty room.
 import { api } from "./app.js";
 import { refreshDaySeparators } from "./chat_meta.js";
-import { refreshEditable } from "./message_versions.js";
+import { refreshEditable, restoreEdits, takeEdits } from "./message_versions.js";
 import { $, T, held, input, list, logEl, releaseHeld, showError, state, tabsEl } from "./panel_state.js";
 import { savePanel } from "./panel_dock.js";
 import { scrollToEnd } from "./panel_scroll.js";
@@ -141,7 +141,8 @@ function startRename(tab, room) {
 }
 
 export async function selectRoom(roomId, { save = true, force = false } = {}) {
-  if (state.roomId === roomId && !force) return;
+  const reload = state.roomId === roomId;
+  if (reload && !force) return;
   state.roomId = roomId;
   if (save && state.panel.active_room_id !== roomId) {
     state.panel.active_room_id = roomId;
@@ -159,6 +160,8 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
     throw err;
   }
   if (state.roomId !== roomId) return; // another tab was chosen meanwhile: its load releases
+  const drafts = reload ? takeEdits(logEl) : []; // drawing the same room again keeps its open edits
+  const top = logEl.scrollTop;
   logEl.replaceChildren();
   state.messages.clear();
   state.texts.clear();
@@ -167,13 +170,16 @@ export async function selectRoom(roomId, { save = true, force = false } = {}) {
   for (const m of rows) renderMessage(m);
   releaseHeld();
   refreshEditable(logEl);
+  const editing = restoreEdits(logEl, drafts);
   refreshDaySeparators(logEl);
   state.oldestId = rows[0]?.id ?? null;
   state.exhausted = !data.has_more;
   await loadProposals(roomId);
   refreshWaiting();
   renderEmpty();
-  scrollToEnd();
+  // An operator editing a message stays at it; otherwise the room opens at its end.
+  if (editing) logEl.scrollTop = top;
+  else scrollToEnd();
 }
 
 // "@name to address one" only in a room where several models could be addressed.
