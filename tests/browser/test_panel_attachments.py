@@ -89,7 +89,15 @@ def _shot(page, lang: str, width: int, name: str) -> None:
 def _fits(page, width: int, locator) -> None:
     """Nothing scrolls sideways and the element lies inside the screen's width."""
     assert page.evaluate("document.documentElement.scrollWidth") <= width
-    b = locator.bounding_box()
+    # A version change draws the log anew twice (on the API's answer, then on its
+    # `message.versions` event): the element found can be replaced before it is measured,
+    # and a replaced element has no box (CI, 390 px). Measure the one shown then.
+    b = None
+    for _ in range(5):
+        expect(locator).to_be_visible()
+        b = locator.bounding_box()
+        if b is not None:
+            break
     assert b is not None and b["x"] >= 0 and b["x"] + b["width"] <= width, b
 
 
