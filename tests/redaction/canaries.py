@@ -1,4 +1,5 @@
-"""Canary secrets generated per run, each in a well-known shape (never a literal in code)."""
+"""Canary secrets generated per run, each in a well-known shape (never a literal in code),
+and the checks the redaction tests share: a text scrubbed, the forms of a value it leaked."""
 
 from __future__ import annotations
 
@@ -67,3 +68,21 @@ def forms(value: str) -> list[str]:
         text = base64.b64encode(b"\0" * offset + raw).decode()
         out.append(text[4 if offset else 0 : -4])
     return [form for form in out if len(form) >= 8]
+
+
+def scrub(text: str, scope: str = "room:1") -> tuple[str, dict[str, int]]:
+    """A text through the redaction step (as a payload's one string): (out, held by kind)."""
+    from providers import redaction
+
+    out, held = redaction.scrub_payload({"t": text}, scope)
+    return out["t"], held
+
+
+def leaked(text: str, values: dict[str, str] | list[str]) -> list[str]:
+    """The forms of the values (each line of a multi-line one) that appear in `text`."""
+    items = values.values() if isinstance(values, dict) else values
+    found = []
+    for value in items:
+        parts = value.splitlines() if "\n" in value else [value]
+        found += [p for v in parts for p in forms(v) if p in text]
+    return found

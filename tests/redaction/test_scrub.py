@@ -18,23 +18,9 @@ from providers.models import RedactionMark
 from providers.redaction.rules import load_rules
 from vault import api
 
-from .canaries import embed, forms, shaped
+from .canaries import embed, leaked, scrub, shaped
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def scrub(text: str, scope: str = "room:1") -> tuple[str, dict[str, int]]:
-    out, held = redaction.scrub_payload({"t": text}, scope)
-    return out["t"], held
-
-
-def leaked(text: str, values: dict[str, str] | list[str]) -> list[str]:
-    items = values.values() if isinstance(values, dict) else values
-    found = []
-    for value in items:
-        parts = value.splitlines() if "\n" in value else [value]
-        found += [p for v in parts for p in forms(v) if p in text]
-    return found
 
 
 def test_the_vendored_rules_all_compile():

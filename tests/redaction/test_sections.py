@@ -13,8 +13,7 @@ from hal.tools import skill_text
 from providers import redaction
 from providers.redaction import scrub as detection
 
-from .canaries import embed, shaped
-from .test_scrub import leaked, scrub
+from .canaries import embed, leaked, scrub, shaped
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
