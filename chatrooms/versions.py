@@ -166,8 +166,16 @@ def do_regenerate(actor: Actor, room: Room, message: Message, connection: Any) -
         before={"message_id": message.pk},
         after={"message_id": reply.pk, "turn_id": turn.pk, "version_group": group},
     )
-    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    _versions_changed(actor, room, group)
     return actions.Sent(message=reply, turn_ids=[turn.pk], turns=[(turn, reply)])
+
+
+def _versions_changed(actor: Actor, room: Room, group: int) -> None:
+    """Tell the room's tabs that a group's shown version changed. The request's id lets the
+    tab that made the change know the event for its own: it reloads on the API's answer,
+    not a second time (message_versions.js)."""
+    payload = {"room_id": room.pk, "group": group, "request_id": actor.request_id}
+    publish(actions.room_group(room.pk), "message.versions", payload)
 
 
 # ----- edit the operator's last message -------------------------------------------------
@@ -244,7 +252,7 @@ def do_edit_message(
         attachments=files,
     )
     _show_branch(room, group, place, sent.message.pk, actor, waiting or [])
-    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    _versions_changed(actor, room, group)
     return sent
 
 
@@ -294,7 +302,7 @@ def do_show_version(
         before={"message_id": shown.pk if shown else None},
         after={"message_id": message.pk, "version_group": group},
     )
-    publish(actions.room_group(room.pk), "message.versions", {"room_id": room.pk, "group": group})
+    _versions_changed(actor, room, group)
     return message
 
 

@@ -12,8 +12,8 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, url, body) {
-  const opts = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+export async function api(method, url, body, headers = {}) {
+  const opts = { method, headers: { Accept: "application/json", ...headers }, credentials: "same-origin" };
   if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);

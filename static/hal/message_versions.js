@@ -4,6 +4,28 @@
 import { api } from "./app.js";
 import { icon } from "./panel_icons.js";
 
+// A change made here reaches this tab twice: the API's answer, which reloads the room, and
+// the room's `message.versions` event, in either order and on a busy machine seconds apart.
+// Each change is sent with an X-Request-ID of this tab's own, which the event carries back
+// (chatrooms/versions.py): that event is an echo and reloads nothing. A second reload
+// redrew the log under the operator (a notice drawn in between was gone).
+const TAB = [...crypto.getRandomValues(new Uint8Array(6))]
+  .map((b) => b.toString(16).padStart(2, "0"))
+  .join("");
+const mine = new Set();
+let changes = 0;
+
+function change(method, url, body) {
+  const id = `panel.${TAB}.${++changes}`;
+  mine.add(id);
+  return api(method, url, body, { "X-Request-ID": id });
+}
+
+// Whether a `message.versions` event is the echo of a change made here (taken once).
+export function ownChange(requestId) {
+  return mine.delete(requestId);
+}
+
 // Message actions are icons on one line; their names are for screen readers and hover.
 const ICONS = { "ai-regenerate": "regenerate", "ai-edit": "edit" };
 
@@ -19,7 +41,7 @@ function button(cls, text, label, onClick) {
   return b;
 }
 
-// ctx: { T, roomId(), reload(), showError(err), textOf(li) }
+// ctx: { T, roomId(), reload(), showError(err), textOf(li), shown(id) → the message's li }
 export function renderVersionTools(li, m, ctx) {
   const { T } = ctx;
   const tools = li.querySelector(".ai-msg-tools");
@@ -35,7 +57,7 @@ export function renderVersionTools(li, m, ctx) {
     const nav = document.createElement("span");
     nav.className = "ai-versions";
     const show = (id) => () =>
-      api("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${id}/show`).then(ctx.reload, ctx.showError);
+      change("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${id}/show`).then(ctx.reload, ctx.showError);
     const prev = button("ai-version-prev", "‹", T.previous_version, show(v.ids[v.index - 2]));
     const next = button("ai-version-next", "›", T.next_version, show(v.ids[v.index]));
     prev.disabled = v.index <= 1;
@@ -49,7 +71,7 @@ export function renderVersionTools(li, m, ctx) {
   if (m.author_kind === "model" && m.status !== "streaming" && m.reply_to) {
     tools.append(
       button("ai-regenerate", T.regenerate, T.regenerate_reply, () =>
-        api("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}/regenerate`).then(ctx.reload, ctx.showError),
+        change("POST", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}/regenerate`).then(ctx.reload, ctx.showError),
       ),
     );
   }
@@ -130,14 +152,24 @@ function startEdit(li, m, ctx, draft = null) {
       const text = editor.value.trim();
       if (!text) return;
       editor.disabled = true;
-      api("PATCH", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}`, { text }).then(
+      change("PATCH", `/api/ai/rooms/${ctx.roomId()}/messages/${m.id}`, { text }).then(
         () => {
           close();
           ctx.reload();
         },
         (err) => {
-          editor.disabled = false;
           ctx.showError(err);
+          // Disabling it took its focus: it comes back unless the operator went elsewhere.
+          const focused = document.activeElement === document.body || document.activeElement === null;
+          if (editor.isConnected) {
+            editor.disabled = false;
+            if (focused) editor.focus();
+            return;
+          }
+          // A reload redrew the log while the save was on its way (takeEdits leaves an editor
+          // being saved to its answer): the draft goes back to its message, if still shown.
+          const { value, selectionStart: start, selectionEnd: end, selectionDirection: direction } = editor;
+          ctx.shown(m.id)?.hxEdit?.({ value, start, end, direction, focused });
         },
       );
     }

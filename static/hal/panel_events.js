@@ -7,6 +7,7 @@ import { held, logEl, state } from "./panel_state.js";
 import { panelVisible, setUnread, unreadCount } from "./panel_dock.js";
 import { announce, countUnseen, isFollowing, stickToEnd } from "./panel_scroll.js";
 import { applyDeltas, applyToolCalls, refreshWaiting, renderMessage, setText } from "./panel_messages.js";
+import { ownChange } from "./message_versions.js";
 import { renderProposal } from "./panel_proposals.js";
 import { refreshRooms, reloadRoom, renderEmpty, renderTabs, selectRoom } from "./panel_rooms.js";
 
@@ -122,6 +123,7 @@ function apply(type, data) {
       break;
     }
     case "message.versions":
+      if (ownChange(data.request_id)) break; // this tab's change: its answer reloaded the room
       if (data.room_id === state.roomId) reloadRoom();
       break;
     case "room.reset":

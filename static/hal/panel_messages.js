@@ -73,6 +73,7 @@ const versionContext = {
   reload: () => reloadRoom(),
   showError: (err) => showError(err),
   textOf: (li) => state.texts.get(li.dataset.messageId) ?? "",
+  shown: (id) => logEl.querySelector(`:scope > li.ai-msg[data-message-id="${id}"]`),
 };
 
 // Who wrote it, when, and for a relay reply whom it answers.

@@ -119,20 +119,23 @@ class LateVersionEvents:
 
         server.on_message(from_server)
 
-    def release(self) -> None:
+    def release(self, then: list[dict] | None = None) -> None:
+        """Let the held events through, in one frame with the events `then` after them."""
         self.released = True
-        if self.held:
-            self.page_side.send(json.dumps({"type": "events", "events": self.held}))
+        if self.held or then:
+            frame = {"type": "events", "events": self.held + (then or [])}
+            self.page_side.send(json.dumps(frame))
 
 
 @pytest.mark.parametrize("width", [1440, 390], ids=["1440", "390"])
-def test_an_edit_in_progress_survives_the_late_event_of_its_tabs_version_change(
+def test_an_edit_in_progress_survives_late_events_and_a_reload(
     live_asgi, page_factory, operator, fake_anthropic, provider_api_key, width
 ):
     """CI's lost editor, made certain: this tab's own version changes reload the room on
     the API's answer; their `message.versions` events land only after an editor is open
-    (on a busy machine they came > 60 ms later). Their reload keeps the editor and its
-    draft, and on a phone leaves the page where it was."""
+    (on a busy machine they came > 60 ms later) and reload nothing. Another tab's change
+    then reloads the room under the editor: it keeps the editor and its draft, and on a
+    phone leaves the page where it was."""
     phone = width == 390
     events = LateVersionEvents()
     page, replies = _answered(
@@ -152,17 +155,20 @@ def test_an_edit_in_progress_survives_the_late_event_of_its_tabs_version_change(
     expect(replies.first).to_have_attribute("data-status", "complete")
     press(replies.first.locator(".ai-version-prev"))
     expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
+    _first, second = replies.first.evaluate("li => li.hxVersions.ids")
 
     mine = page.locator("#ai-log .ai-msg.from-operator")
     press(mine.first.locator(".ai-edit"))
     editor = mine.first.locator("textarea.ai-editor")
     editor.fill("hello, edited")
     page_at = page.evaluate("() => window.scrollY")
-    # The log as drawn now is marked: the events' reload draws it anew, without the mark.
+    # The log as drawn now is marked: a reload draws it anew, without the mark.
     replies.first.evaluate("li => { li.dataset.before = 'reload'; }")
     events.release()
+    call(page, live_asgi.url, "POST", f"/api/ai/rooms/{room}/messages/{second}/show")
     expect(page.locator("#ai-log > li[data-before]")).to_have_count(0)
-    expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
     expect(editor).to_have_value("hello, edited")
     expect(editor).to_be_focused()
     expect(mine.first.locator(".ai-text")).to_be_hidden()
@@ -174,6 +180,51 @@ def test_an_edit_in_progress_survives_the_late_event_of_its_tabs_version_change(
     expect(mine.first.locator(".ai-text")).to_have_text("hello, edited")
     expect(mine.first.locator(".ai-version-index")).to_have_text("2/2")
     expect(replies.first.locator(".ai-text")).to_have_text("answer to the edit")
+
+
+# Counts the room's loads (panel_rooms.js selectRoom's first request, made before its
+# first await): app.js `api` looks `fetch` up at each call.
+COUNT_LOADS = r"""() => {
+  window.hxLoads = 0;
+  const fetch = window.fetch;
+  window.fetch = (url, ...rest) => {
+    if (/\/api\/ai\/rooms\/\d+\/messages\?limit=/.test(String(url))) window.hxLoads++;
+    return fetch(url, ...rest);
+  };
+}"""
+
+
+def test_a_version_change_made_here_reloads_the_room_once(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    """This tab's version change reloads the room on the API's answer; the change's
+    `message.versions` event, here held back until after that reload, is this tab's own
+    and reloads nothing more (a second reload dropped a notice and an edit being typed)."""
+    events = LateVersionEvents()
+    page, replies = _answered(
+        live_asgi, page_factory, operator, fake_anthropic, provider_api_key, events.route
+    )
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    fake_anthropic.replies.push(Reply(text="second answer"))
+    replies.first.locator(".ai-regenerate").click()
+    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    page.evaluate(COUNT_LOADS)
+    replies.first.locator(".ai-version-prev").click()
+    expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+    assert page.evaluate("() => window.hxLoads") == 1
+    assert len(events.held) == 2  # the regenerate's and the show's, held until now
+
+    # The held events, then a notice in the same frame: once the notice is drawn, the
+    # events before it have been handled, and a reload they started is due 60 ms later
+    # (panel_rooms.js reloadRoom), before a browser timer set after it for 500 ms.
+    room = int(page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id"))
+    notice = {"type": "notice", "id": 10**9, "room_id": room, "text": "after the echoes"}
+    events.release(then=[notice])
+    expect(page.locator("#ai-log .ai-msg", has_text="after the echoes")).to_have_count(1)
+    page.evaluate("() => new Promise((done) => setTimeout(done, 500))")
+    assert page.evaluate("() => window.hxLoads") == 1
+    expect(page.locator("#ai-log .ai-msg", has_text="after the echoes")).to_have_count(1)
 
 
 # The reload an event starts (panel_rooms.js selectRoom, forced), awaited to its end, which
@@ -241,3 +292,47 @@ def test_an_edit_in_progress_survives_a_version_change_in_another_tab(
     expect(mine.first.locator(".ai-version-index")).to_have_text("2/2")
     expect(replies.first.locator(".ai-text")).to_have_text("answer to the edit")
     expect(editor).to_have_count(0)
+
+
+def test_a_refused_save_gives_the_draft_back_after_a_reload_came_between(
+    live_asgi, page_factory, operator, fake_anthropic, provider_api_key
+):
+    """An edit being saved while another tab's version change redraws the log: when the
+    server refuses the save, the draft comes back in its message's editor, with the error,
+    rather than being lost with the editor the redraw removed."""
+    base = live_asgi.url
+    page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    fake_anthropic.replies.push(Reply(text="second answer"))
+    replies.first.locator(".ai-regenerate").click()
+    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
+    first, _second = replies.first.evaluate("li => li.hxVersions.ids")
+
+    saves = []  # the edit's PATCH, held here until the redraw has landed
+    page.route(
+        "**/api/ai/rooms/*/messages/*",
+        lambda route: saves.append(route) if route.request.method == "PATCH" else route.fallback(),
+    )
+    mine = page.locator("#ai-log .ai-msg.from-operator")
+    mine.first.locator(".ai-edit").click()
+    editor = mine.first.locator("textarea.ai-editor")
+    too_long = "x" * 20_001  # over HAL_CHAT_MAX_MESSAGE_CHARS: the server refuses it
+    editor.fill(too_long)
+    editor.press("Enter")
+    expect(editor).to_be_disabled()
+    for _ in range(600):
+        if saves:
+            break
+        page.wait_for_timeout(100)
+    assert saves, "the edit's save never left the page"
+
+    call(page, base, "POST", f"/api/ai/rooms/{room}/messages/{first}/show")  # another tab
+    expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
+    saves[0].continue_()
+    expect(page.locator("#ai-send-error")).to_have_attribute("data-code", "invalid_text")
+    expect(editor).to_have_count(1)  # (a failure of the next line prints the whole draft)
+    expect(editor).to_have_value(too_long)
+    expect(editor).to_be_enabled()
+    expect(editor).to_be_focused()

@@ -200,3 +200,55 @@ async def test_a_reply_waiting_for_approval_cannot_be_regenerated(models, aclien
     assert response.status_code == 409 and code(response) == "reply_running"
     # (Editing the message instead stops the turn and cancels the proposal with a notice:
     # tests/chatrooms/test_branch_waiting.py.)
+
+
+async def test_a_version_change_names_the_request_that_made_it(
+    models, aclient, orchestrator, monkeypatch
+):
+    """Each `message.versions` event carries the X-Request-ID of the change's request: the
+    tab that sent it knows the event for its own and does not reload the room a second
+    time (it reloads on the API's answer); every other tab reloads on the event."""
+    from chatrooms import versions
+
+    sent: list[dict] = []
+    real = versions.publish
+
+    def record(group, event_type, payload):
+        if event_type == "message.versions":
+            sent.append(payload)
+        real(group, event_type, payload)
+
+    monkeypatch.setattr(versions, "publish", record)
+    alpha = models[0]
+    room_id = await room_for(aclient, alpha.id)
+    alpha.fake.replies.push(Reply(text="first answer"))
+    await send(aclient, room_id, "the question")
+    await orchestrator.wait_idle()
+    mine, first = await messages(aclient, room_id)
+
+    alpha.fake.replies.push(Reply(text="second answer"))
+    url = f"/api/ai/rooms/{room_id}/messages"
+    made = await aclient.post(
+        f"{url}/{first['id']}/regenerate", headers={"X-Request-ID": "tab1.r1"}
+    )
+    assert made.status_code == 202, made.content
+    await orchestrator.wait_idle()
+    shown = await aclient.post(f"{url}/{first['id']}/show", headers={"X-Request-ID": "tab1.s2"})
+    assert shown.status_code == 200, shown.content
+    alpha.fake.replies.push(Reply(text="edited answer"))
+    edited = await aclient.patch(
+        f"{url}/{mine['id']}",
+        {"text": "the question, again"},
+        content_type="application/json",
+        headers={"X-Request-ID": "tab1.e3"},
+    )
+    assert edited.status_code == 202, edited.content
+    await orchestrator.wait_idle()
+    assert [(e["group"], e["request_id"]) for e in sent] == [
+        (first["id"], "tab1.r1"),
+        (first["id"], "tab1.s2"),
+        (mine["id"], "tab1.e3"),
+    ]
+    # A request without the header gets the server's id, which no tab claims as its own.
+    await show(aclient, room_id, mine["id"])
+    assert sent[-1]["request_id"] not in {"tab1.r1", "tab1.s2", "tab1.e3", ""}
