@@ -7,8 +7,9 @@ import { icon } from "./panel_icons.js";
 // A change made here reaches this tab twice: the API's answer, which reloads the room, and
 // the room's `message.versions` event, in either order and on a busy machine seconds apart.
 // Each change is sent with an X-Request-ID of this tab's own, which the event carries back
-// (chatrooms/versions.py): that event is an echo and reloads nothing. A second reload
-// redrew the log under the operator (a notice drawn in between was gone).
+// (chatrooms/versions.py): that event is an echo and reloads nothing. A second reload drew
+// the log anew for nothing, replacing under the operator what they were reading or about
+// to click.
 const TAB = [...crypto.getRandomValues(new Uint8Array(6))]
   .map((b) => b.toString(16).padStart(2, "0"))
   .join("");
