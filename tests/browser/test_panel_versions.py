@@ -43,6 +43,18 @@ def _answered(
     return page, page.locator("#ai-log .ai-msg.from-model")
 
 
+def _regenerated(page, replies, fake_anthropic, press=None):
+    """The reply regenerated ("second answer", ‹ 2/2 ›): (the room's id, the reply's two
+    version ids). `press`: how to press a button (a tap on a phone)."""
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    fake_anthropic.replies.push(Reply(text="second answer"))
+    (press or (lambda locator: locator.click()))(replies.first.locator(".ai-regenerate"))
+    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
+    expect(replies.first).to_have_attribute("data-status", "complete")
+    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
+    return room, replies.first.evaluate("li => li.hxVersions.ids")
+
+
 def test_regenerate_and_edit_with_versions(
     live_asgi, page_factory, operator, fake_anthropic, provider_api_key
 ):
@@ -148,15 +160,9 @@ def test_an_edit_in_progress_survives_late_events_and_a_reload(
         else:
             locator.click()
 
-    expect(replies.first).to_have_attribute("data-status", "complete")
-    fake_anthropic.replies.push(Reply(text="second answer"))
-    press(replies.first.locator(".ai-regenerate"))
-    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
-    expect(replies.first).to_have_attribute("data-status", "complete")
+    room, (_first, second) = _regenerated(page, replies, fake_anthropic, press)
     press(replies.first.locator(".ai-version-prev"))
     expect(replies.first.locator(".ai-version-index")).to_have_text("1/2")
-    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
-    _first, second = replies.first.evaluate("li => li.hxVersions.ids")
 
     mine = page.locator("#ai-log .ai-msg.from-operator")
     press(mine.first.locator(".ai-edit"))
@@ -246,13 +252,7 @@ def test_an_edit_in_progress_survives_a_version_change_in_another_tab(
     selection and whether it had the focus; it still saves."""
     base = live_asgi.url
     page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
-    expect(replies.first).to_have_attribute("data-status", "complete")
-    fake_anthropic.replies.push(Reply(text="second answer"))
-    replies.first.locator(".ai-regenerate").click()
-    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
-    expect(replies.first).to_have_attribute("data-status", "complete")
-    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
-    first, second = replies.first.evaluate("li => li.hxVersions.ids")
+    room, (first, second) = _regenerated(page, replies, fake_anthropic)
 
     def show_from_another_tab(message_id, index):
         """Show a version of the reply as another tab would (this page's code makes no
@@ -302,13 +302,7 @@ def test_a_refused_save_gives_the_draft_back_after_a_reload_came_between(
     rather than being lost with the editor the redraw removed."""
     base = live_asgi.url
     page, replies = _answered(live_asgi, page_factory, operator, fake_anthropic, provider_api_key)
-    expect(replies.first).to_have_attribute("data-status", "complete")
-    fake_anthropic.replies.push(Reply(text="second answer"))
-    replies.first.locator(".ai-regenerate").click()
-    expect(replies.first.locator(".ai-version-index")).to_have_text("2/2")
-    expect(replies.first).to_have_attribute("data-status", "complete")
-    room = page.locator("#ai-tabs [aria-selected=true]").get_attribute("data-room-id")
-    first, _second = replies.first.evaluate("li => li.hxVersions.ids")
+    room, (first, _second) = _regenerated(page, replies, fake_anthropic)
 
     saves = []  # the edit's PATCH, held here until the redraw has landed
     page.route(
